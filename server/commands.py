@@ -1,0 +1,81 @@
+"""Flask CLI commands for operators and instructors (no browser needed)."""
+from __future__ import annotations
+
+import click
+from flask import Flask
+
+from server.extensions import db
+from server.models import Course, Role
+
+DEMO_COURSE = ("DIST101", "分布式训练入门 / Distributed training 101")
+DEMO_USERS = (("teacher", "teacher-pass", Role.INSTRUCTOR),
+              ("alice", "alice-pass", Role.STUDENT),
+              ("bob", "bob-pass", Role.STUDENT))
+
+
+def register(app: Flask) -> None:
+    """Attach the commands to the app's CLI."""
+
+    @app.cli.command("seed-demo")
+    def seed_demo() -> None:
+        """Create the demo course: one instructor, two students (idempotent)."""
+        from server.roster import enrol, ensure_course
+
+        course = ensure_course(*DEMO_COURSE)
+        for name, pw, role in DEMO_USERS:
+            enrol(course, name, role=role, password=pw)
+        db.session.commit()
+        click.echo(f"demo course {course.code}:")
+        for name, pw, role in DEMO_USERS:
+            click.echo(f"  {role.value:10} {name} / {pw}")
+
+    users = click.Group("users", help="Manage people.")
+    app.cli.add_command(users)
+
+    @users.command("add")
+    @click.argument("username")
+    @click.option("--course", "course_code", default=DEMO_COURSE[0], show_default=True)
+    @click.option("--role", type=click.Choice([r.value for r in Role]), default="student")
+    @click.option("--password", default=None, help="generated and printed if omitted")
+    def users_add(username: str, course_code: str, role: str, password: str | None) -> None:
+        """Enrol USERNAME in a course, creating the account if needed."""
+        from server.roster import enrol
+
+        course = _course(course_code)
+        user, pw = enrol(course, username, role=Role(role), password=password)
+        db.session.commit()
+        click.echo(f"{user.username} enrolled in {course.code} as {role}" + (f"; password: {pw}" if pw else ""))
+
+    roster = click.Group("roster", help="Course rosters.")
+    app.cli.add_command(roster)
+
+    @roster.command("import")
+    @click.argument("csv_file", type=click.Path(exists=True, dir_okay=False))
+    @click.option("--course", "course_code", default=DEMO_COURSE[0], show_default=True)
+    def roster_import(csv_file: str, course_code: str) -> None:
+        """Enrol every student of a CSV roster (header: username[,display_name,email,password])."""
+        from server.roster import import_csv
+
+        with open(csv_file, "rb") as f:
+            result = import_csv(_course(course_code), f.read())
+        for err in result.errors:
+            click.echo(f"error: {err}", err=True)
+        if result.errors:
+            raise SystemExit(1)
+        click.echo(f"enrolled {len(result.enrolled)}")
+        for name, pw in result.created:
+            click.echo(f"  new account {name} / {pw}")
+
+    @app.cli.command("reconcile")
+    def reconcile_cmd() -> None:
+        """Re-enqueue submissions whose queue job was lost."""
+        from server.queue import reconcile
+
+        click.echo(f"re-enqueued: {reconcile()}")
+
+
+def _course(code: str) -> Course:
+    course = db.session.scalar(db.select(Course).where(Course.code == code))
+    if course is None:
+        raise click.ClickException(f"no course {code}")
+    return course

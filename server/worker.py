@@ -1,0 +1,52 @@
+"""``python -m server.worker``: an RQ worker for this host's queues plus a reconciler thread.
+
+The host's GPU count (``WORKER_GPUS``) decides its queues, so a CPU host never
+takes a job that needs two GPUs. Every worker reconciles; ``reconcile`` is
+safe to run concurrently.
+"""
+from __future__ import annotations
+
+import os
+import threading
+
+import redis
+from rq import Queue, Worker
+
+from server.queue import queues_for_host, reconcile, redis_conn
+from server.tasks import worker_app
+
+RECONCILE_EVERY_S = float(os.environ.get("RECONCILE_EVERY_S", "5"))
+
+
+def reconcile_forever(stop: threading.Event) -> None:
+    """Run ``reconcile`` every few seconds until ``stop`` is set; survives Redis outages."""
+    app = worker_app()
+    while not stop.is_set():
+        with app.app_context():
+            try:
+                reconcile()
+            except redis.exceptions.RedisError as exc:
+                app.logger.warning("reconcile: redis unavailable (%s)", exc)
+            except Exception:  # a reconciler bug must not stop grading
+                app.logger.exception("reconcile failed")
+                from server.extensions import db
+                db.session.rollback()
+        stop.wait(RECONCILE_EVERY_S)
+
+
+def main() -> None:
+    app = worker_app()
+    with app.app_context():
+        conn = redis_conn()
+        names = queues_for_host(app.config["WORKER_GPUS"])
+    stop = threading.Event()
+    threading.Thread(target=reconcile_forever, args=(stop,), daemon=True).start()
+    worker = Worker([Queue(n, connection=conn) for n in names], connection=conn)
+    try:
+        worker.work(with_scheduler=False)
+    finally:
+        stop.set()
+
+
+if __name__ == "__main__":
+    main()
