@@ -1,0 +1,206 @@
+"""Shared fixtures: real redis-server, real SQL database, real service processes, real browser.
+
+Nothing here is a mock: ``redis_server`` starts redis-server on a free port,
+``app`` migrates a fresh SQLite file with Alembic, ``service`` starts gunicorn
+and a worker as separate processes, and ``browser`` is Debian's Chromium
+driven by Playwright.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise TimeoutError(f"nothing listening on port {port} after {timeout}s")
+
+
+class RedisServer:
+    """A real redis-server process without persistence, restartable on the same port."""
+
+    def __init__(self, workdir: Path):
+        self.workdir = workdir
+        self.port = free_port()
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            pytest.skip("redis-server is not installed (apt-get install redis-server)")
+        self.proc = subprocess.Popen(
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", str(self.workdir)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for_port(self.port)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def app(tmp_path, redis_server):
+    """A fresh app on a migrated SQLite database with the demo course seeded."""
+    from flask_migrate import upgrade
+
+    from server import create_app
+
+    var = tmp_path / "var"
+    app = create_app({
+        "TESTING": True,
+        "SQLALCHEMY_DATABASE_URI": f"sqlite:///{var / 'test.db'}",
+        "REDIS_URL": redis_server.url,
+        "VAR_DIR": str(var),
+        "WTF_CSRF_ENABLED": False,
+        "SECRET_KEY": "test",
+    })
+    redis_server_flush(redis_server)
+    with app.app_context():
+        upgrade()
+        app.test_cli_runner().invoke(args=["seed-demo"])
+    yield app
+
+
+def redis_server_flush(server: RedisServer) -> None:
+    import redis
+
+    redis.Redis.from_url(server.url).flushall()
+
+
+@pytest.fixture
+def client(app):
+    return app.test_client()
+
+
+class AuthActions:
+    def __init__(self, client):
+        self._client = client
+
+    def login(self, username: str = "alice", password: str = "alice-pass"):
+        return self._client.post("/login", data={"username": username, "password": password})
+
+    def logout(self):
+        return self._client.post("/logout")
+
+
+@pytest.fixture
+def auth(client):
+    return AuthActions(client)
+
+
+class Service:
+    """The real service: gunicorn web + RQ worker processes on a migrated database."""
+
+    def __init__(self, tmp: Path, redis_url: str, extra_env: dict[str, str] | None = None):
+        self.tmp = tmp
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = dict(os.environ, DATABASE_URL=f"sqlite:///{tmp / 'svc.db'}", REDIS_URL=redis_url,
+                        DISTGRADE_VAR_DIR=str(tmp / "var"), SECRET_KEY="svc-test", LEASE_S="6",
+                        RECONCILE_EVERY_S="1", PYTHONUNBUFFERED="1", **(extra_env or {}))
+        self.procs: dict[str, subprocess.Popen] = {}
+
+    def flask(self, *args: str) -> str:
+        out = subprocess.run([sys.executable, "-m", "flask", "--app", "server", *args], env=self.env,
+                             cwd=REPO, capture_output=True, text=True, check=True)
+        return out.stdout
+
+    def start_web(self) -> None:
+        self.procs["web"] = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "-w", "2", "--threads", "4", "-b", f"127.0.0.1:{self.port}",
+             "server.wsgi:app"], env=self.env, cwd=REPO, start_new_session=True,
+            stdout=open(self.tmp / "web.log", "ab"), stderr=subprocess.STDOUT)
+        wait_for_port(self.port)
+
+    def start_worker(self, name: str = "worker") -> subprocess.Popen:
+        proc = subprocess.Popen([sys.executable, "-m", "server.worker"], env=self.env, cwd=REPO,
+                                start_new_session=True, stdout=open(self.tmp / f"{name}.log", "ab"),
+                                stderr=subprocess.STDOUT)
+        self.procs[name] = proc
+        return proc
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        proc = self.procs.pop(name)
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+
+    def stop(self) -> None:
+        for name in list(self.procs):
+            self.kill(name)
+
+
+@pytest.fixture
+def service(tmp_path, redis_server) -> Iterator[Service]:
+    redis_server_flush(redis_server)
+    svc = Service(tmp_path, redis_server.url)
+    svc.flask("db", "upgrade")
+    svc.flask("seed-demo")
+    yield svc
+    svc.stop()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Debian's Chromium driven by Playwright (no browser download)."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(locale="zh-CN")
+    pg = context.new_page()
+    yield pg
+    context.close()
