@@ -115,16 +115,22 @@ def reconcile() -> list[int]:
         db.select(Submission).where(Submission.status == SubmissionStatus.RUNNING.value,
                                     Submission.lease_until < now)).all()
     for sub in expired:
-        if sub.infra_retries < max_retries:
+        retry = sub.infra_retries < max_retries
+        if retry:
             values = dict(status=SubmissionStatus.QUEUED.value, infra_retries=sub.infra_retries + 1,
                           run_token=None, lease_until=None)
         else:
             values = dict(status=SubmissionStatus.ERROR.value, finished_at=now, run_token=None,
                           error_detail="worker lost twice (lease expired); not counted")
-        db.session.execute(update(Submission).where(
+        won = db.session.execute(update(Submission).where(
             Submission.id == sub.id, Submission.status == SubmissionStatus.RUNNING.value,
-            Submission.run_token == sub.run_token).values(**values))
-    db.session.commit()
+            Submission.run_token == sub.run_token).values(**values)).rowcount
+        db.session.commit()
+        # The old job may still sit in RQ's started registry: it is dead by its lease, so enqueue anew.
+        if won and retry:
+            db.session.refresh(sub)
+            if enqueue(sub):
+                requeued.append(sub.id)
 
     waiting = db.session.scalars(
         db.select(Submission).where(Submission.status == SubmissionStatus.QUEUED.value)).all()

