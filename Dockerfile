@@ -1,0 +1,38 @@
+# syntax=docker/dockerfile:1
+# Two targets: `web` (gunicorn, CPU only) and `worker` (grades on a GPU host, CUDA PyTorch base).
+# Both install with the README's own command: ./distgrade install.
+#   docker build --target web -t distgrade-web .
+#   docker build --target worker -t distgrade-worker .
+
+FROM python:3.11-slim-bookworm AS web
+ENV PYTHONUNBUFFERED=1 PYTHON=/usr/local/bin/python3
+WORKDIR /app
+COPY pyproject.toml distgrade ./
+COPY server ./server
+COPY graders ./graders
+COPY quizzes ./quizzes
+COPY assignments ./assignments
+RUN ./distgrade install
+RUN useradd --system --uid 10001 --no-create-home distgrade && mkdir -p /app/var && chown 10001 /app/var
+USER 10001
+EXPOSE 5000
+CMD [".venv/bin/python", "-m", "gunicorn", "-w", "4", "--threads", "4", "-b", "0.0.0.0:5000", "server.wsgi:app"]
+
+FROM pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime AS worker
+ENV PYTHONUNBUFFERED=1 GRADER_MODE=gpu PYTHON=/opt/conda/bin/python \
+    TORCH_SPEC=none VENV_FLAGS=--system-site-packages
+# The sandbox needs bubblewrap; the worker itself stays root to set up cgroups and drop student code
+# to an unprivileged uid.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends bubblewrap=0.* \
+    && rm -rf /var/lib/apt/lists/*
+WORKDIR /app
+COPY pyproject.toml distgrade ./
+COPY server ./server
+COPY graders ./graders
+COPY quizzes ./quizzes
+COPY assignments ./assignments
+RUN ./distgrade install
+# hadolint ignore=DL3002
+USER 0
+CMD [".venv/bin/python", "-m", "server.worker"]
