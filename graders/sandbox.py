@@ -8,25 +8,82 @@ INTERFACE (stable, used by every runner):
 
 ``argv`` and paths are as seen *inside* the sandbox; ``workdir`` is bound
 read-write at the same path. The returned ``SandboxResult`` says how the run
-ended and which isolation layers were in force (``layers``), so the report can
-show them.
+ended and which isolation layers were in force (``layers``) or missing and why
+(``degraded``), so the report can show them.
 
-This first version has only the portable layers (new session, rlimits,
-wall-clock kill of the whole process group); bubblewrap, the unprivileged uid
-and cgroups are added on top of the same interface.
+Layers, each used where the host has it:
+
+* a fresh job dir (the caller's), a new session and process group, rlimits
+  (CORE, FSIZE, NOFILE, NPROC; AS only when ``limits.address_space`` and no memory
+  cgroup, never with GPUs);
+* an unprivileged uid: the child drops from root to ``DISTGRADE_SANDBOX_UID``
+  *before* exec'ing bubblewrap, so even bwrap's user namespace maps to a real
+  unprivileged uid and root-only files stay unreadable;
+* bubblewrap: every namespace (network = loopback only), nested user namespaces
+  disabled, read-only ``/``, private ``/tmp``, ``/proc`` and ``/dev``, the host's
+  paths in ``DISTGRADE_HIDE_PATHS`` covered by empty tmpfs, hostname ``localhost``
+  so ``torchrun --standalone`` and gloo find the loopback interface;
+* a cgroup (``graders.cgroups``) with memory and pids limits, used to kill every
+  process of the job, daemons included;
+* bounded output (a tail is kept, a flood is killed), a disk quota on the
+  writable binds, and secrets scrubbed from the environment.
+
+Files the run leaves in ``workdir`` belong to the sandbox uid: read them with
+``O_NOFOLLOW`` and size limits. Anything the grader must trust goes in ``ro_binds``.
+A process killed by signal N reports ``returncode`` -N without bwrap and 128+N with
+it (bwrap's own convention).
+
+Environment (all optional):
+
+``DISTGRADE_SANDBOX``        ``auto`` (default: bwrap when it works here), ``bwrap``
+                             (required: SandboxSetupError otherwise) or ``none``.
+``DISTGRADE_SANDBOX_UID``    uid (and ``..._GID`` gid) student code runs as; default
+                             65534. Give each concurrent worker its own uid so RLIMIT_NPROC,
+                             which counts per uid, cannot couple two jobs.
+``DISTGRADE_HIDE_PATHS``     ``os.pathsep``-separated host paths hidden under empty tmpfs;
+                             default: the jobs root, the repo's ``var/`` (or
+                             ``DISTGRADE_VAR_DIR``) and ``instance/``, ``/root``, ``/run``.
+``DISTGRADE_CGROUP``         ``auto`` or ``none`` (see ``graders.cgroups``).
 """
 from __future__ import annotations
 
 import os
+import re
 import resource
-import signal
+import shutil
 import subprocess
+import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
+from enum import Enum
+from functools import lru_cache
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
+
+from graders import cgroups
+from graders.exceptions import SandboxSetupError
+from graders.sandbox_session import Session
+from graders.workspace import JOBS_ROOT
 
 MiB = 1024 * 1024
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SANDBOX_UID = int(os.environ.get("DISTGRADE_SANDBOX_UID", "65534"))
+SANDBOX_GID = int(os.environ.get("DISTGRADE_SANDBOX_GID", str(SANDBOX_UID)))
+# Service secrets that a caller passing ``dict(os.environ)`` would otherwise hand to students.
+SECRET_ENV = re.compile(r"SECRET|PASSWORD|PASSWD|TOKEN|CREDENTIAL|API_KEY|PRIVATE|^DATABASE_URL$"
+                        r"|^REDIS_URL$|^AWS_|^RQ_", re.IGNORECASE)
+SETUP_MARK = b"distgrade-sandbox-ready\n"
+
+
+class KilledReason(str, Enum):
+    """Why the sandbox (or the kernel on its behalf) ended a run."""
+
+    TIMEOUT = "timeout"
+    MEMORY = "memory"
+    PIDS = "pids"
+    DISK = "disk"
+    OUTPUT = "output"
 
 
 @dataclass
@@ -35,13 +92,15 @@ class Limits:
 
     wall_s: float = 300.0
     memory_bytes: int = 6 * 1024 * MiB  # whole job (all ranks)
-    nproc: int = 512
-    fsize_bytes: int = 256 * MiB
+    nproc: int = 512  # tasks (threads count) in the whole job
+    fsize_bytes: int = 256 * MiB  # largest single file
     nofile: int = 1024
     output_bytes: int = 64 * 1024  # kept tail of stdout/stderr
     address_space: bool = True  # RLIMIT_AS per process; never with CUDA
     dump_signal: int | None = None  # sent to the group before a timeout kill
     dump_grace_s: float = 3.0
+    disk_bytes: int = 2 * 1024 * MiB  # all files in the writable binds, and the private /tmp
+    output_kill_bytes: int = 32 * MiB  # stdout+stderr beyond this is a flood: kill
 
 
 @dataclass
@@ -53,60 +112,209 @@ class SandboxResult:
     wall_s: float
     stdout: str = ""
     stderr: str = ""
-    killed_reason: str | None = None  # "timeout", "memory", "pids", ...
+    killed_reason: str | None = None  # a KilledReason value
     oom_killed: bool = False
     layers: list[str] = field(default_factory=list)
     peak_memory_bytes: int | None = None
+    degraded: list[str] = field(default_factory=list)  # "layer: why it is missing"
+    output_total_bytes: int = 0  # stdout+stderr produced, kept or not
+    leftover_pids: int = 0  # processes that survived the final kill (should be 0)
 
 
-def _tail(data: bytes, limit: int) -> str:
-    if len(data) > limit:
-        data = b"...[truncated]...\n" + data[-limit:]
-    return data.decode("utf-8", errors="replace")
+def default_hide_paths() -> list[str]:
+    """Host paths student code must not see: other jobs, the database, the service's home."""
+    raw = os.environ.get("DISTGRADE_HIDE_PATHS")
+    if raw is not None:
+        return [p for p in raw.split(os.pathsep) if p]
+    var_dir = os.environ.get("DISTGRADE_VAR_DIR", str(REPO_ROOT / "var"))
+    return [str(JOBS_ROOT), var_dir, str(REPO_ROOT / "instance"), "/root", "/run"]
 
 
-def _preexec(limits: Limits):
+def gpu_setup(gpus: Sequence[int], dev_dir: str = "/dev") -> tuple[list[str], dict[str, str]]:
+    """bwrap args that expose only the chosen GPUs' device nodes, and the env that selects them.
+
+    CUDA_DEVICE_ORDER=PCI_BUS_ID makes CUDA's indices match ``/dev/nvidiaN`` minors.
+    """
+    dev = Path(dev_dir)
+    nodes = [dev / "nvidiactl", *sorted(dev.glob("nvidia-uvm*"))] + [dev / f"nvidia{i}" for i in gpus]
+    args: list[str] = []
+    for node in nodes:
+        if node.exists():
+            inside = f"/dev/{node.name}"
+            args += ["--dev-bind", str(node), inside]
+    env = {"CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in gpus), "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    return args, env
+
+
+def bwrap_argv(argv: Sequence[str], *, bwrap: str, workdir: Path | None, hide: Sequence[str],
+               ro_binds: Sequence[tuple[str, str]] = (), rw_binds: Sequence[tuple[str, str]] = (),
+               gpu_args: Sequence[str] = (), tmp_bytes: int = 512 * MiB) -> list[str]:
+    """The full bubblewrap command line for ``argv`` (pure: unit-tested without running it).
+
+    Order matters: bwrap applies mounts in sequence, so hidden paths are covered first
+    and the job's own binds are then mounted on top, even inside a hidden folder.
+    The inner ``sh`` writes SETUP_MARK to its stdin (a pipe from the watcher) once every
+    mount succeeded, which tells a sandbox failure apart from the student's exit code 1.
+    """
+    cmd = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
+           "--new-session", "--cap-drop", "ALL", "--hostname", "localhost",
+           "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
+           "--size", str(tmp_bytes), "--tmpfs", "/tmp"]
+    for path in hide:
+        cmd += ["--tmpfs", path]
+    if workdir is not None:
+        cmd += ["--bind", str(workdir), str(workdir)]
+    for src, dst in ro_binds:
+        cmd += ["--ro-bind", str(src), str(dst)]
+    for src, dst in rw_binds:
+        cmd += ["--bind", str(src), str(dst)]
+    cmd += list(gpu_args)
+    if workdir is not None:
+        cmd += ["--chdir", str(workdir)]
+    cmd += ["--", "/bin/sh", "-c", f'printf "{SETUP_MARK.decode().strip()}\\n" >&0 && exec "$@" </dev/null',
+            "sh", *argv]
+    return cmd
+
+
+def scrub_env(env: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """Drop variables that look like service secrets; returns the env and the dropped names."""
+    dropped = sorted(k for k in env if SECRET_ENV.search(k))
+    return {k: v for k, v in env.items() if k not in dropped}, dropped
+
+
+@lru_cache(maxsize=None)
+def _bwrap_probe(bwrap: str, drop_uid: bool) -> str | None:
+    """Run a trivial sandbox once per process; returns why bwrap is unusable, or None."""
+    pre = _preexec(Limits(), [], drop_uid, use_as=False, nproc_rlimit=4096)
+    cmd = bwrap_argv(["true"], bwrap=bwrap, workdir=None, hide=[])
+    mark_r, mark_w = os.pipe()
+    try:
+        r = subprocess.run(cmd, preexec_fn=pre, capture_output=True, timeout=30, cwd="/",
+                           stdin=mark_w)
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"bwrap: probe failed: {e}"
+    finally:
+        os.close(mark_w)
+    with os.fdopen(mark_r, "rb") as f:
+        mark = f.read()
+    if r.returncode != 0 or mark != SETUP_MARK:
+        return f"bwrap: probe exited {r.returncode}: {r.stderr.decode(errors='replace')[-300:]}"
+    return None
+
+
+def _preexec(limits: Limits, procs_files: list[str], drop_uid: bool, use_as: bool,
+             nproc_rlimit: int) -> Callable[[], None]:
     def apply() -> None:
         os.setsid()
+        for f in procs_files:  # join the job's cgroup(s) while still root, before any fork
+            with open(f, "w") as fh:
+                fh.write(str(os.getpid()))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_FSIZE, (limits.fsize_bytes, limits.fsize_bytes))
         resource.setrlimit(resource.RLIMIT_NOFILE, (limits.nofile, limits.nofile))
-        if limits.address_space:
+        resource.setrlimit(resource.RLIMIT_NPROC, (nproc_rlimit, nproc_rlimit))
+        if use_as:
             resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+        if drop_uid:
+            os.setgroups([])
+            os.setgid(SANDBOX_GID)
+            os.setuid(SANDBOX_UID)
+            os.umask(0o022)
     return apply
+
+
+def _share_with_uid(paths: Sequence[Path], writable: Sequence[Path]) -> None:
+    """Let the sandbox uid reach the bound paths and write the writable ones.
+
+    Job folders are 0700 (workspace.job_dir); bwrap runs as the sandbox uid and needs
+    search permission on every ancestor of a bind source. Only ancestors inside the
+    temp dir or the jobs root are opened (o+x: traverse, not list); anything else that
+    blocks the way is a deployment error.
+    """
+    opened = [Path(tempfile.gettempdir()).resolve(), JOBS_ROOT.resolve()]
+    for w in writable:
+        os.chown(w, SANDBOX_UID, SANDBOX_GID)
+    for p in paths:
+        for anc in Path(p).resolve().parents:
+            st = anc.stat()
+            if st.st_mode & 0o001 or st.st_uid == SANDBOX_UID:
+                continue
+            if any(anc == o or o in anc.parents for o in opened):
+                os.chmod(anc, (st.st_mode & 0o7777) | 0o001)
+            else:
+                raise SandboxSetupError(f"{anc} is not searchable by uid {SANDBOX_UID}; "
+                                        f"cannot bind {p} into the sandbox")
 
 
 def run(argv: Sequence[str], *, workdir: Path, limits: Limits, env: dict[str, str],
         ro_binds: Sequence[tuple[str, str]] = (), rw_binds: Sequence[tuple[str, str]] = (),
-        gpus: Sequence[int] | None = None) -> SandboxResult:
-    """Run ``argv`` in ``workdir`` under ``limits``; never raises for student behaviour."""
+        gpus: Sequence[int] | None = None, hide_paths: Sequence[str] | None = None) -> SandboxResult:
+    """Run ``argv`` in ``workdir`` under ``limits``; never raises for student behaviour.
+
+    Raises SandboxSetupError when the sandbox itself cannot be built (a missing
+    bind source, bwrap required but unusable, a failed fork).
+    """
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    start = time.monotonic()
-    proc = subprocess.Popen(list(argv), cwd=workdir, env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            preexec_fn=_preexec(limits))
-    timed_out = False
-    try:
-        out, err = proc.communicate(timeout=limits.wall_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        if limits.dump_signal is not None:
-            _signal_group(proc.pid, limits.dump_signal)
-            time.sleep(limits.dump_grace_s)
-        _signal_group(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-    _signal_group(proc.pid, signal.SIGKILL)  # nothing outlives the job
-    return SandboxResult(
-        returncode=proc.returncode, timed_out=timed_out, wall_s=time.monotonic() - start,
-        stdout=_tail(out, limits.output_bytes), stderr=_tail(err, limits.output_bytes),
-        killed_reason="timeout" if timed_out else None,
-        layers=["jobdir", "session", "rlimits", "killpg"],
-    )
+    layers, degraded = ["jobdir", "session", "rlimits"], []
+    env, dropped = scrub_env(dict(env))
+    if dropped:
+        layers.append("env-scrub")
+    drop_uid = os.geteuid() == 0
+    if drop_uid:
+        _share_with_uid([workdir, *(Path(s) for s, _ in (*ro_binds, *rw_binds))],
+                        [workdir, *(Path(s) for s, _ in rw_binds)])
+        layers.append(f"uid:{SANDBOX_UID}")
+    else:
+        degraded.append("uid: the service is not root, student code runs as its uid")
 
+    mode = os.environ.get("DISTGRADE_SANDBOX", "auto")
+    bwrap = shutil.which("bwrap") if mode != "none" else None
+    why_not = "bwrap: not installed" if bwrap is None else _bwrap_probe(bwrap, drop_uid)
+    if mode == "none":
+        why_not = "bwrap: disabled by DISTGRADE_SANDBOX=none"
+    elif why_not and mode == "bwrap":
+        raise SandboxSetupError(why_not)
 
-def _signal_group(pid: int, sig: int) -> None:
+    cg, missing = cgroups.create(limits.memory_bytes, limits.nproc)
+    degraded += missing
     try:
-        os.killpg(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
+        gpu_args: list[str] = []
+        if gpus:
+            gpu_args, gpu_env = gpu_setup(gpus)
+            env.update(gpu_env)
+            layers.append("gpu:" + ",".join(str(g) for g in gpus))
+        if why_not is None:
+            hide = [p for p in (default_hide_paths() if hide_paths is None else hide_paths)
+                    if Path(p).is_dir() and not Path(sys.prefix).resolve().is_relative_to(p)]
+            cmd = bwrap_argv(argv, bwrap=str(bwrap), workdir=workdir, hide=hide,
+                             ro_binds=ro_binds, rw_binds=rw_binds, gpu_args=gpu_args,
+                             tmp_bytes=limits.disk_bytes)
+            layers += ["bwrap", "netns:loopback", "ro-root", "private-tmp"]
+            layers += [f"hide:{p}" for p in hide]
+        else:
+            degraded.append(why_not)
+            cmd = list(argv)
+        use_as = limits.address_space and not gpus and (cg is None or "memory" not in cg.dirs)
+        if use_as:
+            layers.append("rlimit-as")
+        layers += cg.layers if cg else ["killpg"]
+        # with a pids cgroup the per-uid NPROC rlimit is only a loose backstop shared by all jobs
+        nproc_rlimit = limits.nproc * 4 if cg and "pids" in cg.dirs else limits.nproc
+        pre = _preexec(limits, cg.procs_files() if cg else [], drop_uid, use_as, nproc_rlimit)
+        session = Session(cmd, workdir=workdir, env=env, limits=limits, preexec=pre, cgroup=cg,
+                          sandbox_uid=SANDBOX_UID if drop_uid else None,
+                          setup_mark=SETUP_MARK if why_not is None else None,
+                          disk_roots=[workdir, *(Path(s) for s, _ in rw_binds)])
+        o = session.wait()
+        layers += ["output-cap", "disk-quota"]
+        return SandboxResult(
+            returncode=o.returncode, timed_out=o.killed_reason == KilledReason.TIMEOUT,
+            wall_s=o.wall_s, stdout=o.stdout, stderr=o.stderr, killed_reason=o.killed_reason,
+            oom_killed=o.oom_killed, layers=layers, peak_memory_bytes=o.peak_memory_bytes,
+            degraded=degraded, output_total_bytes=o.output_total_bytes,
+            leftover_pids=o.leftover_pids)
+    finally:
+        if cg is not None:
+            cg.kill_all()
+            cg.remove()

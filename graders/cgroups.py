@@ -1,0 +1,239 @@
+"""One control group per sandboxed run: memory and pids limits, accounting and a reliable kill.
+
+cgroup v1 (one hierarchy per controller, e.g. ``/sys/fs/cgroup/memory``) is used for
+each controller whose hierarchy is writable; otherwise cgroup v2 (one unified tree)
+when it delegates both ``memory`` and ``pids``. Each run's group is created *below the
+service's own group* (read from ``/proc/self/cgroup``) so the container's limits still
+apply to it, under a ``distgrade/`` folder that also collects stale groups left by a
+worker that died.
+
+The group is the only complete list of a job's processes: a ``setsid`` daemon leaves
+the process group but never its cgroup, so killing "everything in the group" is what
+makes "nothing outlives the job" true.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CGROUP_MOUNT = Path(os.environ.get("DISTGRADE_CGROUP_MOUNT", "/sys/fs/cgroup"))
+
+
+def _own_paths() -> dict[str, str]:
+    """Map controller name (or "" for v2) to this process's group path."""
+    paths: dict[str, str] = {}
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        for c in controllers.split(",") if controllers else [""]:
+            paths[c] = path
+    return paths
+
+
+def _read(path: Path, default: str = "") -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return default
+
+
+def _keyed(path: Path, key: str) -> int:
+    """Value of ``key N`` in a flat-keyed cgroup file (``memory.events``, ``pids.events``)."""
+    for line in _read(path).splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] == key:
+            return int(parts[1])
+    return 0
+
+
+def _make_child(parent: Path) -> Path | None:
+    """Create ``parent/distgrade/run-…``; None when that hierarchy is not writable here."""
+    base = parent / "distgrade"
+    try:
+        base.mkdir(exist_ok=True)
+        for stale in base.glob("run-*"):  # groups of a worker that was killed; rmdir only if empty
+            try:
+                stale.rmdir()
+            except OSError:
+                pass
+        child = base / f"run-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        child.mkdir()
+        return child
+    except OSError:
+        return None
+
+
+def _v1_dir(controller: str, own: dict[str, str]) -> Path | None:
+    mount = CGROUP_MOUNT / controller
+    if not (mount / "cgroup.procs").exists():
+        return None
+    parent = mount / own.get(controller, "/").lstrip("/")
+    if not parent.is_dir():  # mounted without a cgroup namespace matching ours
+        parent = mount
+    return _make_child(parent)
+
+
+@dataclass
+class JobCgroup:
+    """The group(s) one run lives in; ``dirs`` maps controller to its folder."""
+
+    version: int
+    dirs: dict[str, Path] = field(default_factory=dict)
+
+    @property
+    def layers(self) -> list[str]:
+        """Names for ``SandboxResult.layers``, e.g. ``cgroup-v1:memory``."""
+        return [f"cgroup-v{self.version}:{c}" for c in sorted(self.dirs)]
+
+    def procs_files(self) -> list[str]:
+        """Files a child writes its pid into (from ``preexec_fn``) to join every group."""
+        return [str(d / "cgroup.procs") for d in dict.fromkeys(self.dirs.values())]
+
+    def pids(self) -> set[int]:
+        """Every process currently in the job's group(s)."""
+        found: set[int] = set()
+        for d in set(self.dirs.values()):
+            found.update(int(p) for p in _read(d / "cgroup.procs").split())
+        return found
+
+    def signal_all(self, sig: int, uid: int | None = None, skip_comm: str = "bwrap") -> None:
+        """Send ``sig`` to the job's processes; only those running as ``uid`` if given.
+
+        ``skip_comm`` spares the sandbox's own monitor: a dump signal such as SIGUSR1
+        would otherwise terminate bwrap and take the ranks down before they dump.
+        """
+        for pid in self.pids():
+            try:
+                status = _read(Path(f"/proc/{pid}/status"))
+                if uid is not None and f"Uid:\t{uid}\t" not in status:
+                    continue
+                if _read(Path(f"/proc/{pid}/comm")).strip() == skip_comm:
+                    continue
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError, ValueError):
+                pass
+
+    def kill_all(self, wait_s: float = 5.0) -> bool:
+        """SIGKILL everything in the group until it is empty; True when it is."""
+        kill_file = self.dirs.get("memory", next(iter(self.dirs.values()))) / "cgroup.kill"
+        deadline = time.monotonic() + wait_s
+        while True:
+            pids = self.pids()
+            if not pids:
+                return True
+            if self.version == 2 and kill_file.exists():
+                try:
+                    kill_file.write_text("1")
+                except OSError:
+                    pass
+            for pid in pids:  # v1 has no cgroup.kill; a fork racing us is caught next round
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.02)
+
+    def peak_memory(self) -> int | None:
+        """High-water mark of the job's memory, in bytes."""
+        d = self.dirs.get("memory")
+        if d is None:
+            return None
+        raw = _read(d / ("memory.max_usage_in_bytes" if self.version == 1 else "memory.peak"))
+        return int(raw) if raw.strip().isdigit() else None
+
+    def oom_kills(self) -> int:
+        """How many processes the kernel killed for exceeding the memory limit."""
+        d = self.dirs.get("memory")
+        if d is None:
+            return 0
+        if self.version == 1:
+            return _keyed(d / "memory.oom_control", "oom_kill")
+        return _keyed(d / "memory.events", "oom_kill")
+
+    def pids_limit_hit(self) -> bool:
+        """True once a fork or clone was refused because of ``pids.max``."""
+        d = self.dirs.get("pids")
+        return d is not None and _keyed(d / "pids.events", "max") > 0
+
+    def remove(self) -> None:
+        """Delete the group folders (they must be empty)."""
+        for d in set(self.dirs.values()):
+            for _ in range(50):  # the kernel may lag a moment behind the last exit
+                try:
+                    d.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.02)
+
+
+def _write(path: Path, value: int) -> bool:
+    try:
+        path.write_text(str(value))
+        return True
+    except OSError:
+        return False
+
+
+def create(memory_bytes: int, pids_max: int) -> tuple[JobCgroup | None, list[str]]:
+    """Create and limit a group for one run; returns it (or None) and what is missing and why."""
+    if os.environ.get("DISTGRADE_CGROUP", "auto") == "none":
+        return None, ["cgroup: disabled by DISTGRADE_CGROUP=none"]
+    own = _own_paths()
+    cg = JobCgroup(version=1)
+    missing: list[str] = []
+    for controller in ("memory", "pids"):
+        d = _v1_dir(controller, own)
+        if d is not None:
+            cg.dirs[controller] = d
+    if "memory" in cg.dirs:
+        ok = _write(cg.dirs["memory"] / "memory.limit_in_bytes", memory_bytes)
+        # without swap accounting a job could page out past its limit
+        memsw = cg.dirs["memory"] / "memory.memsw.limit_in_bytes"
+        if ok and memsw.exists():
+            _write(memsw, memory_bytes)
+        if not ok:
+            missing.append("cgroup-v1:memory: limit not writable")
+    if "pids" in cg.dirs and not _write(cg.dirs["pids"] / "pids.max", pids_max):
+        missing.append("cgroup-v1:pids: limit not writable")
+    if cg.dirs:
+        return cg, missing
+    return _create_v2(own, memory_bytes, pids_max)
+
+
+def _create_v2(own: dict[str, str], memory_bytes: int, pids_max: int) -> tuple[JobCgroup | None, list[str]]:
+    for mount in (CGROUP_MOUNT / "unified", CGROUP_MOUNT):
+        controllers = _read(mount / "cgroup.controllers").split()
+        if not controllers:
+            continue
+        parent = mount / own.get("", "/").lstrip("/")
+        base = parent / "distgrade"
+        try:
+            base.mkdir(exist_ok=True)
+        except OSError:
+            continue
+        have = set(_read(base / "cgroup.controllers").split()) & {"memory", "pids"}
+        try:
+            (base / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in sorted(have)))
+        except OSError:
+            have = set()
+        child = _make_child(parent)
+        if child is None or not have:
+            if child is not None:
+                child.rmdir()
+            continue
+        cg = JobCgroup(version=2, dirs={c: child for c in have})
+        if "memory" in have:
+            _write(child / "memory.max", memory_bytes)
+            _write(child / "memory.swap.max", 0)
+        if "pids" in have:
+            _write(child / "pids.max", pids_max)
+        missing = [f"cgroup-v2:{c}: not delegated" for c in ("memory", "pids") if c not in have]
+        return cg, missing
+    return None, ["cgroup: no writable v1 hierarchy nor v2 tree with memory/pids delegated"]
