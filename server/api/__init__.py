@@ -1,0 +1,4 @@
+"""JSON endpoints for the pages' scripts (same login and the same per-course access as the pages)."""
+from server.api.views import bp
+
+__all__ = ["bp"]

@@ -1,0 +1,100 @@
+"""Login with a username and password, logout by POST, and a remembered language choice.
+
+Every page except the login page needs a signed-in user: ``require_login`` runs
+before each request of every blueprint, so a new page cannot forget it.
+"""
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from flask import Blueprint, current_app, flash, redirect, render_template, request, session, url_for
+from flask_babel import gettext as _
+from flask_babel import lazy_gettext as _l
+from flask_babel import refresh
+from flask_login import current_user, login_required, login_user, logout_user
+from flask_wtf import FlaskForm
+from wtforms import PasswordField, StringField
+from wtforms.validators import DataRequired, Length
+
+from server.extensions import db
+from server.models import User
+
+bp = Blueprint("auth", __name__)
+
+# Endpoints reachable without signing in: the login page itself and static files.
+PUBLIC_ENDPOINTS = {"auth.login", "auth.set_language", "static"}
+
+
+@bp.record_once
+def _translate_login_prompt(state) -> None:
+    # Flask-Login flashes this when it redirects to the login page; make it follow the locale.
+    state.app.login_manager.login_message = _l("Please sign in to see this page.")
+    state.app.login_manager.login_message_category = "info"
+
+
+class LoginForm(FlaskForm):
+    username = StringField("username", validators=[DataRequired(), Length(max=80)])
+    password = PasswordField("password", validators=[DataRequired(), Length(max=200)])
+
+
+@bp.before_app_request
+def require_login():
+    """Send anonymous visitors of any page but the public ones to the login page."""
+    if current_user.is_authenticated or request.endpoint in PUBLIC_ENDPOINTS or request.endpoint is None:
+        return None
+    if request.blueprint == "api":
+        return {"error": "login required"}, 401
+    return current_app.login_manager.unauthorized()
+
+
+def safe_next(target: str | None) -> str:
+    """Only follow a ``next`` that stays on this site (no open redirect)."""
+    if target:
+        parts = urlsplit(target)
+        if not parts.scheme and not parts.netloc and target.startswith("/") and not target.startswith("//"):
+            return target
+    return url_for("homework.index")
+
+
+@bp.route("/login", methods=["GET", "POST"])
+def login():
+    """Show the login form; on success remember the user's language and go where they were headed."""
+    if current_user.is_authenticated:
+        return redirect(safe_next(request.args.get("next")))
+    form = LoginForm()
+    if form.validate_on_submit():
+        user = db.session.scalar(db.select(User).where(User.username == form.username.data.strip()))
+        if user is not None and user.check_password(form.password.data):
+            login_user(user)
+            if session.get("lang") and user.locale != session["lang"]:
+                user.locale = session["lang"]  # chosen on the login page: keep it for next time
+                db.session.commit()
+            elif user.locale:
+                session["lang"] = user.locale
+            return redirect(safe_next(request.args.get("next")))
+        flash(_("Wrong username or password."), "error")
+    elif request.method == "POST":
+        flash(_("Enter your username and password."), "error")
+    return render_template("auth/login.html", form=form), (401 if request.method == "POST" else 200)
+
+
+@bp.route("/logout", methods=["POST"])
+@login_required
+def logout():
+    """Sign out (POST only, so a link on another site cannot sign anyone out)."""
+    logout_user()
+    flash(_("You are signed out."), "info")
+    return redirect(url_for("auth.login"))
+
+
+@bp.route("/lang", methods=["POST"])
+def set_language():
+    """Switch the interface language for this browser and, when signed in, for the account."""
+    lang = request.form.get("lang")
+    if lang in current_app.config["LANGUAGES"]:
+        session["lang"] = lang
+        if current_user.is_authenticated:
+            current_user.locale = lang
+            db.session.commit()
+        refresh()
+    return redirect(safe_next(request.form.get("next")))

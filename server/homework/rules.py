@@ -1,0 +1,106 @@
+"""Homework rules that the upload page and the list both need: what is published, attempts, deadlines.
+
+Only graded submissions use up an attempt; a grading error never costs the student one.
+Submissions still waiting or running are held against the limit too, so that ten quick
+uploads cannot turn into more graded attempts than the course allows.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from flask import abort
+from flask_babel import gettext as _
+from sqlalchemy import func
+
+from graders.assignments import Assignment, load
+from graders.exceptions import AssignmentNotFound
+from server.extensions import db
+from server.models import Course, CourseAssignment, Role, Submission, SubmissionStatus, User, utcnow
+
+PENDING = (SubmissionStatus.QUEUED.value, SubmissionStatus.RUNNING.value)
+
+
+@dataclass
+class Homework:
+    """One published assignment of a course, as the signed-in user sees it."""
+
+    course: Course
+    settings: CourseAssignment
+    assignment: Assignment
+    used: int = 0  # graded submissions
+    pending: int = 0  # queued or running
+    best: float | None = None
+    max_score: float | None = None
+
+    @property
+    def past_deadline(self) -> bool:
+        return self.settings.deadline is not None and utcnow() > self.settings.deadline
+
+    @property
+    def attempts_left(self) -> int:
+        return max(0, self.settings.attempt_limit - self.used - self.pending)
+
+
+def attempt_counts(user_id: int, course_id: int, assignment_id: str) -> tuple[int, int, float | None, float | None]:
+    """(graded, pending, best score, max score) of one user's submissions to one homework."""
+    rows = db.session.execute(
+        db.select(Submission.status, func.count(), func.max(Submission.score), func.max(Submission.max_score))
+        .where(Submission.user_id == user_id, Submission.course_id == course_id,
+               Submission.assignment_id == assignment_id)
+        .group_by(Submission.status)).all()
+    graded = sum(n for status, n, _, _ in rows if status == SubmissionStatus.GRADED.value)
+    pending = sum(n for status, n, _, _ in rows if status in PENDING)
+    best = next((b for status, _, b, _ in rows if status == SubmissionStatus.GRADED.value), None)
+    top = next((m for status, _, _, m in rows if status == SubmissionStatus.GRADED.value), None)
+    return graded, pending, best, top
+
+
+def homework_for(user: User) -> list[Homework]:
+    """Every homework of the user's courses (students see only published ones), by course then deadline."""
+    out: list[Homework] = []
+    for m in sorted(user.memberships, key=lambda m: m.course.code):
+        for ca in m.course.homework:
+            if not ca.published and m.role != Role.INSTRUCTOR.value:
+                continue
+            try:
+                assignment = load(ca.assignment_id)
+            except AssignmentNotFound:
+                continue  # a folder removed from disk: nothing to show or submit
+            hw = Homework(m.course, ca, assignment)
+            hw.used, hw.pending, hw.best, hw.max_score = attempt_counts(user.id, m.course.id, ca.assignment_id)
+            out.append(hw)
+    out.sort(key=lambda h: (h.course.code, h.settings.deadline or datetime.max, h.assignment.id))
+    return out
+
+
+def homework_or_404(user: User, code: str, assignment_id: str) -> Homework:
+    """The homework at ``/homework/<code>/<assignment_id>`` if the user may see it."""
+    for hw in homework_for(user):
+        if hw.course.code == code and hw.assignment.id == assignment_id:
+            return hw
+    abort(404)
+
+
+def upload_refusal(hw: Homework) -> str | None:
+    """Why no new submission is accepted right now (in the current language), or None if it is."""
+    if hw.past_deadline and hw.settings.late_penalty_per_day <= 0:
+        return _("The deadline has passed; no more submissions are accepted.")
+    if hw.used >= hw.settings.attempt_limit:
+        return _("You have used all %(limit)d attempts.", limit=hw.settings.attempt_limit)
+    if hw.attempts_left <= 0:
+        return _("Your remaining attempts are all waiting to be graded; wait for their results.")
+    return None
+
+
+def elapsed_s(sub: Submission) -> float | None:
+    """Seconds the submission has waited (queued), run (running) or took to grade (finished)."""
+    if sub.status == SubmissionStatus.QUEUED.value:
+        start, end = sub.created_at, utcnow()
+    elif sub.status == SubmissionStatus.RUNNING.value:
+        start, end = sub.started_at, utcnow()
+    else:
+        start, end = sub.started_at, sub.finished_at
+    if start is None or end is None:
+        return None
+    return round(max(0.0, (end - start).total_seconds()), 1)

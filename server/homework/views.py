@@ -1,0 +1,138 @@
+"""Student pages: the homework list, an assignment with its spec and upload form, and one
+submission's live status that turns into its report.
+
+An upload is checked completely (type, size, encoding, deadline, attempts) before
+anything is stored; then the row is committed and only then handed to the queue,
+so a Redis outage delays grading but never loses a submission.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from flask import Blueprint, current_app, flash, redirect, render_template, request, url_for
+from flask_babel import gettext as _
+from flask_login import current_user
+from flask_wtf import FlaskForm
+from flask_wtf.file import FileField, FileRequired
+
+from graders.assignments import load
+from graders.exceptions import AssignmentNotFound, SubmissionRejected
+from server.access import is_instructor_of, submission_or_404
+from server.extensions import db
+from server.homework import markdown
+from server.homework.charts import charts_for
+from server.homework.rules import elapsed_s, homework_for, homework_or_404, upload_refusal
+from server.models import Course, Submission, SubmissionStatus
+from server.queue import queue_position, try_enqueue
+from server.ui import lang_key, pick
+
+bp = Blueprint("homework", __name__)
+
+FINISHED = (SubmissionStatus.GRADED.value, SubmissionStatus.ERROR.value)
+
+
+class UploadForm(FlaskForm):
+    file = FileField("file", validators=[FileRequired()])
+
+
+@bp.route("/")
+def root():
+    return redirect(url_for("homework.index"))
+
+
+@bp.route("/homework/")
+def index():
+    """Every homework of the user's courses with deadline, attempts and best score."""
+    return render_template("homework/index.html", homework=homework_for(current_user))
+
+
+def spec_html(path: Path) -> str:
+    """The assignment's README in the current language (README.zh.md for Chinese), rendered safely."""
+    names = ["README.zh.md", "README.md"] if lang_key() == "zh" else ["README.md", "README.zh.md"]
+    for name in names:
+        if (path / name).is_file():
+            return markdown.render((path / name).read_text(encoding="utf-8", errors="replace"))
+    return ""
+
+
+@bp.route("/homework/<code>/<assignment_id>", methods=["GET", "POST"])
+def assignment(code: str, assignment_id: str):
+    """The spec, the upload form and the user's submission history for one homework."""
+    hw = homework_or_404(current_user, code, assignment_id)
+    form = UploadForm()
+    status = 200
+    if request.method == "POST":
+        error = None
+        if not form.validate_on_submit():
+            error = _("Choose a file to upload.")
+        else:
+            error = upload_refusal(hw)
+        if error is None:
+            upload = form.file.data
+            filename = Path(upload.filename.replace("\\", "/")).name[:255]
+            data = upload.read()
+            try:
+                hw.assignment.validate_upload(filename, data)
+            except SubmissionRejected as exc:
+                error = pick(exc.message)
+            else:
+                sub = store_submission(hw, filename, data)
+                return redirect(url_for("homework.submission", submission_id=sub.id))
+        flash(error + " " + _("Nothing was stored and no attempt was used."), "error")
+        status = 400
+    history = db.session.scalars(
+        db.select(Submission).where(Submission.user_id == current_user.id, Submission.course_id == hw.course.id,
+                                    Submission.assignment_id == hw.assignment.id)
+        .order_by(Submission.id.desc())).all()
+    return render_template("homework/assignment.html", hw=hw, form=form, spec=spec_html(hw.assignment.path),
+                           history=history, refusal=upload_refusal(hw),
+                           staff=is_instructor_of(hw.course.id)), status
+
+
+def store_submission(hw, filename: str, data: bytes) -> Submission:
+    """Commit the submission first, then enqueue it (the reconciler retries if Redis is down)."""
+    sub = Submission(user_id=current_user.id, course_id=hw.course.id, assignment_id=hw.assignment.id,
+                     status=SubmissionStatus.QUEUED.value, mode=current_app.config["GRADER_MODE"],
+                     resource=hw.assignment.resource, filename=filename, content=data,
+                     sha256=Submission.digest(data), size=len(data))
+    db.session.add(sub)
+    db.session.commit()
+    try_enqueue(sub)
+    return sub
+
+
+def report_context(sub: Submission) -> dict:
+    """What the report fragment needs; the traceback only for the course's instructors."""
+    report = sub.report_json or {}
+    staff = is_instructor_of(sub.course_id)
+    return dict(sub=sub, course=db.session.get(Course, sub.course_id), report=report, checks=report.get("checks", []), charts=charts_for(report.get("plots")),
+                staff=staff, traceback=(sub.error_detail or report.get("staff_traceback")) if staff else None,
+                elapsed=elapsed_s(sub))
+
+
+@bp.route("/submissions/<int:submission_id>")
+def submission(submission_id: int):
+    """Live status (queue position, elapsed time, rank logs), polled by status.js; the report once done."""
+    sub = submission_or_404(submission_id)
+    return render_template("homework/submission.html", hw_title=_assignment_title(sub),
+                           position=queue_position(sub), finished=sub.status in FINISHED,
+                           **report_context(sub))
+
+
+@bp.route("/submissions/<int:submission_id>/report")
+def report(submission_id: int):
+    """The report of a finished submission; ``?partial=1`` returns just the fragment for status.js."""
+    sub = submission_or_404(submission_id)
+    if sub.status not in FINISHED:
+        return redirect(url_for("homework.submission", submission_id=sub.id))
+    if request.args.get("partial"):
+        return render_template("homework/_report.html", **report_context(sub))
+    return render_template("homework/submission.html", hw_title=_assignment_title(sub), position=None,
+                           finished=True, **report_context(sub))
+
+
+def _assignment_title(sub: Submission) -> dict:
+    try:
+        return load(sub.assignment_id).title
+    except AssignmentNotFound:
+        return {"zh": sub.assignment_id, "en": sub.assignment_id}

@@ -1,0 +1,93 @@
+"""Shared page furniture: template filters for bilingual texts and times, and friendly error pages.
+
+A blueprint with no routes, so every page blueprint can rely on the same filters
+without importing each other.
+"""
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from flask import Blueprint, render_template, request
+from flask_babel import get_locale
+from flask_babel import gettext as _
+
+from server.models import utcnow
+
+bp = Blueprint("ui", __name__)
+
+
+def lang_key() -> str:
+    """``zh`` or ``en``: the key of a report's ``{"zh", "en"}`` texts for the current locale."""
+    locale = get_locale()
+    return "zh" if locale is not None and locale.language == "zh" else "en"
+
+
+@bp.app_template_filter("pick")
+def pick(value: Any) -> str:
+    """The current language's entry of a bilingual dict (falling back to the other one)."""
+    if isinstance(value, dict):
+        key = lang_key()
+        other = "en" if key == "zh" else "zh"
+        return value.get(key) or value.get(other) or ""
+    return "" if value is None else str(value)
+
+
+@bp.app_template_filter("when")
+def when(value: datetime | None) -> str:
+    """A stored UTC time as ``2026-12-02 13:25 UTC`` (unambiguous for every reader)."""
+    return value.strftime("%Y-%m-%d %H:%M UTC") if value else "—"
+
+
+@bp.app_template_filter("duration")
+def duration(seconds: float | None) -> str:
+    """Seconds as ``1:05`` or ``1:02:05``."""
+    if seconds is None:
+        return "—"
+    s = int(round(seconds))
+    h, rem = divmod(s, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+@bp.app_template_filter("num")
+def num(value: float | None) -> str:
+    """A score without trailing zeros (``7.5``, ``10``)."""
+    return "—" if value is None else f"{value:g}"
+
+
+@bp.app_template_filter("pretty")
+def pretty(value: Any) -> str:
+    """JSON for people: indented, non-ASCII kept (autoescaping makes it safe in the page)."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+
+
+@bp.app_context_processor
+def page_globals() -> dict[str, Any]:
+    return {"lang_key": lang_key(), "now": utcnow()}
+
+
+def _error_page(code: int, message: str):
+    if request.blueprint == "api" or request.path.startswith("/api/"):
+        return {"error": message}, code
+    return render_template("error.html", code=code, message=message), code
+
+
+@bp.app_errorhandler(404)
+def not_found(_exc):
+    return _error_page(404, _("There is nothing here, or it is not yours to see."))
+
+
+@bp.app_errorhandler(413)
+def too_large(_exc):
+    return _error_page(413, _("The upload is larger than the server accepts. Nothing was stored."))
+
+
+@bp.app_errorhandler(400)
+def bad_request(exc):
+    # CSRFError is a 400 too; its description says what was wrong (missing or expired token).
+    return _error_page(400, _("The form could not be accepted (it may have expired). "
+                              "Reload the page and try again."))
