@@ -1,0 +1,283 @@
+"""The DDP checklist as checks over what the harness saw in each rank.
+
+Each ``check_*`` function takes the runs (``graders.torchrun.TorchrunRun``) and
+returns a ``Finding``: status, the message key in the assignment's data, the
+numbers that fill it, and evidence. ``graders.ddp_speedup`` turns findings into
+bilingual ``CheckResult``s with points from ``assignment.json``.
+"""
+from __future__ import annotations
+
+import re
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from graders.report import CheckStatus
+
+COLLECTIVES = {  # innermost torch frame -> what the rank waited in
+    "init_process_group": "init_process_group (rendezvous)", "barrier": "barrier",
+    "all_reduce": "all_reduce", "broadcast": "broadcast", "all_gather": "all_gather",
+    "_verify_param_shape_across_processes": "DDP() construction (parameter check)",
+    "_sync_module_states": "DDP() construction (broadcast of the model)",
+    "_run_ddp_forward": "DDP forward (buffer broadcast)", "backward": "the gradient all-reduce in backward()",
+    "_engine_run_backward": "the gradient all-reduce in backward()", "destroy_process_group": "destroy_process_group",
+}
+
+
+@dataclass
+class Finding:
+    status: CheckStatus
+    key: str
+    params: dict[str, Any] = field(default_factory=dict)
+    evidence: dict[str, Any] = field(default_factory=dict)
+    fraction: float | None = None  # of the points, for partial credit
+
+
+def epochs_of(stream) -> list[dict]:
+    """The epochs of the training loader: the dataset the rank consumed most samples from."""
+    by_loader: dict[Any, list[dict]] = {}
+    for r in stream.of("epoch"):
+        by_loader.setdefault(r["loader"], []).append(r)
+    if not by_loader:
+        return []
+    eps = max(by_loader.values(), key=lambda es: sum(len(e["indices"]) for e in es))
+    full = [e for e in eps if e["complete"]]
+    return full or [max(eps, key=lambda e: len(e["indices"]))]
+
+
+def _rank_epochs(run) -> dict[int, list[dict]]:
+    return {r: epochs_of(run.ranks[r]) for r in range(run.nproc) if r in run.ranks}
+
+
+def _stuck_in(stack: str) -> str | None:
+    """The collective a faulthandler dump shows the main thread waiting in."""
+    blocks = re.split(r"\n(?=(?:Current thread|Thread) 0x)", stack)
+    main = next((b for b in blocks if b.startswith("Current thread")), blocks[0] if blocks else "")
+    for m in re.finditer(r'File "([^"]+)", line \d+ in (\w+)', main):  # most recent call first
+        if m.group(2) in COLLECTIVES and ("torch" in m.group(1)):
+            return COLLECTIVES[m.group(2)]
+    return None
+
+
+def check_run(run, fast_timeout: float | None = None) -> Finding:
+    """Did every rank reach the end? Judged from per-rank markers, not torchrun's exit code."""
+    ev = {"returncode": run.result.returncode, "timed_out": run.result.timed_out,
+          "wall_s": round(run.result.wall_s, 2), "tampering": run.tampering}
+    if run.tampering:
+        return Finding(CheckStatus.FAIL, "tampering", {"what": "; ".join(run.tampering)}, ev)
+    if run.all_finished:
+        return Finding(CheckStatus.PASS, "ok", {"n": run.nproc}, ev)
+    for r in range(run.nproc):
+        exc = run.ranks[r].exception if r in run.ranks else None
+        if exc:
+            ev["exception"] = exc
+            return Finding(CheckStatus.FAIL, "raised", {"rank": r, "exc": exc["exc_type"],
+                           "msg": exc["message"][:300], "line": exc.get("line"), "code": exc.get("code", "")}, ev)
+    if run.result.timed_out:
+        stuck = {name: _stuck_in(txt) for name, txt in run.stacks.items()}
+        ev["stuck"] = stuck
+        where = "; ".join(f"{name}: {what or 'unknown'}" for name, what in stuck.items()) or "no stack dump"
+        child = any("child" in name and what == COLLECTIVES["init_process_group"] for name, what in stuck.items())
+        return Finding(CheckStatus.FAIL, "hang_spawn" if child else "hang",
+                       {"wall": round(run.result.wall_s), "where": where}, ev)
+    missing = [r for r in range(run.nproc) if r not in run.ranks or not run.ranks[r].finished]
+    return Finding(CheckStatus.FAIL, "died", {"ranks": ", ".join(map(str, missing)),
+                   "rc": run.result.returncode, "reason": run.result.killed_reason or "exit"}, ev)
+
+
+def check_disjoint(run) -> Finding:
+    eps = _rank_epochs(run)
+    if len(eps) < 2 or not all(eps.values()):
+        return Finding(CheckStatus.SKIP, "no_data")
+    if any(e[0]["kind"] == "iterable" for e in eps.values()):
+        return Finding(CheckStatus.SKIP, "iterable")
+    allowed = run.nproc - 1  # DistributedSampler pads with up to N-1 repeated indices
+    n_epochs = min(len(e) for e in eps.values())
+    for k in range(n_epochs):
+        for a in range(run.nproc):
+            for b in range(a + 1, run.nproc):
+                sa, sb = set(eps[a][k]["indices"]), set(eps[b][k]["indices"])
+                shared = len(sa & sb)
+                if shared > allowed:
+                    sampler = eps[a][k]["sampler"]
+                    key = "overlap_no_sampler" if sampler != "DistributedSampler" else "overlap_sampler"
+                    return Finding(CheckStatus.FAIL, key, {
+                        "a": a, "b": b, "shared": shared, "of": min(len(sa), len(sb)), "epoch": k,
+                        "sampler": sampler}, {"epoch": k, "shared": shared, "sampler": sampler})
+    return Finding(CheckStatus.PASS, "ok", {"epochs": n_epochs}, {"epochs_checked": n_epochs})
+
+
+def check_coverage(run) -> Finding:
+    eps = _rank_epochs(run)
+    if not eps or not all(eps.values()) or len(eps) < run.nproc:
+        return Finding(CheckStatus.SKIP, "no_data")
+    if any(e[0]["kind"] == "iterable" for e in eps.values()):
+        return Finding(CheckStatus.SKIP, "iterable")
+    size = eps[0][0]["dataset_len"] or 0
+    bs = max(e[0]["batch_size"] for e in eps.values())
+    drop = any(e[0]["drop_last"] for e in eps.values())
+    allowed = run.nproc * (bs - 1) + run.nproc - 1 if drop else run.nproc - 1
+    n_epochs = min(len(e) for e in eps.values())
+    for k in range(n_epochs):
+        union = set().union(*(set(eps[r][k]["indices"]) for r in eps))
+        missing = size - len(union & set(range(size)))
+        if missing > allowed:
+            return Finding(CheckStatus.FAIL, "missing", {
+                "missing": missing, "size": size, "epoch": k, "seen": len(union)},
+                {"epoch": k, "missing": missing, "dataset_len": size, "allowed": allowed})
+    return Finding(CheckStatus.PASS, "ok", {"size": size, "epochs": n_epochs}, {"allowed_missing": allowed})
+
+
+def check_reshuffle(run) -> Finding:
+    eps = _rank_epochs(run)
+    if not eps or any(e and e[0]["kind"] == "iterable" for e in eps.values()):
+        return Finding(CheckStatus.SKIP, "iterable" if eps else "no_data")
+    for r, es in sorted(eps.items()):
+        if len(es) < 2:
+            return Finding(CheckStatus.SKIP, "one_epoch")
+        if all(es[i]["indices"] == es[0]["indices"] for i in range(1, len(es))):
+            return Finding(CheckStatus.FAIL, "same_order", {"rank": r, "epochs": len(es),
+                           "sampler": es[0]["sampler"]}, {"rank": r, "epochs": len(es)})
+    return Finding(CheckStatus.PASS, "ok", {"epochs": min(len(e) for e in eps.values())})
+
+
+def check_grad_sync(run) -> Finding:
+    fins = {r: run.ranks[r].first("finished") for r in range(run.nproc) if r in run.ranks}
+    if len(fins) < run.nproc or not all(fins.values()):
+        return Finding(CheckStatus.SKIP, "not_finished")
+    ref = fins[0]
+    steps = {r: f["steps"] for r, f in fins.items()}
+    ev = {"digests": {r: f["digest"][:16] for r, f in fins.items()}, "steps": steps,
+          "model_source": ref["model_source"]}
+    for r, f in fins.items():
+        if f["digest"] != ref["digest"]:
+            diff = max((abs(x - y) / max(abs(x), abs(y), 1e-12)
+                        for x, y in zip(f["param_sums"], ref["param_sums"])), default=0.0)
+            ev["max_rel_diff"] = diff
+            if ref["model_source"] != "ddp":
+                key = "no_ddp"
+            elif len(set(steps.values())) > 1:
+                key = "steps_differ"
+            else:
+                key = "differ"
+            return Finding(CheckStatus.FAIL, key, {"rank": r, "diff": f"{diff:.2e}",
+                           "steps": ", ".join(f"rank {k}: {v}" for k, v in steps.items())}, ev)
+    return Finding(CheckStatus.PASS, "ok", {"n": run.nproc}, ev)
+
+
+def check_rank0_io(run, epochs: int, extra_prints: int) -> Finding:
+    saves = {r: len(run.ranks[r].of("save")) for r in run.ranks if r > 0}
+    prints = {r: sum(p["count"] for p in run.ranks[r].of("prints")) for r in run.ranks if r > 0}
+    ev = {"saves": saves, "prints": prints}
+    bad_saves = {r: n for r, n in saves.items() if n}
+    noisy = {r: n for r, n in prints.items() if n > epochs + extra_prints}
+    if bad_saves:
+        r, n = next(iter(bad_saves.items()))
+        key = "saves_and_prints" if noisy else "saves"
+        return Finding(CheckStatus.FAIL, key, {"rank": r, "saves": n, "prints": noisy.get(r, 0)}, ev)
+    if noisy:
+        r, n = next(iter(noisy.items()))
+        return Finding(CheckStatus.WARN, "prints", {"rank": r, "prints": n}, ev)
+    return Finding(CheckStatus.PASS, "ok", {}, ev)
+
+
+def check_syncbn(run) -> Finding:
+    ddp = run.ranks[0].first("ddp") if 0 in run.ranks else None
+    if ddp is None:
+        return Finding(CheckStatus.SKIP, "no_ddp")
+    ev = {"batchnorm": ddp["batchnorm"], "syncbatchnorm": ddp["syncbatchnorm"]}
+    if ddp["batchnorm"] and not ddp["syncbatchnorm"]:
+        return Finding(CheckStatus.WARN, "plain_bn", {"bn": ddp["batchnorm"]}, ev)
+    return Finding(CheckStatus.PASS, "ok" if ddp["syncbatchnorm"] else "no_bn", {"sbn": ddp["syncbatchnorm"]}, ev)
+
+
+def _step_rows(stream) -> list[dict]:
+    rows = []
+    for rec in stream.of("steps"):
+        for i in range(len(rec["t"])):
+            rows.append({k: rec[k][i] for k in ("t", "samples", "loss", "backwards", "synced")})
+    return rows
+
+
+def check_no_sync(run) -> Finding:
+    if 0 not in run.ranks or run.ranks[0].first("ddp") is None:
+        return Finding(CheckStatus.SKIP, "no_ddp")
+    rows = [r for r in _step_rows(run.ranks[0]) if r["backwards"] > 1]
+    if not rows:
+        return Finding(CheckStatus.PASS, "no_accumulation")
+    micro = statistics.median(r["backwards"] for r in rows)
+    synced = statistics.median(r["synced"] for r in rows)
+    ev = {"micro_batches_per_step": micro, "synced_per_step": synced}
+    if synced > 1:
+        return Finding(CheckStatus.WARN, "every_micro", {"synced": f"{synced:g}", "micro": f"{micro:g}"}, ev)
+    return Finding(CheckStatus.PASS, "ok", {"micro": f"{micro:g}"}, ev)
+
+
+def throughput(run, skip_fraction: float = 0.1, skip_min: int = 3) -> dict[str, float] | None:
+    """Samples/s of the training loop, excluding start-up and the first steps.
+
+    ``loop``: samples over time between the first kept and the last step, summed
+    over ranks. ``steady``: the same from median step interval and median samples
+    per step, robust to a burst of interference from other jobs on the host. Both are
+    multiplied by the fraction of distinct samples, so ranks that duplicate work
+    do not look fast.
+    """
+    loop = steady = 0.0
+    for r in range(run.nproc):
+        rows = _step_rows(run.ranks[r]) if r in run.ranks else []
+        rows = rows[max(skip_min, int(len(rows) * skip_fraction)):]
+        if len(rows) < 5:
+            return None
+        dt = [b["t"] - a["t"] for a, b in zip(rows, rows[1:])]
+        ds = [b["samples"] - a["samples"] for a, b in zip(rows, rows[1:])]
+        good = [(t, s) for t, s in zip(dt, ds) if s > 0 and t > 0]  # epoch boundaries reset counters
+        if not good:
+            return None
+        loop += sum(s for _, s in good) / sum(t for t, _ in good)
+        steady += statistics.median(s for _, s in good) / statistics.median(t for t, _ in good)
+    unique = _unique_fraction(run)
+    return {"loop": loop * unique, "steady": steady * unique, "unique_fraction": unique}
+
+
+def _unique_fraction(run) -> float:
+    eps = _rank_epochs(run)
+    if len(eps) < 2 or not all(eps.values()) or eps[0][0]["kind"] == "iterable":
+        return 1.0
+    sets = [set(e[0]["indices"]) for e in eps.values()]
+    total = sum(len(s) for s in sets)
+    return len(set().union(*sets)) / total if total else 1.0
+
+
+def speedup_band(normalised: float, bands: dict[str, float]) -> tuple[CheckStatus, float, str]:
+    """Status, fraction of points and band name for a normalised speedup."""
+    if normalised >= bands["pass"]:
+        return CheckStatus.PASS, 1.0, "pass"
+    if normalised >= bands["fail_below"]:
+        span = bands["pass"] - bands["fail_below"]
+        return CheckStatus.WARN, round((normalised - bands["fail_below"]) / span, 3), "partial"
+    return CheckStatus.FAIL, 0.0, "fail"
+
+
+def batch_info(run1, run_n) -> Finding:
+    def first(run, kind):
+        s = run.ranks.get(0) if run else None
+        return s.first(kind) if s else None
+    eps = epochs_of(run_n.ranks[0]) if run_n and 0 in run_n.ranks else []
+    bs = eps[0]["batch_size"] if eps else None
+    opt1, opt_n = first(run1, "optimizer"), first(run_n, "optimizer")
+    lr1 = opt1["lr"][0] if opt1 else None
+    lrn = opt_n["lr"][0] if opt_n else None
+    n = run_n.nproc if run_n else 0
+    params = {"bs": bs if bs is not None else "?", "n": n, "global": bs * n if bs else "?",
+              "lr1": f"{lr1:g}" if lr1 is not None else "?", "lrn": f"{lrn:g}" if lrn is not None else "?"}
+    return Finding(CheckStatus.INFO, "info", params, {"per_rank_batch": bs, "nproc": n,
+                   "global_batch": bs * n if bs else None, "lr_1": lr1, "lr_n": lrn})
+
+
+def loss_series(run, rank: int = 0, max_points: int = 400) -> list[float]:
+    """Loss per optimizer step of one rank, thinned to at most ``max_points``."""
+    if run is None or rank not in run.ranks:
+        return []
+    losses = [r["loss"] for r in _step_rows(run.ranks[rank]) if r["loss"] is not None]
+    stride = max(1, len(losses) // max_points)
+    return [round(x, 5) for x in losses[::stride]]

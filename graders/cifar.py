@@ -1,0 +1,140 @@
+"""A small synthetic CIFAR-10 in the exact on-disk layout of the real one.
+
+Students' scripts read ``cifar-10-batches-py/`` with ``pickle.load(f, encoding="bytes")``,
+``encoding="latin1"`` or through torchvision. The real files were pickled by Python 2,
+so their keys and the array bytes are py2 ``str`` (opcode ``BINSTRING``): Python 3 turns
+them into ``bytes`` or ``str`` depending on ``encoding``. Python 3's own pickler writes
+``bytes`` differently, so ``_Py2Pickler`` emits the py2 opcodes itself.
+
+Images are learnable (each class has its own colour pattern plus noise) and fully
+determined by the seed, so every host builds byte-identical files.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import pickle
+import struct
+from pathlib import Path
+
+import numpy as np
+
+CLASSES = ["airplane", "automobile", "bird", "cat", "deer",
+           "dog", "frog", "horse", "ship", "truck"]
+FOLDER = "cifar-10-batches-py"
+STAMP = "distgrade-synthetic.json"  # marks a synthetic set (torchvision's md5 check is patched for it)
+
+
+class _Py2Pickler(pickle._Pickler):  # the pure-Python pickler lets us replace one opcode writer
+    """Protocol-2 pickler that writes ``bytes`` as Python 2 ``str`` (BINSTRING)."""
+
+    def save_bytes(self, obj: bytes) -> None:
+        n = len(obj)
+        if n < 256:
+            self.write(pickle.SHORT_BINSTRING + bytes([n]) + obj)
+        else:
+            self.write(pickle.BINSTRING + struct.pack("<i", n) + obj)
+        self.memoize(obj)
+
+    dispatch = dict(pickle._Pickler.dispatch)
+    dispatch[bytes] = save_bytes
+
+    def save_global(self, obj, name=None):
+        # numpy 2 reduces arrays to numpy._core...; the real files (and numpy 1) use numpy.core.
+        module = getattr(obj, "__module__", "")
+        if module.startswith("numpy._core"):
+            self.write(pickle.GLOBAL + b"numpy.core.multiarray\n" + obj.__name__.encode() + b"\n")
+            self.memoize(obj)
+            return
+        super().save_global(obj, name)
+
+
+for _kind, _writer in list(_Py2Pickler.dispatch.items()):
+    if _writer is pickle._Pickler.save_global:
+        _Py2Pickler.dispatch[_kind] = _Py2Pickler.save_global
+
+
+def _dumps_py2(obj) -> bytes:
+    buf = io.BytesIO()
+    _Py2Pickler(buf, protocol=2).dump(obj)
+    return buf.getvalue()
+
+
+def _images(rng: np.random.Generator, labels: np.ndarray, patterns: np.ndarray) -> np.ndarray:
+    noise = rng.normal(0.0, 40.0, size=(len(labels), 3072))
+    return np.clip(patterns[labels] + noise, 0, 255).astype(np.uint8)
+
+
+def _batch(name: str, data: np.ndarray, labels: np.ndarray, start: int) -> bytes:
+    return _dumps_py2({
+        b"batch_label": name.encode(),
+        b"labels": [int(x) for x in labels],
+        b"data": data,
+        b"filenames": [f"synthetic_{start + i:06d}.png".encode() for i in range(len(labels))],
+    })
+
+
+def write_synthetic(root: str | os.PathLike[str], *, per_batch: int = 512, test_size: int = 512,
+                    seed: int = 0) -> Path:
+    """Write a synthetic CIFAR-10 under ``root/cifar-10-batches-py`` and return that folder.
+
+    Five training batches of ``per_batch`` images and one test batch; idempotent (an
+    existing set with the same parameters is reused).
+    """
+    folder = Path(root) / FOLDER
+    params = {"per_batch": per_batch, "test_size": test_size, "seed": seed, "version": 1}
+    stamp = folder / STAMP
+    if stamp.is_file() and json.loads(stamp.read_text()) == params:
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    patterns = rng.uniform(30, 225, size=(10, 3072))
+    for i in range(1, 6):
+        labels = rng.integers(0, 10, size=per_batch)
+        data = _images(rng, labels, patterns)
+        _write(folder / f"data_batch_{i}",
+               _batch(f"training batch {i} of 5", data, labels, (i - 1) * per_batch))
+    labels = rng.integers(0, 10, size=test_size)
+    _write(folder / "test_batch", _batch("testing batch 1 of 1", _images(rng, labels, patterns), labels, 0))
+    _write(folder / "batches.meta", _dumps_py2({
+        b"num_cases_per_batch": per_batch,
+        b"label_names": [c.encode() for c in CLASSES],
+        b"num_vis": 3072,
+    }))
+    stamp.write_text(json.dumps(params))
+    for p in [folder, *folder.iterdir()]:  # the sandboxed ranks run as another uid
+        os.chmod(p, 0o755 if p.is_dir() else 0o644)
+    os.chmod(folder.parent, 0o755)
+    return folder
+
+
+def _write(path: Path, data: bytes) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def train_size(root: str | os.PathLike[str]) -> int:
+    """Number of training images in the set under ``root`` (synthetic or real)."""
+    folder = Path(root) / FOLDER
+    total = 0
+    for i in range(1, 6):
+        with open(folder / f"data_batch_{i}", "rb") as f:
+            total += len(pickle.load(f, encoding="bytes")[b"labels"])
+    return total
+
+
+def is_synthetic(root: str | os.PathLike[str]) -> bool:
+    """True for a set written by ``write_synthetic``."""
+    return (Path(root) / FOLDER / STAMP).is_file()
+
+
+def digest(root: str | os.PathLike[str]) -> str:
+    """A short content hash of the data set (to key calibrations by data)."""
+    h = hashlib.sha256()
+    for p in sorted((Path(root) / FOLDER).iterdir()):
+        h.update(p.name.encode())
+        h.update(str(p.stat().st_size).encode())
+    return h.hexdigest()[:16]

@@ -1,0 +1,69 @@
+"""The grader's observer inside each rank of a student's torchrun job.
+
+Roles, decided from the environment before any student code runs:
+
+* the torchrun launcher (no ``RANK``): only survives the stack-dump signal;
+* a rank (``RANK`` set, first interpreter of that rank): takes its one-time token,
+  connects to the grader's socket and installs the observation hooks;
+* a child of a rank (DataLoader worker started with spawn, or any subprocess):
+  only dumps its stack on the signal, so a hang inside it is visible.
+
+Limits (documented for staff): the hooks run inside the student's interpreter, so
+code that deliberately digs into this package (``sys.modules``, ``gc``) can send
+records through the rank's own stream. The grader detects forged *streams*
+(unknown or reused tokens) and cross-checks records, but cannot prevent in-process
+tampering; the sandbox keeps that tampering from reaching anything outside the job.
+"""
+from __future__ import annotations
+
+import atexit
+import faulthandler
+import os
+import signal
+import sys
+
+DUMP_SIGNAL = signal.SIGUSR1
+_OWNER_ENV = "DISTGRADE_HARNESS_OWNER"
+_dump_files = []  # faulthandler keeps only the fd: keep the file objects alive
+
+
+def install() -> None:
+    """Pick this process's role and install what it needs; never raises."""
+    channel_dir = os.environ["DISTGRADE_CHANNEL"]
+    try:
+        if "RANK" not in os.environ:
+            signal.signal(DUMP_SIGNAL, signal.SIG_IGN)  # the launcher must outlive the dump
+            return
+        rank = int(os.environ["RANK"])
+        owner = os.environ.get(_OWNER_ENV)
+        if owner and owner != str(os.getpid()):
+            _register_dump(os.path.join(channel_dir, f"stack-rank{rank}-child{os.getpid()}.txt"))
+            return
+        os.environ[_OWNER_ENV] = str(os.getpid())
+        _register_dump(os.path.join(channel_dir, f"stack-rank{rank}.txt"))
+        _install_rank(channel_dir, rank)
+    except Exception as exc:  # never break the student's run; the grader sees the missing stream
+        sys.stderr.write(f"[distgrade harness] {type(exc).__name__}: {exc}\n")
+
+
+def _register_dump(path: str) -> None:
+    try:
+        f = open(path, "w")
+        os.chmod(path, 0o644)
+    except OSError:
+        return
+    _dump_files.append(f)
+    faulthandler.register(DUMP_SIGNAL, file=f, all_threads=True, chain=False)
+
+
+def _install_rank(channel_dir: str, rank: int) -> None:
+    from distgrade_harness import channel, compat
+
+    token = channel.take_token(channel_dir, rank)  # unlinked before student code runs
+    stream = channel.Stream(os.path.join(channel_dir, "sock"), token, rank)
+    compat.install(stream)
+    from distgrade_harness import hooks  # imports torch
+
+    observer = hooks.Observer(stream, rank)
+    observer.install()
+    atexit.register(observer.at_exit)

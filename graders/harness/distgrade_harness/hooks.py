@@ -1,0 +1,304 @@
+"""What the grader observes in a rank, and how it is sent.
+
+* DataLoader: the batch indices fetched in the main process (``_next_index``),
+  of which the first ``yielded`` batches were actually consumed; one record per
+  iterator pass (an "epoch"), keyed by the dataset object.
+* Optimizer steps (global post-hook): time, samples consumed, loss of the last
+  backward, backward passes and gradient all-reduce buckets since the previous step.
+* DDP construction: the model, its (Sync)BatchNorm layers and a counting comm hook.
+* ``torch.save`` calls, ``print`` calls, the uncaught exception, and at exit the
+  parameter digest plus the "finished" marker, sent *before* the extra
+  barrier + destroy_process_group that avoids gloo's teardown abort.
+"""
+from __future__ import annotations
+
+import builtins
+import hashlib
+import os
+import sys
+import time
+import traceback
+
+import torch
+import torch.distributed as dist
+from torch.nn.modules.batchnorm import SyncBatchNorm, _BatchNorm
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import dataloader as dl
+
+from distgrade_harness import syncbn
+
+STEP_FLUSH = 25  # steps per record: bounded memory, and most data survives a kill
+_ON_GPU = os.environ.get("DISTGRADE_MODE") == "gpu"
+
+
+class _Epoch:
+    """One pass of a DataLoader iterator over its sampler."""
+
+    def __init__(self, key: int, number: int, it):
+        self.key, self.number = key, number
+        self.batches: list[list[int]] = []
+        self.yielded = 0
+        self.closed = False
+        self.kind = "iterable" if it._dataset_kind == dl._DatasetKind.Iterable else "map"
+        self.meta = {"dataset": type(it._dataset).__name__, "num_workers": it._num_workers,
+                     "drop_last": bool(it._drop_last),
+                     "sampler": type(getattr(it._index_sampler, "sampler", it._index_sampler)).__name__,
+                     "persistent_workers": bool(getattr(it, "_persistent_workers", False))}
+        try:
+            self.meta["dataset_len"] = len(it._dataset)
+        except TypeError:
+            self.meta["dataset_len"] = None
+
+
+class Observer:
+    """Installs the hooks of one rank and streams what they see."""
+
+    def __init__(self, stream, rank: int):
+        self.stream, self.rank = stream, rank
+        self.datasets: dict[int, object] = {}  # id -> dataset, kept alive so ids stay unique
+        self.epoch_counts: dict[int, int] = {}
+        self.open_epochs: list[_Epoch] = []
+        self.consumed: dict[int, int] = {}  # dataset key -> samples consumed so far
+        self.last_key: int | None = None
+        self.steps: list[list] = []
+        self.step_count = 0
+        self.backwards = self.buckets = self.synced = self.bucket_bytes = 0
+        self.last_loss = None
+        self.models: list[torch.nn.Module] = []
+        self.optimizers: list[torch.optim.Optimizer] = []
+        self.prints = 0
+        self.print_tail: list[str] = []
+        self.exception: dict | None = None
+
+    # -- installation -------------------------------------------------------------
+    def install(self) -> None:
+        """Patch torch and builtins; each patch calls the original."""
+        syncbn.install()
+        self._hook_dataloader()
+        self._hook_ddp()
+        self._hook_optim()
+        self._hook_backward()
+        self._hook_io()
+        previous = sys.excepthook
+
+        def excepthook(etype, value, tb):
+            self._record_exception(etype, value, tb)
+            previous(etype, value, tb)
+        sys.excepthook = excepthook
+
+    def _hook_dataloader(self) -> None:
+        obs, base = self, dl._BaseDataLoaderIter
+        next_index, reset, next_ = base._next_index, base._reset, base.__next__
+
+        def _next_index(it):
+            idx = next_index(it)
+            ep = it.__dict__.get("_dg_epoch")
+            if ep is None:
+                ep = it._dg_epoch = obs._open_epoch(it)
+            if ep.kind == "map":
+                ep.batches.append([int(i) for i in idx] if isinstance(idx, (list, tuple))
+                                  else [int(idx)])
+            return idx
+
+        def _reset(it, *args, **kwargs):
+            ep = it.__dict__.pop("_dg_epoch", None)
+            if ep is not None:
+                obs._close_epoch(ep, complete=False)
+            return reset(it, *args, **kwargs)
+
+        def __next__(it):
+            try:
+                data = next_(it)
+            except StopIteration:
+                ep = it.__dict__.pop("_dg_epoch", None)
+                if ep is not None:
+                    obs._close_epoch(ep, complete=True)
+                raise
+            ep = it.__dict__.get("_dg_epoch")
+            if ep is not None:
+                n = len(ep.batches[ep.yielded]) if ep.yielded < len(ep.batches) else 0
+                ep.yielded += 1
+                obs.consumed[ep.key] = obs.consumed.get(ep.key, 0) + n
+                obs.last_key = ep.key
+            return data
+
+        base._next_index, base._reset, base.__next__ = _next_index, _reset, __next__
+
+    def _open_epoch(self, it) -> _Epoch:
+        key = id(it._dataset)
+        self.datasets[key] = it._dataset
+        for ep in [e for e in self.open_epochs if e.key == key]:
+            self._close_epoch(ep, complete=False)  # e.g. a next(iter(loader)) peek
+        number = self.epoch_counts.get(key, 0)
+        self.epoch_counts[key] = number + 1
+        ep = _Epoch(key, number, it)
+        self.open_epochs.append(ep)
+        return ep
+
+    def _close_epoch(self, ep: _Epoch, complete: bool) -> None:
+        if ep.closed:
+            return
+        ep.closed = True
+        if ep in self.open_epochs:
+            self.open_epochs.remove(ep)
+        consumed = ep.batches[:ep.yielded]
+        self.stream.send({"type": "epoch", "loader": ep.key, "epoch": ep.number, "kind": ep.kind,
+                          "complete": complete, "batches": len(consumed),
+                          "batch_size": max((len(b) for b in consumed), default=0),
+                          "indices": [i for b in consumed for i in b], **ep.meta})
+
+    def _hook_ddp(self) -> None:
+        obs, init = self, DistributedDataParallel.__init__
+        register = DistributedDataParallel.register_comm_hook
+
+        def __init__(ddp, *args, **kwargs):
+            init(ddp, *args, **kwargs)
+            obs._on_ddp(ddp, register)
+
+        def register_comm_hook(ddp, state, hook):
+            slot = ddp.__dict__.get("_dg_slot")
+            if slot is None:
+                return register(ddp, state, hook)
+            slot[:] = [state, hook]  # the student's hook runs inside the counting one
+        DistributedDataParallel.__init__ = __init__
+        DistributedDataParallel.register_comm_hook = register_comm_hook
+
+    def _on_ddp(self, ddp, register) -> None:
+        module = ddp.module
+        self.models.append(module)
+        bn = [m for m in module.modules() if isinstance(m, _BatchNorm)]
+        sync = sum(isinstance(m, SyncBatchNorm) for m in bn)
+        self.stream.send({"type": "ddp", "batchnorm": len(bn) - sync, "syncbatchnorm": sync,
+                          "parameters": sum(p.numel() for p in module.parameters()),
+                          "device": str(next(module.parameters()).device)})
+        slot = ddp._dg_slot = []
+        obs, pg = self, ddp.process_group
+
+        def counting_hook(state, bucket):
+            obs.buckets += 1
+            obs.bucket_bytes += bucket.buffer().numel() * bucket.buffer().element_size()
+            if bucket.is_last():
+                obs.synced += 1
+            if slot:
+                return slot[1](slot[0], bucket)
+            buf = bucket.buffer().div_(dist.get_world_size(pg))
+            fut = dist.all_reduce(buf, group=pg, async_op=True).get_future()
+            return fut.then(lambda f: f.value()[0])
+        register(ddp, None, counting_hook)
+
+    def _hook_optim(self) -> None:
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+        register_optimizer_step_post_hook(self._on_step)
+
+    def _on_step(self, optimizer, args, kwargs) -> None:
+        if _ON_GPU and torch.cuda.is_initialized():
+            torch.cuda.synchronize()  # honest step times on an asynchronous device
+        now = time.monotonic()
+        if not any(o is optimizer for o in self.optimizers):
+            self.optimizers.append(optimizer)
+            self.stream.send({"type": "optimizer", "class": type(optimizer).__name__,
+                              "lr": [g.get("lr") for g in optimizer.param_groups][:8]})
+        key = self.last_key
+        self.steps.append([now, self.consumed.get(key, 0) if key is not None else 0, self.last_loss,
+                           self.backwards, self.buckets, self.synced, self.bucket_bytes])
+        self.step_count += 1
+        self.backwards = self.buckets = self.synced = self.bucket_bytes = 0
+        self.last_loss = None
+        if len(self.steps) >= STEP_FLUSH:
+            self._flush_steps()
+
+    def _flush_steps(self) -> None:
+        if not self.steps:
+            return
+        rows, self.steps = self.steps, []
+        losses = [r[2] for r in rows]
+        if any(isinstance(x, torch.Tensor) for x in losses):
+            losses = [float(x) if isinstance(x, torch.Tensor) else x for x in losses]
+        self.stream.send({"type": "steps", "t": [r[0] for r in rows], "samples": [r[1] for r in rows],
+                          "loss": losses, "backwards": [r[3] for r in rows],
+                          "buckets": [r[4] for r in rows], "synced": [r[5] for r in rows],
+                          "bucket_bytes": [r[6] for r in rows]})
+
+    def _hook_backward(self) -> None:
+        obs, backward = self, torch.autograd.backward
+
+        def hooked(tensors, *args, **kwargs):
+            obs.backwards += 1
+            if isinstance(tensors, torch.Tensor) and tensors.numel() == 1:
+                loss = tensors.detach()
+                obs.last_loss = loss if loss.is_cuda else float(loss)  # no sync per step on GPU
+            return backward(tensors, *args, **kwargs)
+        torch.autograd.backward = hooked
+
+    def _hook_io(self) -> None:
+        obs, save, print_ = self, torch.save, builtins.print
+
+        def hooked_save(obj, f, *args, **kwargs):
+            where = os.fspath(f) if isinstance(f, (str, os.PathLike)) else type(f).__name__
+            obs.stream.send({"type": "save", "path": str(where)[:300], "step": obs.step_count})
+            return save(obj, f, *args, **kwargs)
+
+        def hooked_print(*args, **kwargs):
+            if kwargs.get("file") in (None, sys.stdout, sys.stderr):
+                obs.prints += 1
+                if len(obs.print_tail) < 5 or obs.prints % 50 == 0:
+                    line = " ".join(str(a) for a in args)[:200]
+                    obs.print_tail = (obs.print_tail + [line])[-5:]
+            return print_(*args, **kwargs)
+        torch.save = hooked_save
+        builtins.print = hooked_print
+
+    # -- the end of the run -----------------------------------------------------
+    def _record_exception(self, etype, value, tb) -> None:
+        if etype is KeyboardInterrupt or self.exception is not None:
+            return
+        frames = traceback.extract_tb(tb)
+        own = [f for f in frames if not _is_library(f.filename)]
+        where = own[-1] if own else (frames[-1] if frames else None)
+        self.exception = {"type": "exception", "exc_type": etype.__name__,
+                          "message": str(value)[:1500], "step": self.step_count,
+                          "line": where.lineno if where else None,
+                          "code": (where.line or "")[:200] if where else "",
+                          "traceback": "".join(traceback.format_exception(etype, value, tb))[-4000:]}
+        self._flush_all()
+        self.stream.send(self.exception)
+
+    def _flush_all(self) -> None:
+        for ep in list(self.open_epochs):
+            self._close_epoch(ep, complete=False)
+        self._flush_steps()
+        self.stream.send({"type": "prints", "count": self.prints, "tail": self.print_tail})
+
+    def at_exit(self) -> None:
+        """Send the remaining records and the end marker, then tear down gloo cleanly."""
+        if os.getpid() != self.stream.pid:
+            return
+        if self.exception is None:
+            self._flush_all()
+            self.stream.send({"type": "finished", "steps": self.step_count, **self._digest()})
+        self.stream.close()
+        if self.exception is None and dist.is_available() and dist.is_initialized():
+            try:  # the barrier first: destroy alone still aborts now and then on torch 2.13 gloo
+                dist.barrier()
+                dist.destroy_process_group()
+            except Exception:  # teardown only; the verdict is already sent
+                pass
+
+    def _digest(self) -> dict:
+        params = [p for m in self.models for p in m.parameters()]
+        if not params:
+            params = [p for o in self.optimizers for g in o.param_groups for p in g["params"]]
+        h = hashlib.sha256()
+        sums = []
+        with torch.no_grad():
+            for p in params:
+                t = p.detach().to("cpu").contiguous()
+                h.update(t.numpy().tobytes() if t.dtype != torch.bfloat16 else t.float().numpy().tobytes())
+                sums.append(float(t.double().sum()))
+        return {"digest": h.hexdigest(), "param_sums": sums[:64], "param_tensors": len(params),
+                "model_source": "ddp" if self.models else ("optimizer" if params else "none")}
+
+
+def _is_library(filename: str) -> bool:
+    return ("site-packages" in filename or "/lib/python" in filename
+            or "distgrade_harness" in filename or filename.startswith("<"))

@@ -1,0 +1,236 @@
+"""Run a student's script under ``torchrun`` in the sandbox and collect what each rank did.
+
+Each rank reports through the harness (``graders/harness``) over a unix socket in
+a grader-owned channel directory. A rank proves who it is with a one-time token
+that its harness reads and deletes before student code runs; an unknown token or
+a second stream for the same rank is recorded as tampering. Nothing the student
+prints or writes in its working directory is read as a result.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import secrets
+import signal
+import socket
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from graders import sandbox
+
+HARNESS_DIR = Path(__file__).resolve().parent / "harness"
+MAX_STREAM_BYTES = 64 * 1024 * 1024  # per rank; real records are far smaller
+LOG_TAIL = 4000
+
+
+@dataclass
+class RankStream:
+    """Everything one rank's harness sent, by record type."""
+
+    rank: int
+    records: list[dict[str, Any]] = field(default_factory=list)
+    truncated: bool = False
+
+    def of(self, kind: str) -> list[dict[str, Any]]:
+        return [r for r in self.records if r.get("type") == kind]
+
+    def first(self, kind: str) -> dict[str, Any] | None:
+        return next((r for r in self.records if r.get("type") == kind), None)
+
+    @property
+    def finished(self) -> bool:
+        return self.first("finished") is not None
+
+    @property
+    def exception(self) -> dict[str, Any] | None:
+        return self.first("exception")
+
+
+@dataclass
+class TorchrunRun:
+    """One torchrun job: how it ended and each rank's stream, stacks and log tail."""
+
+    nproc: int
+    result: sandbox.SandboxResult
+    ranks: dict[int, RankStream]
+    stacks: dict[str, str]
+    logs: dict[str, str]
+    tampering: list[str]
+
+    @property
+    def all_finished(self) -> bool:
+        return all(self.ranks.get(r) is not None and self.ranks[r].finished for r in range(self.nproc))
+
+
+class ChannelServer:
+    """Accepts one authenticated stream per rank on ``<dir>/sock``."""
+
+    def __init__(self, directory: Path, nproc: int):
+        self.dir = directory
+        directory.mkdir(parents=True)
+        os.chmod(directory, 0o733)  # ranks (another uid) may create stack files, not list
+        self.tokens = {secrets.token_hex(16): r for r in range(nproc)}
+        for token, rank in self.tokens.items():
+            p = directory / f"token-{rank}"
+            p.write_text(token)
+            os.chmod(p, 0o644)
+        self.used: set[str] = set()
+        self.streams: dict[int, RankStream] = {}
+        self.tampering: list[str] = []
+        self.lock = threading.Lock()
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(str(directory / "sock"))
+        os.chmod(directory / "sock", 0o777)
+        self.sock.listen(64)
+        self.threads: list[threading.Thread] = []
+        self.acceptor = threading.Thread(target=self._accept, daemon=True)
+        self.acceptor.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            t = threading.Thread(target=self._read, args=(conn,), daemon=True)
+            t.start()
+            self.threads.append(t)
+
+    def _read(self, conn: socket.socket) -> None:
+        stream: RankStream | None = None
+        buf, total = b"", 0
+        with conn:
+            while True:
+                try:
+                    chunk = conn.recv(1 << 16)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                total += len(chunk)
+                if total > MAX_STREAM_BYTES:
+                    if stream is not None:
+                        stream.truncated = True
+                    break
+                buf += chunk
+                *lines, buf = buf.split(b"\n")
+                for line in lines:
+                    try:
+                        record = json.loads(line)
+                    except ValueError:
+                        continue
+                    if stream is None:
+                        stream = self._hello(record)
+                        if stream is None:
+                            return
+                    elif isinstance(record, dict):
+                        stream.records.append(record)
+
+    def _hello(self, record: Any) -> RankStream | None:
+        token = record.get("token") if isinstance(record, dict) else None
+        with self.lock:
+            if record.get("type") != "hello" or token not in self.tokens:
+                self.tampering.append(f"a stream with an unknown token (claimed rank {record.get('rank')})")
+                return None
+            rank = self.tokens[token]
+            if token in self.used:
+                self.tampering.append(f"a second stream for rank {rank}")
+                return None
+            self.used.add(token)
+            stream = self.streams[rank] = RankStream(rank)
+            return stream
+
+    def close(self) -> None:
+        self.sock.close()
+        for t in self.threads:
+            t.join(timeout=2.0)
+
+
+def rank_env(*, channel: Path, mode: str, synthetic: bool, gpus: list[int] | None) -> dict[str, str]:
+    """The environment of the job: harness on PYTHONPATH, 1 thread per rank on CPU."""
+    env = {
+        "PATH": os.path.dirname(sys.executable) + ":/usr/local/bin:/usr/bin:/bin",
+        "PYTHONPATH": str(HARNESS_DIR),
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "DISTGRADE_CHANNEL": str(channel),
+        "DISTGRADE_MODE": mode,
+        "DISTGRADE_SYNTHETIC_DATA": "1" if synthetic else "0",
+        "LANG": "C.UTF-8",
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+    }
+    if mode == "cpu":
+        env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")
+    else:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus or [])
+    return env
+
+
+def make_limits(base: dict[str, Any], override: dict[str, Any] | None = None) -> sandbox.Limits:
+    """Build sandbox limits from assignment data; unknown keys are ignored."""
+    names = {f.name for f in dataclasses.fields(sandbox.Limits)}
+    values = {k: v for k, v in {**base, **(override or {})}.items() if k in names}
+    values.setdefault("dump_signal", signal.SIGUSR1)
+    return sandbox.Limits(**values)
+
+
+def run(script: Path, nproc: int, *, root: Path, data_dir: Path, epochs: int, limits: sandbox.Limits,
+        mode: str = "cpu", synthetic: bool = True, gpus: list[int] | None = None) -> TorchrunRun:
+    """Run ``torchrun --standalone --nproc_per_node=nproc script`` from an empty directory.
+
+    ``root`` is a fresh folder of the job; the run uses ``root/work`` (cwd),
+    ``root/logs`` (per-rank output) and ``root/chan`` (the record channel).
+    """
+    work, logs = root / "work", root / "logs"
+    for d in (root, work, logs):
+        d.mkdir(parents=True, exist_ok=True)
+    os.chmod(root, 0o711)
+    os.chmod(work, 0o777)
+    os.chmod(logs, 0o777)
+    server = ChannelServer(root / "chan", nproc)
+    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+            "--log-dir", str(logs), "--redirects", "3", str(script),
+            "--data-dir", str(data_dir), "--epochs", str(epochs)]
+    env = {**rank_env(channel=server.dir, mode=mode, synthetic=synthetic, gpus=gpus),
+           "HOME": str(work), "TMPDIR": str(work)}
+    try:
+        result = sandbox.run(argv, workdir=work, limits=limits, env=env,
+                             ro_binds=[(str(HARNESS_DIR), str(HARNESS_DIR)), (str(data_dir), str(data_dir)),
+                                       (str(script.parent), str(script.parent))],
+                             rw_binds=[(str(server.dir), str(server.dir)), (str(logs), str(logs))],
+                             gpus=gpus if mode == "gpu" else None)
+    finally:
+        server.close()
+    return TorchrunRun(nproc=nproc, result=result, ranks=server.streams, stacks=_read_stacks(server.dir),
+                       logs=_read_logs(logs, nproc, result), tampering=server.tampering)
+
+
+def _read_stacks(chan: Path) -> dict[str, str]:
+    stacks = {}
+    for p in sorted(chan.glob("stack-rank*.txt")):
+        txt = p.read_text(errors="replace")[-LOG_TAIL * 2:]
+        if txt.strip():
+            stacks[p.stem.removeprefix("stack-")] = txt
+    return stacks
+
+
+def _read_logs(logs: Path, nproc: int, result: sandbox.SandboxResult) -> dict[str, str]:
+    """Per-rank tails of stdout + stderr from torchrun's ``--log-dir``, plus the launcher's."""
+    out = {}
+    for rank in range(nproc):
+        parts = []
+        for name in ("stdout.log", "stderr.log"):
+            for p in sorted(logs.glob(f"**/attempt_0/{rank}/{name}")):
+                parts.append(p.read_text(errors="replace")[-LOG_TAIL:])
+        out[f"rank{rank}"] = _clean("".join(parts))[-LOG_TAIL:]
+    out["launcher"] = _clean(result.stderr)[-LOG_TAIL:]
+    return out
+
+
+def _clean(text: str) -> str:
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
