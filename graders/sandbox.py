@@ -146,9 +146,29 @@ def gpu_setup(gpus: Sequence[int], dev_dir: str = "/dev") -> tuple[list[str], di
     return args, env
 
 
+def system_binds(root: str = "/") -> list[str]:
+    """Read-only binds of every top-level entry of the host's ``/`` (symlinks recreated).
+
+    Binding the entries one by one, instead of ``--ro-bind / /``, leaves bwrap's own
+    root tmpfs underneath, so a bind may target a new top-level path such as ``/data``;
+    the root is remounted read-only once every mount point exists.
+    """
+    args: list[str] = []
+    for entry in sorted(os.scandir(root), key=lambda e: e.name):
+        path = "/" + entry.name
+        if entry.name in ("proc", "dev", "tmp"):  # private instances are mounted instead
+            continue
+        if entry.is_symlink():
+            args += ["--symlink", os.readlink(entry.path), path]
+        else:
+            args += ["--ro-bind", entry.path, path]
+    return args
+
+
 def bwrap_argv(argv: Sequence[str], *, bwrap: str, workdir: Path | None, hide: Sequence[str],
                ro_binds: Sequence[tuple[str, str]] = (), rw_binds: Sequence[tuple[str, str]] = (),
-               gpu_args: Sequence[str] = (), tmp_bytes: int = 512 * MiB) -> list[str]:
+               gpu_args: Sequence[str] = (), tmp_bytes: int = 512 * MiB,
+               system: Sequence[str] | None = None) -> list[str]:
     """The full bubblewrap command line for ``argv`` (pure: unit-tested without running it).
 
     Order matters: bwrap applies mounts in sequence, so hidden paths are covered first
@@ -158,10 +178,10 @@ def bwrap_argv(argv: Sequence[str], *, bwrap: str, workdir: Path | None, hide: S
     """
     cmd = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
            "--new-session", "--cap-drop", "ALL", "--hostname", "localhost",
-           "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
+           *(system_binds() if system is None else system), "--proc", "/proc", "--dev", "/dev",
            "--size", str(tmp_bytes), "--tmpfs", "/tmp"]
-    for path in hide:
-        cmd += ["--tmpfs", path]
+    for path in hide:  # empty, read-only to the student, and too small to be scratch space
+        cmd += ["--perms", "0555", "--size", str(MiB), "--tmpfs", path]
     if workdir is not None:
         cmd += ["--bind", str(workdir), str(workdir)]
     for src, dst in ro_binds:
@@ -169,6 +189,7 @@ def bwrap_argv(argv: Sequence[str], *, bwrap: str, workdir: Path | None, hide: S
     for src, dst in rw_binds:
         cmd += ["--bind", str(src), str(dst)]
     cmd += list(gpu_args)
+    cmd += ["--remount-ro", "/"]
     if workdir is not None:
         cmd += ["--chdir", str(workdir)]
     cmd += ["--", "/bin/sh", "-c", f'printf "{SETUP_MARK.decode().strip()}\\n" >&0 && exec "$@" </dev/null',

@@ -125,7 +125,8 @@ class Session:
         kill_at: float | None = None
         next_disk = start + DISK_CHECK_EVERY_S
         exit_seen: float | None = None
-        while sel.get_map():
+        # pipes closing is no sign of the end: code may close stdout and keep running
+        while sel.get_map() or exit_seen is None:
             self._read_ready(sel)
             now = time.monotonic()
             if proc.poll() is not None:
@@ -159,6 +160,9 @@ class Session:
         return self._outcome(rc, time.monotonic() - start)
 
     def _read_ready(self, sel: selectors.BaseSelector) -> None:
+        if not sel.get_map():
+            time.sleep(TICK_S)
+            return
         for key, _ in sel.select(timeout=TICK_S):
             fd = key.fileobj if isinstance(key.fileobj, int) else key.fileobj.fileno()
             chunk = os.read(fd, 65536)

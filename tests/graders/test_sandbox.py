@@ -1,0 +1,319 @@
+"""The sandbox against the hostile sample submissions, run for real (no mocks).
+
+Each hostile ``assignments/ddp_speedup/samples/hostile_*/train.py`` runs with the
+venv's Python through ``graders.sandbox.run``; the test asserts the verdict and what
+the host saw afterwards: no process left, no host file or socket reached, forged
+files only inside the job. A 2-rank gloo torchrun job checks that honest distributed
+code still works inside the sandbox.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from graders import sandbox, workspace
+from graders.exceptions import SandboxSetupError
+from graders.sandbox import Limits, SandboxResult
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLES = REPO / "assignments" / "ddp_speedup" / "samples"
+VENV_PY = str(REPO / ".venv" / "bin" / "python") if (REPO / ".venv").is_dir() else sys.executable
+ENV = {"PATH": f"{Path(VENV_PY).parent}:/usr/bin:/bin", "PYTHONUNBUFFERED": "1", "LC_ALL": "C.UTF-8"}
+MiB = 1024 * 1024
+
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox drops to its uid only when started as root"),
+    pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed"),
+]
+
+
+@pytest.fixture
+def job() -> Iterator[Path]:
+    """A real job folder from graders.workspace, with the run folder a grader would use."""
+    with workspace.job_dir("test") as path:
+        (path / "run").mkdir()
+        yield path
+
+
+def run_sample(job: Path, name: str, limits: Limits, **kwargs) -> SandboxResult:
+    """Copy the hostile sample into the job and run it the way a grader would (minus torchrun)."""
+    workdir = job / "run"
+    shutil.copy(SAMPLES / f"hostile_{name}" / "train.py", workdir / "train.py")
+    env = dict(ENV, **kwargs.pop("env", {}))
+    return sandbox.run([VENV_PY, "train.py", "--data-dir", "/nonexistent", "--epochs", "1"],
+                       workdir=workdir, limits=limits, env=env, **kwargs)
+
+
+def pids_in(workdir: Path) -> list[int]:
+    """Processes whose current directory is ``workdir`` (how a leftover daemon is found)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if os.readlink(entry / "cwd") == str(workdir):
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
+
+
+def assert_clean(result: SandboxResult, workdir: Path) -> None:
+    """Nothing of the job runs any more and the sandbox layers were all in force."""
+    assert result.leftover_pids == 0
+    assert pids_in(workdir) == []
+    assert "bwrap" in result.layers and f"uid:{sandbox.SANDBOX_UID}" in result.layers
+    assert not [d for d in result.degraded if d.startswith("bwrap")], result.degraded
+
+
+def test_runs_unprivileged_and_cannot_read_root_only_files(job: Path, tmp_path: Path) -> None:
+    secret_dir = Path(tempfile.mkdtemp(dir="/var/tmp"))
+    try:
+        os.chmod(secret_dir, 0o755)
+        (secret_dir / "root_only").write_text("ROOT-ONLY")
+        os.chmod(secret_dir / "root_only", 0o600)
+        probe = job / "run" / "probe.py"
+        probe.write_text(
+            "import os\n"
+            "def readable(p):\n"
+            "    try:\n        open(p).read(); return True\n"
+            "    except OSError:\n        return False\n"
+            "print(os.getuid(), os.geteuid(), os.getgid())\n"
+            f"print('secret', readable('{secret_dir}/root_only'))\n"
+            "print('root', os.access('/root', os.R_OK) and bool(os.listdir('/root')))\n"
+            "print('env', os.environ.get('SECRET_KEY'))\n")
+        r = sandbox.run([VENV_PY, "probe.py"], workdir=job / "run", limits=Limits(wall_s=20),
+                        env=dict(ENV, SECRET_KEY="service-secret"), ro_binds=[(str(secret_dir), "/data")])
+    finally:
+        shutil.rmtree(secret_dir)
+    assert r.returncode == 0, r.stderr
+    uid, euid, gid = map(int, r.stdout.splitlines()[0].split())
+    assert uid == euid == sandbox.SANDBOX_UID != 0 and gid == sandbox.SANDBOX_GID
+    assert "secret False" in r.stdout and "root False" in r.stdout
+    assert "env None" in r.stdout and "env-scrub" in r.layers
+    assert_clean(r, job / "run")
+
+
+@pytest.mark.parametrize("name, limits, reason", [
+    ("fork_bomb", Limits(wall_s=20, nproc=128), "pids"),
+    ("memory_bomb", Limits(wall_s=20, memory_bytes=256 * MiB), "memory"),
+    ("cpu_spin", Limits(wall_s=2), "timeout"),
+    ("sleep_forever", Limits(wall_s=2), "timeout"),
+    ("stdout_flood", Limits(wall_s=20, output_kill_bytes=4 * MiB, output_bytes=4096), "output"),
+    ("fill_disk", Limits(wall_s=20, disk_bytes=64 * MiB), "disk"),
+])
+def test_resource_bombs_are_killed(job: Path, name: str, limits: Limits, reason: str) -> None:
+    r = run_sample(job, name, limits)
+    assert r.killed_reason == reason, (r.killed_reason, r.stderr[-500:])
+    assert r.returncode != 0
+    assert r.wall_s < limits.wall_s + 5
+    assert r.timed_out == (reason == "timeout")
+    assert_clean(r, job / "run")
+    if name == "memory_bomb":
+        assert r.oom_killed and r.peak_memory_bytes is not None
+        assert 0.8 * limits.memory_bytes <= r.peak_memory_bytes <= limits.memory_bytes
+    if name == "stdout_flood":
+        assert r.output_total_bytes >= limits.output_kill_bytes
+        assert len(r.stdout) <= limits.output_bytes + 100
+    if name == "fill_disk":  # the watcher polls twice a second; the overshoot must stay small
+        assert sandbox_disk(job / "run") < 1024 * MiB
+
+
+def sandbox_disk(path: Path) -> int:
+    from graders.sandbox_session import disk_usage
+    return disk_usage([path])
+
+
+def test_dump_signal_reaches_ranks_before_the_kill(job: Path) -> None:
+    (job / "run" / "ranks.py").write_text(
+        "import signal, sys, time, os\n"
+        "signal.signal(signal.SIGUSR1, lambda *a: (sys.stderr.write(f'STACK DUMP {os.getpid()}\\n'),"
+        " sys.stderr.flush()))\n"
+        "if os.fork() == 0:\n    os.setsid()\n"
+        "while True:\n    time.sleep(1)\n")
+    r = sandbox.run([VENV_PY, "ranks.py"], workdir=job / "run", env=ENV,
+                    limits=Limits(wall_s=2, dump_signal=signal.SIGUSR1, dump_grace_s=1.0))
+    assert r.killed_reason == "timeout" and r.timed_out
+    assert r.stderr.count("STACK DUMP") == 2  # parent and its setsid child both dumped
+    assert 3.0 <= r.wall_s < 8.0
+    assert_clean(r, job / "run")
+
+
+def test_network_is_loopback_only(job: Path) -> None:
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    seen: list[bytes] = []
+    done = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.1)
+        while not done.is_set():
+            try:
+                conn, _ = server.accept()
+                seen.append(conn.recv(100) or b"connected")
+            except OSError:
+                pass
+    t = threading.Thread(target=accept, daemon=True)
+    t.start()
+    try:
+        r = run_sample(job, "network_loopback", Limits(wall_s=30),
+                       env={"DISTGRADE_TEST_HOST_PORT": str(port)})
+    finally:
+        done.set()
+        t.join(timeout=2)
+        server.close()
+    assert r.returncode == 1 and r.killed_reason is None
+    result = json.loads((job / "run" / "net_result.0.json").read_text())
+    assert result[str(port)].startswith("refused") and "connected" not in result.values()
+    assert seen == []
+    assert "netns:loopback" in r.layers
+    assert_clean(r, job / "run")
+
+
+def test_other_jobs_and_the_database_are_hidden(job: Path) -> None:
+    data_dir = Path(tempfile.mkdtemp(dir="/var/tmp", prefix="dg-data-"))
+    try:
+        os.chmod(data_dir, 0o755)
+        db = data_dir / "distgrade.db"
+        db.write_text("STUDENT GRADES")
+        os.chmod(db, 0o644)  # world-readable: only the hiding can stop the read
+        with workspace.job_dir("other") as other:
+            (other / "submission").mkdir()
+            (other / "submission" / "train.py").write_text("OTHER STUDENT'S CODE")
+            os.chmod(other, 0o755)  # even a careless job folder mode must not expose it
+            hide = sandbox.default_hide_paths() + [str(data_dir)]
+            r = run_sample(job, "read_other_job", Limits(wall_s=30), hide_paths=hide,
+                           env={"DISTGRADE_TEST_SECRET_FILE": str(db)})
+    finally:
+        shutil.rmtree(data_dir)
+    found = json.loads((job / "run" / "read_result.0.json").read_text())
+    assert r.returncode == 1
+    others = [p for p in found if not p.startswith(str(job))]  # its own job folder is fine
+    assert not [p for p in others if "distgrade-jobs" in p or "distgrade.db" in p or p.startswith("/root")]
+    assert "OTHER STUDENT" not in json.dumps(found) and "STUDENT GRADES" not in json.dumps(found)
+    assert f"hide:{data_dir}" in r.layers
+    assert_clean(r, job / "run")
+
+
+def test_writes_outside_the_job_do_not_reach_the_host(job: Path) -> None:
+    outside = Path(tempfile.mkdtemp(dir="/var/tmp", prefix="dg-outside-"))
+    os.chmod(outside, 0o777)  # writable by anyone on the host: only the sandbox protects it
+    name = "distgrade_hostile_write_outside.txt"
+    targets = [REPO, REPO.parent, Path("/tmp"), Path("/root"), job, job.parent, outside]
+    for t in targets:
+        (t / name).unlink(missing_ok=True)
+    try:
+        r = run_sample(job, "write_outside", Limits(wall_s=30),
+                       env={"DISTGRADE_TEST_OUTSIDE_DIR": str(outside), "HOME": "/root"})
+        leaked = [str(t) for t in targets if (t / name).exists()]
+    finally:
+        shutil.rmtree(outside)
+    assert r.returncode == 1
+    assert leaked == []
+    result = json.loads((job / "run" / "write_result.0.json").read_text())
+    assert result[f"/work/main/{name}"].startswith("refused") or REPO != Path("/work/main")
+    assert_clean(r, job / "run")
+
+
+def test_forged_results_stay_inside_the_job_and_belong_to_the_student(job: Path) -> None:
+    r = run_sample(job, "forge_result", Limits(wall_s=30))
+    assert r.returncode == 0
+    assert '"score": 40.0' in r.stdout  # the sandbox passes it on; the grader must not trust it
+    forged = job / "run" / "results.json"
+    assert forged.exists() and forged.stat().st_uid == sandbox.SANDBOX_UID
+    for d in (job, job.parent, Path("/tmp")):
+        for n in ("results.json", "report.json"):
+            assert not (d / n).exists() or (d / n).stat().st_uid != sandbox.SANDBOX_UID, d / n
+    assert_clean(r, job / "run")
+
+
+def test_setsid_daemon_is_killed_and_does_not_hang_the_reader(job: Path) -> None:
+    r = run_sample(job, "setsid_daemon", Limits(wall_s=30))
+    assert r.returncode == 0 and r.killed_reason is None
+    assert r.wall_s < 5  # did not wait for the daemon's copy of stdout to close
+    assert_clean(r, job / "run")
+    beat = job / "run" / "daemon_heartbeat"
+    before = beat.stat().st_mtime_ns if beat.exists() else None
+    time.sleep(0.6)
+    assert (beat.stat().st_mtime_ns if beat.exists() else None) == before
+
+
+def test_without_bwrap_the_cgroup_still_catches_daemons(job: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DISTGRADE_SANDBOX", "none")
+    r = run_sample(job, "setsid_daemon", Limits(wall_s=30))
+    assert "bwrap" not in r.layers and any(d.startswith("bwrap: disabled") for d in r.degraded)
+    assert r.returncode == 0 and r.leftover_pids == 0 and pids_in(job / "run") == []
+
+
+def test_address_space_limit_never_with_gpus(job: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DISTGRADE_CGROUP", "none")  # RLIMIT_AS is the fallback without a memory cgroup
+    code = "import os, resource; print(resource.getrlimit(resource.RLIMIT_AS)[0], os.environ.get('CUDA_VISIBLE_DEVICES'))"
+    limits = Limits(wall_s=20, memory_bytes=2048 * MiB)
+    cpu = sandbox.run([VENV_PY, "-c", code], workdir=job / "run", limits=limits, env=ENV)
+    gpu = sandbox.run([VENV_PY, "-c", code], workdir=job / "run", limits=limits, env=ENV, gpus=[0, 1])
+    assert cpu.stdout.split() == [str(2048 * MiB), "None"] and "rlimit-as" in cpu.layers
+    assert gpu.stdout.split() == [str(resource_infinity()), "0,1"] and "rlimit-as" not in gpu.layers
+
+
+def resource_infinity() -> int:
+    import resource
+    return resource.RLIM_INFINITY
+
+
+def test_gpu_arguments_bind_only_the_chosen_devices(tmp_path: Path) -> None:
+    for n in ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset", "nvidia0", "nvidia1", "nvidia2"):
+        (tmp_path / n).touch()
+    args, env = sandbox.gpu_setup([0, 2], dev_dir=str(tmp_path))
+    bound = [args[i + 2] for i in range(0, len(args), 3)]
+    assert args[0::3] == ["--dev-bind"] * len(bound)
+    assert bound == ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia0", "/dev/nvidia2"]
+    assert env == {"CUDA_VISIBLE_DEVICES": "0,2", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    cmd = sandbox.bwrap_argv(["python", "t.py"], bwrap="bwrap", workdir=Path("/jobs/x/run"),
+                             hide=["/jobs"], gpu_args=args)
+    for flag in ("--unshare-all", "--die-with-parent", "--disable-userns", "--new-session"):
+        assert flag in cmd
+    assert cmd.index("--dev") < cmd.index("--dev-bind")  # devices go on top of the private /dev
+    assert cmd.index("/jobs") < cmd.index("/jobs/x/run")  # hidden first, then the job's own bind
+    assert cmd[-2:] == ["python", "t.py"]
+
+
+def test_a_bind_that_cannot_be_set_up_is_an_infrastructure_error(job: Path) -> None:
+    with pytest.raises(SandboxSetupError):
+        sandbox.run(["true"], workdir=job / "run", limits=Limits(wall_s=10), env=ENV,
+                    ro_binds=[("/nonexistent-distgrade-path", "/data")])
+
+
+GLOO_SCRIPT = """
+import os, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+rank, world = dist.get_rank(), dist.get_world_size()
+t = torch.tensor([float(rank + 1)])
+dist.all_reduce(t)
+x = torch.randn(256, 256)
+for _ in range(10):
+    y = x @ x
+    dist.all_reduce(y)
+print(f"rank {rank}/{world} sum={t.item():g}", flush=True)
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.slow
+def test_two_rank_gloo_torchrun_runs_inside_the_sandbox(job: Path) -> None:
+    (job / "run" / "allreduce.py").write_text(GLOO_SCRIPT)
+    r = sandbox.run([VENV_PY, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                     "allreduce.py"], workdir=job / "run", limits=Limits(wall_s=120, address_space=False),
+                    env=dict(ENV, OMP_NUM_THREADS="1"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "rank 0/2 sum=3" in r.stdout and "rank 1/2 sum=3" in r.stdout
+    assert_clean(r, job / "run")
