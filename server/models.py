@@ -112,7 +112,8 @@ class Submission(db.Model):
     resource: Mapped[str] = mapped_column(String(20), default="cpu")  # queue name
 
     filename: Mapped[str] = mapped_column(String(255))
-    content: Mapped[bytes] = mapped_column(LargeBinary)
+    # Deferred: the status API is polled every second and must not drag file and report along.
+    content: Mapped[bytes] = mapped_column(LargeBinary, deferred=True)
     sha256: Mapped[str] = mapped_column(String(64), index=True)
     size: Mapped[int] = mapped_column(Integer)
 
@@ -132,8 +133,8 @@ class Submission(db.Model):
 
     score: Mapped[float | None] = mapped_column(Float, nullable=True)
     max_score: Mapped[float | None] = mapped_column(Float, nullable=True)
-    report_json: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
-    error_detail: Mapped[str | None] = mapped_column(Text, nullable=True)  # staff only
+    report_json: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True, deferred=True)
+    error_detail: Mapped[str | None] = mapped_column(Text, nullable=True, deferred=True)  # staff only
     progress_json: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
     user: Mapped[User] = relationship()

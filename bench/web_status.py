@@ -1,0 +1,88 @@
+"""A logged-in status API call under 50 concurrent clients vs a bare Flask endpoint.
+
+Both are served by gunicorn with the same settings, measured in one run.
+Goal: throughput >= 0.5x of the bare endpoint, p99 < 100 ms.
+Run: ``.venv/bin/python -m bench.web_status``.
+"""
+from __future__ import annotations
+
+import http.client
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import urllib.parse
+from pathlib import Path
+
+from bench.common import print_table, redis_server
+from bench.loadgen import REPO, gunicorn, run_load
+
+CLIENTS = int(os.environ.get("BENCH_CLIENTS", "50"))
+PER_CLIENT = int(os.environ.get("BENCH_REQUESTS", "40"))
+
+
+def login_cookie(port: int, username: str, password: str) -> str:
+    """Log in through the real form (CSRF token included) and return the session cookie."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request("GET", "/login")
+    resp = conn.getresponse()
+    page = resp.read().decode()
+    cookie = resp.getheader("Set-Cookie", "").split(";")[0]
+    token = re.search(r'name="csrf_token"[^>]*value="([^"]+)"', page)
+    body = urllib.parse.urlencode({"username": username, "password": password,
+                                   "csrf_token": token.group(1) if token else ""})
+    conn.request("POST", "/login", body=body, headers={
+        "Content-Type": "application/x-www-form-urlencoded", "Cookie": cookie})
+    resp = conn.getresponse()
+    resp.read()
+    new_cookie = resp.getheader("Set-Cookie", "").split(";")[0]
+    if resp.status not in (302, 303):
+        raise RuntimeError(f"login failed with HTTP {resp.status}")
+    return new_cookie or cookie
+
+
+def prepare_database(env: dict[str, str]) -> int:
+    """Migrate, seed, and store one graded submission for alice; returns its id."""
+    flask = [sys.executable, "-m", "flask", "--app", "server"]
+    subprocess.run(flask + ["db", "upgrade"], env=env, cwd=REPO, check=True, capture_output=True)
+    subprocess.run(flask + ["seed-demo"], env=env, cwd=REPO, check=True, capture_output=True)
+    code = ("from server import create_app\nfrom server.extensions import db\n"
+            "from server.models import Submission, User, Course\n"
+            "app = create_app()\nwith app.app_context():\n"
+            "    u = db.session.scalar(db.select(User).where(User.username == 'alice'))\n"
+            "    c = db.session.scalar(db.select(Course))\n"
+            "    s = Submission(user_id=u.id, course_id=c.id, assignment_id='ddp_speedup', filename='t.py',"
+            " content=b'x', sha256='0'*64, size=1, status='graded', score=1.0, max_score=2.0)\n"
+            "    db.session.add(s); db.session.commit(); print(s.id)\n")
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, check=True, capture_output=True,
+                         text=True)
+    return int(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    with tempfile.TemporaryDirectory() as tmp, redis_server() as redis_url:
+        env = dict(os.environ, DATABASE_URL=f"sqlite:///{Path(tmp) / 'bench.db'}", REDIS_URL=redis_url,
+                   DISTGRADE_VAR_DIR=tmp, SECRET_KEY="bench")
+        sid = prepare_database(env)
+        with gunicorn("bench.bare_app:app") as port:
+            run_load(port, lambda i: [("GET", "/ping", None, {})] * 5, clients=CLIENTS)  # warm-up
+            bare = run_load(port, lambda i: [("GET", "/ping", None, {})] * PER_CLIENT, clients=CLIENTS)
+        with gunicorn("server.wsgi:app", env) as port:
+            cookie = login_cookie(port, "alice", "alice-pass")
+            plan = [("GET", f"/api/submissions/{sid}", None, {"Cookie": cookie})]
+            run_load(port, lambda i: plan * 5, clients=CLIENTS)
+            status = run_load(port, lambda i: plan * PER_CLIENT, clients=CLIENTS)
+    ratio = status.throughput / bare.throughput
+    rows = [["bare Flask /ping", bare.throughput, bare.p(50), bare.p(99), bare.errors, ""],
+            ["status API (logged in)", status.throughput, status.p(50), status.p(99), status.errors,
+             f"{ratio:.2f}x"]]
+    print_table(f"web: {CLIENTS} concurrent clients x {PER_CLIENT} requests, same gunicorn settings",
+                ["endpoint", "req/s", "p50 ms", "p99 ms", "errors", "vs bare"], rows)
+    ok = ratio >= 0.5 and status.p(99) < 100 and status.errors == 0
+    print(f"\n  goal: >= 0.5x bare throughput and p99 < 100 ms -> {'ok' if ok else 'MISSED'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
