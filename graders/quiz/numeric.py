@@ -1,0 +1,101 @@
+"""Numbers with units: parse "112 GB", "104.3GiB", "0.5 s", "560ms", "1.8x"; grade with tolerance.
+
+GB (10^9) and GiB (2^30) differ by 7 %, more than a typical tolerance, so a student who
+computes in GiB but writes "GB" (or the reverse) is told exactly that instead of just "wrong".
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from graders.quiz.result import FormatError, Text
+
+MAX_NUMERIC_CHARS = 64
+
+UNITS: dict[str, dict[str, tuple[float, str]]] = {
+    # dimension -> unit spelling -> (factor to base unit, system); system marks GB vs GiB.
+    "bytes": {"b": (1, "-"), "byte": (1, "-"), "bytes": (1, "-"), "字节": (1, "-"),
+              "kb": (1e3, "si"), "mb": (1e6, "si"), "gb": (1e9, "si"), "tb": (1e12, "si"),
+              "k": (1e3, "si"), "m": (1e6, "si"), "g": (1e9, "si"), "t": (1e12, "si"),
+              "kib": (2 ** 10, "iec"), "mib": (2 ** 20, "iec"), "gib": (2 ** 30, "iec"), "tib": (2 ** 40, "iec")},
+    "seconds": {"s": (1, "-"), "sec": (1, "-"), "secs": (1, "-"), "second": (1, "-"), "seconds": (1, "-"),
+                "秒": (1, "-"), "ms": (1e-3, "-"), "毫秒": (1e-3, "-"), "us": (1e-6, "-"), "µs": (1e-6, "-"),
+                "min": (60, "-"), "分钟": (60, "-")},
+    "number": {"": (1, "-")},
+    "ratio": {"": (1, "-"), "x": (1, "-"), "×": (1, "-"), "倍": (1, "-"), "times": (1, "-")},
+    "count": {"": (1, "-"), "samples": (1, "-"), "个": (1, "-"), "张": (1, "-"), "卡": (1, "-"), "张卡": (1, "-"), "cards": (1, "-"), "card": (1, "-"),
+              "gpus": (1, "-"), "gpu": (1, "-")},
+}
+
+_NUMBER = re.compile(r"^\s*([-+]?(?:\d+(?:[.,]\d*)?|\.\d+)(?:e[-+]?\d+)?)\s*([^\d\s].*?)?\s*$", re.I)
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """A parsed answer: value in the dimension's base unit, plus how it was written."""
+
+    base_value: float
+    number: float
+    unit: str
+    system: str  # "si", "iec" or "-"
+
+
+def _err(zh: str, en: str, code: str) -> FormatError:
+    return FormatError({"zh": zh, "en": en}, code)
+
+
+def parse_quantity(raw: str, dimension: str, default_unit: str) -> Quantity:
+    """Parse a number with an optional unit of ``dimension``; raise FormatError if unreadable."""
+    text = (raw or "").strip().replace("，", ",").replace("　", " ")
+    if not text:
+        raise _err("请输入一个数值。", "Please enter a number.", "empty")
+    if len(text) > MAX_NUMERIC_CHARS:
+        raise _err("数值答案太长：只需一个数字和单位。", "Too long: enter one number and a unit.", "too_long")
+    if re.search(r"\b(nan|inf|infinity)\b", text, re.I):
+        raise _err("NaN / 无穷大不是有效数值。", "NaN or infinity is not a valid number.", "nan")
+    m = _NUMBER.match(text)
+    if not m:
+        raise _err("无法识别数值，请写成例如 “112 GB”。", "Could not read a number; write e.g. \"112 GB\".", "unparseable")
+    number_text = m.group(1)
+    if number_text.count(",") == 1 and "." not in number_text and len(number_text.split(",")[1]) != 3:
+        number_text = number_text.replace(",", ".")  # decimal comma, e.g. "0,5"
+    number = float(number_text.replace(",", ""))
+    if not math.isfinite(number):
+        raise _err("数值必须有限。", "The number must be finite.", "nan")
+    unit = (m.group(2) or default_unit).strip().lower().rstrip(".")
+    table = UNITS[dimension]
+    if unit not in table:
+        expected = ", ".join(sorted({u for u in table if u.isascii()}))
+        raise _err(f"单位“{unit}”不适用于本题，可用：{expected}。",
+                   f"Unit \"{unit}\" does not fit this question; use one of: {expected}.", "wrong_unit")
+    factor, system = table[unit]
+    return Quantity(base_value=number * factor, number=number, unit=unit, system=system)
+
+
+def within(value: float, target: float, rtol: float, atol: float) -> bool:
+    """Relative-or-absolute tolerance test (either one suffices)."""
+    return abs(value - target) <= max(atol, rtol * abs(target))
+
+
+def unit_confusion(q: Quantity, target: float, rtol: float, atol: float) -> Text | None:
+    """If the number is right in the *other* byte system (GB vs GiB), say so."""
+    if q.system not in ("si", "iec"):
+        return None
+    si_to_iec = {1e3: 2 ** 10, 1e6: 2 ** 20, 1e9: 2 ** 30, 1e12: 2 ** 40}
+    iec_to_si = {v: k for k, v in si_to_iec.items()}
+    factor = q.base_value / q.number if q.number else 0
+    for table, wrote, meant in ((si_to_iec, "GB", "GiB"), (iec_to_si, "GiB", "GB")):
+        for f, other in table.items():
+            if math.isclose(factor, f, rel_tol=1e-9) and within(q.number * other, target, rtol, atol):
+                return {"zh": f"单位混淆：你写的数值按 {meant} 才对，却标成了 {wrote}（1 GB = 10^9 字节，"
+                              f"1 GiB = 2^30 字节，相差约 7%）。",
+                        "en": f"Unit confusion: your number is right in {meant} but you labelled it {wrote} "
+                              f"(1 GB = 10^9 bytes, 1 GiB = 2^30 bytes, about 7% apart)."}
+    return None
+
+
+def format_bytes(value: float, unit: str = "GB") -> str:
+    """``112e9 -> "112 GB"`` with at most three significant decimals."""
+    factor = UNITS["bytes"][unit.lower()][0]
+    return f"{value / factor:.4g} {unit}"

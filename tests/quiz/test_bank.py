@@ -1,0 +1,98 @@
+"""Every question checks itself: many seeds, reference answers, known wrong answers, malformed input,
+and the table of graded example answers that ships beside each question (``examples.json``)."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from graders.quiz.bank import all_question_ids, all_quiz_ids, load_question, load_quiz, sections
+from graders.quiz.grading import grade, make_variant
+from graders.quiz.result import AnswerStatus
+
+QUESTIONS = all_question_ids()
+SEEDS = range(0, 400, 7)  # 58 seeds per question
+
+
+def test_bank_is_big_enough_and_covers_every_section() -> None:
+    assert len(QUESTIONS) >= 30
+    covered = {load_question(q).section for q in QUESTIONS}
+    assert {"1", "2", "3", "4", "5", "6"} <= covered
+    for n in range(1, 7):
+        assert f"ch7_3/selftest_{n}" in QUESTIONS
+    assert set(sections()) >= covered
+
+
+@pytest.mark.parametrize("qid", QUESTIONS)
+def test_metadata_is_bilingual(qid: str) -> None:
+    q = load_question(qid)
+    for key in ("title", "prompt", "explanation"):
+        assert q.info[key]["zh"] and q.info[key]["en"], f"{qid}: {key} needs zh and en"
+    assert q.info["topic"] and q.info["tags"] and q.points > 0 and q.section
+
+
+@pytest.mark.parametrize("qid", QUESTIONS)
+def test_reference_scores_full_and_known_wrong_scores_zero(qid: str) -> None:
+    q = load_question(qid)
+    for seed in SEEDS:
+        v = make_variant(q, seed)
+        for lang in ("zh", "en"):
+            ref = v.reference(lang)
+            r = grade(q, seed, ref)
+            assert r.correct, f"{qid} seed {seed} {lang}: reference {ref!r} scored {r.score}: {r.feedback}"
+        for right in v.accept:
+            assert grade(q, seed, right).correct, f"{qid} seed {seed}: {right!r} should be accepted"
+        for wrong in v.reject:
+            r = grade(q, seed, wrong)
+            assert r.status == AnswerStatus.GRADED and r.score == 0, f"{qid} seed {seed}: {wrong!r} scored {r.score}"
+
+
+@pytest.mark.parametrize("qid", QUESTIONS)
+def test_variants_are_reproducible(qid: str) -> None:
+    q = load_question(qid)
+    a, b = make_variant(q, 12345), make_variant(q, 12345)
+    assert (a.params, a.answer, a.option_order) == (b.params, b.answer, b.option_order)
+
+
+@pytest.mark.parametrize("qid", QUESTIONS)
+@pytest.mark.parametrize("bad", ["", "   ", "x" * 10_000, "NaN", "nan GB", "1e999 GB", "12 parsecs"])
+def test_malformed_input_is_a_format_error(qid: str, bad: str) -> None:
+    q = load_question(qid)
+    r = grade(q, 1, bad)
+    if q.type == "text" and bad in ("NaN", "nan GB", "1e999 GB", "12 parsecs"):
+        assert r.status == AnswerStatus.GRADED and r.score == 0  # words, just wrong ones
+        return
+    assert r.status == AnswerStatus.FORMAT_ERROR, f"{qid}: {bad[:20]!r} -> {r}"
+    assert r.score == 0 and r.feedback and r.feedback[0]["zh"] and r.feedback[0]["en"]
+
+
+def _examples() -> list[tuple[str, int, dict]]:
+    return [(qid, i, e) for qid in QUESTIONS for i, e in enumerate(load_question(qid).examples)]
+
+
+@pytest.mark.parametrize("qid,index,example", _examples(), ids=lambda v: v if isinstance(v, str) else "")
+def test_graded_example_answers(qid: str, index: int, example: dict) -> None:
+    q = load_question(qid)
+    seed = example.get("seed", 1)
+    r = grade(q, seed, example["answer"])
+    expect = example["expect"]
+    where = f"{qid} example {index} {example['answer'][:60]!r} ({example.get('note', '')}): {r.score}/{r.max_score} {r.details}"
+    if expect == "format_error":
+        assert r.status == AnswerStatus.FORMAT_ERROR, where
+        return
+    assert r.status == AnswerStatus.GRADED, where
+    if expect == "full":
+        assert r.correct, where
+    elif expect == "zero":
+        assert r.score == 0, where
+    else:
+        assert 0 < r.score < r.max_score, where
+        assert r.feedback, where
+        if "score" in example:
+            assert math.isclose(r.fraction, example["score"], abs_tol=0.01), where
+
+
+@pytest.mark.parametrize("quiz_id", all_quiz_ids())
+def test_quizzes_load(quiz_id: str) -> None:
+    quiz = load_quiz(quiz_id)
+    assert quiz.question_ids and quiz.mode in ("practice", "graded")
