@@ -38,15 +38,16 @@ def grade_choice(raw: str, options: list[dict[str, Any]], correct: set[str], mul
         false_picks = len(set(ids) - correct)
         fraction = max(0.0, (hits - false_picks) / len(correct))
         for i in sorted(correct - set(ids)):
-            if by_id[i].get("missed"):
-                feedback.append(by_id[i]["missed"])
+            text = by_id[i]["text"]
+            feedback.append({"zh": f"漏选：{text['zh']}", "en": f"Missed: {text['en']}"})
     else:
         fraction = 1.0 if ids[0] in correct else 0.0
     return fraction, feedback, {"chosen": ids}
 
 
-def grade_ordering(raw: str, items: list[str]) -> tuple[float, list[Text], dict[str, Any]]:
+def grade_ordering(raw: str, entries: list[dict[str, Any]]) -> tuple[float, list[Text], dict[str, Any]]:
     """Kendall-style credit: 1 for the right order, 0 for reversed or random-looking orders."""
+    items = [e["id"] for e in entries]
     ids = parse_ids(raw, items, allow_many=True)
     if sorted(ids) != sorted(items):
         raise FormatError({"zh": "请给出所有步骤的完整顺序。", "en": "Put every step in order (all of them)."},
@@ -57,4 +58,9 @@ def grade_ordering(raw: str, items: list[str]) -> tuple[float, list[Text], dict[
     fraction = max(0.0, 2 * concordant / len(pairs) - 1) if pairs else 1.0
     first_wrong = next((pos for pos, item in enumerate(ids) if items[pos] != item), None)
     details = {"chosen": ids, "first_wrong_position": first_wrong}
-    return round(fraction, 4), [], details
+    feedback: list[Text] = []
+    if first_wrong is not None:
+        text = entries[first_wrong]["text"]
+        feedback.append({"zh": f"第 {first_wrong + 1} 步应是：{text['zh']}",
+                         "en": f"Step {first_wrong + 1} should be: {text['en']}"})
+    return round(fraction, 4), feedback, details

@@ -107,7 +107,7 @@ def _grade_by_type(v: Variant, raw: str) -> tuple[float, list[Text], dict[str, A
         options = [dict(o, feedback=_render_text(o.get("feedback"), v.params)) for o in q.info["options"]]
         return choice.grade_choice(raw, options, v.correct_ids(), q.type == "multiple")
     if q.type == "ordering":
-        return choice.grade_ordering(raw, [i["id"] for i in q.info["items"]])
+        return choice.grade_ordering(raw, q.info["items"])
     if q.type == "numeric":
         return _grade_numeric(v, raw)
     items = [rubric.RubricItem.from_dict(d) for d in q.info["rubric"]["items"]]

@@ -1,0 +1,17 @@
+"""Lowest ZeRO stage whose per-card model states fit, from the shared calculator."""
+from graders.memory_calc import TrainingSetup, estimate
+
+IDS = ["s0", "s1", "s2", "s3", "none"]
+
+
+def generate(rng):
+    target = rng.choice(IDS)
+    for _ in range(5000):
+        b, n, mem = rng.choice([0.5, 1, 3, 7, 13, 30, 70]), rng.choice([2, 4, 8, 16]), rng.choice([16, 24, 40, 80])
+        gbs = [estimate(TrainingSetup(params=b * 1e9, cards=n, stage=s)).total_gb for s in range(4)]
+        fit = next((IDS[s] for s, g in enumerate(gbs) if g <= mem), "none")
+        if fit == target:
+            break
+    params = {"billions": f"{b:g}", "cards": n, "mem": mem}
+    params.update({f"g{s}": f"{g:.3g}" for s, g in enumerate(gbs)})
+    return {"params": params, "answer": fit, "reject": [i for i in IDS if i != fit]}
