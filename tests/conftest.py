@@ -129,6 +129,26 @@ def auth(client):
     return AuthActions(client)
 
 
+def descendants(pid: int) -> list[int]:
+    """All live descendants of ``pid``, from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
 class Service:
     """The real service: gunicorn web + RQ worker processes on a migrated database."""
 
@@ -161,11 +181,13 @@ class Service:
         return proc
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        """Signal a started process and every descendant (RQ's work horse runs in its own session)."""
         proc = self.procs.pop(name)
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            pass
+        for pid in [proc.pid, *descendants(proc.pid)]:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
         proc.wait()
 
     def stop(self) -> None:

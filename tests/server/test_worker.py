@@ -59,9 +59,11 @@ def rows(app, ids):
     from server.extensions import db
     from server.models import Submission
 
+    from sqlalchemy.orm import undefer
+
     with app.app_context():
         db.session.expire_all()
-        return {i: db.session.get(Submission, i) for i in ids}
+        return {i: db.session.get(Submission, i, options=[undefer("*")]) for i in ids}
 
 
 def wait_until(predicate, timeout: float, what: str):
