@@ -1,0 +1,155 @@
+"""Quiz rules: starting an attempt (mode, limit, time window), answering one question, finishing,
+and the score that reaches the gradebook (best or last finished attempt)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from graders.quiz.bank import Quiz, load_question
+from graders.quiz.grading import grade, make_variant
+from graders.quiz.result import AnswerStatus, QuestionResult
+from graders.quiz.seeds import variant_seed
+from server.extensions import db
+from server.models import utcnow
+from server.quiz.models import AttemptStatus, QuizAnswer, QuizAttempt
+
+
+class QuizRuleError(Exception):
+    """Starting or answering is not allowed now; ``code`` picks the message shown."""
+
+    def __init__(self, code: str):
+        super().__init__(code)
+        self.code = code
+
+
+def _parse_time(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value.replace("Z", "")) if value else None
+
+
+def attempts_of(user_id: int, quiz_id: str) -> list[QuizAttempt]:
+    """The user's attempts at a quiz, oldest first."""
+    return list(db.session.scalars(db.select(QuizAttempt).where(
+        QuizAttempt.user_id == user_id, QuizAttempt.quiz_id == quiz_id).order_by(QuizAttempt.attempt_no)))
+
+
+def start_refusal(quiz: Quiz, user_id: int, now: datetime | None = None) -> str | None:
+    """Why a new attempt may not start (``not_open``, ``closed``, ``no_attempts_left``), or None."""
+    now = now or utcnow()
+    opens, closes = _parse_time(quiz.opens_at), _parse_time(quiz.closes_at)
+    if opens and now < opens:
+        return "not_open"
+    if closes and now >= closes:
+        return "closed"
+    if quiz.mode == "graded" and quiz.attempt_limit is not None:
+        used = sum(1 for a in attempts_of(user_id, quiz.id))
+        if used >= quiz.attempt_limit:
+            return "no_attempts_left"
+    return None
+
+
+def start_attempt(quiz: Quiz, user_id: int, course_id: int | None) -> QuizAttempt:
+    """A new attempt (an open one is resumed instead of starting another)."""
+    existing = attempts_of(user_id, quiz.id)
+    if existing and existing[-1].is_open and not _expired(existing[-1]):
+        return existing[-1]
+    refusal = start_refusal(quiz, user_id)
+    if refusal:
+        raise QuizRuleError(refusal)
+    max_score = sum(load_question(q).points for q in quiz.question_ids)
+    attempt = QuizAttempt(user_id=user_id, course_id=course_id, quiz_id=quiz.id,
+                          attempt_no=(existing[-1].attempt_no + 1) if existing else 1, mode=quiz.mode,
+                          question_ids=list(quiz.question_ids), closes_at=_parse_time(quiz.closes_at),
+                          max_score=max_score)
+    db.session.add(attempt)
+    db.session.commit()
+    return attempt
+
+
+def _expired(attempt: QuizAttempt) -> bool:
+    return attempt.closes_at is not None and utcnow() >= attempt.closes_at
+
+
+def seed_for(attempt: QuizAttempt, question_id: str) -> int:
+    """The variant this student sees for this question in this attempt (reproducible)."""
+    return variant_seed(attempt.user_id, question_id, attempt.attempt_no)
+
+
+def variant_for(attempt: QuizAttempt, question_id: str):
+    """The concrete question (numbers, option order) shown in this attempt."""
+    return make_variant(load_question(question_id), seed_for(attempt, question_id))
+
+
+@dataclass
+class AnswerOutcome:
+    result: QuestionResult
+    answer: QuizAnswer | None  # None for a format error (nothing stored, no attempt used)
+
+
+def answer_question(attempt: QuizAttempt, question_id: str, raw: str, lang: str) -> AnswerOutcome:
+    """Grade and store one answer; a format error is returned but not stored."""
+    if not attempt.is_open:
+        raise QuizRuleError("attempt_closed")
+    if _expired(attempt):
+        finish_attempt(attempt, AttemptStatus.EXPIRED)
+        raise QuizRuleError("closed")
+    if question_id not in attempt.question_ids:
+        raise QuizRuleError("unknown_question")
+    if attempt.answer_for(question_id) is not None:
+        raise QuizRuleError("already_answered")
+    seed = seed_for(attempt, question_id)
+    result = grade(load_question(question_id), seed, raw)
+    if result.status == AnswerStatus.FORMAT_ERROR:
+        _count_format_error(attempt, question_id)
+        return AnswerOutcome(result, None)
+    answer = QuizAnswer(attempt_id=attempt.id, user_id=attempt.user_id, quiz_id=attempt.quiz_id,
+                        question_id=question_id, position=attempt.question_ids.index(question_id), seed=seed,
+                        lang=lang, raw_answer=raw[:4000], score=result.score, max_score=result.max_score,
+                        fraction=result.fraction, correct=result.correct,
+                        format_errors=_pending_format_errors.pop((attempt.id, question_id), 0),
+                        details_json=result.details, feedback_json=result.feedback)
+    answer.attempt = attempt  # appends to attempt.answers, so the running score includes it
+    db.session.add(answer)
+    attempt.score = round(sum(a.score for a in attempt.answers), 4)
+    db.session.commit()
+    return AnswerOutcome(result, answer)
+
+
+# Format errors are counted per process until the real answer arrives (statistics only; losing
+# the count on a restart costs nothing, and no row is written for unreadable input).
+_pending_format_errors: dict[tuple[int, str], int] = {}
+
+
+def _count_format_error(attempt: QuizAttempt, question_id: str) -> None:
+    key = (attempt.id, question_id)
+    if len(_pending_format_errors) > 100_000:
+        _pending_format_errors.clear()
+    _pending_format_errors[key] = _pending_format_errors.get(key, 0) + 1
+
+
+def finish_attempt(attempt: QuizAttempt, status: AttemptStatus = AttemptStatus.SUBMITTED) -> QuizAttempt:
+    """Close the attempt; unanswered questions score zero."""
+    if attempt.is_open:
+        attempt.status = status.value
+        attempt.finished_at = utcnow()
+        attempt.score = round(sum(a.score for a in attempt.answers), 4)
+        db.session.commit()
+    return attempt
+
+
+def gradebook_score(quiz: Quiz, user_id: int) -> tuple[float, float] | None:
+    """(score, max) that counts for the gradebook: best or last finished attempt; None if none."""
+    done = [a for a in attempts_of(user_id, quiz.id) if not a.is_open]
+    if not done:
+        return None
+    chosen = done[-1] if quiz.score_policy == "last" else max(done, key=lambda a: a.score)
+    return chosen.score, chosen.max_score
+
+
+def sections_to_reread(attempt: QuizAttempt) -> list[str]:
+    """Chapter sections of the questions not answered fully, in chapter order."""
+    weak = set()
+    for qid in attempt.question_ids:
+        ans = attempt.answer_for(qid)
+        if ans is None or not ans.correct:
+            weak.add(load_question(qid).section)
+    return sorted(weak, key=lambda s: (len(s), s))

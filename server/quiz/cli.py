@@ -1,0 +1,30 @@
+"""``flask --app server quiz grade QUESTION_ID --answer TEXT [--seed N]``: one JSON object out."""
+from __future__ import annotations
+
+import json
+
+import click
+from flask import Blueprint
+
+from graders.quiz.bank import BankError, load_question
+from graders.quiz.grading import grade
+
+
+def register_cli(bp: Blueprint) -> None:
+    """Attach the quiz commands to the blueprint's CLI group (``flask quiz ...``)."""
+
+    @bp.cli.command("grade")
+    @click.argument("question_id")
+    @click.option("--answer", required=True, help="the answer exactly as a student would type it")
+    @click.option("--seed", type=int, default=1, show_default=True, help="variant seed")
+    @click.option("--lang", type=click.Choice(["zh", "en"]), default="en", show_default=True)
+    def grade_command(question_id: str, answer: str, seed: int, lang: str) -> None:
+        """Grade one answer without the browser and print score, max_score and feedback."""
+        try:
+            question = load_question(question_id)
+        except BankError as err:
+            raise click.ClickException(str(err)) from err
+        result = grade(question, seed, answer)
+        out = {"question": question_id, "seed": seed, "status": result.status.value, "score": result.score,
+               "max_score": result.max_score, "feedback": result.feedback_text(lang), "details": result.details}
+        click.echo(json.dumps(out, ensure_ascii=False))

@@ -1,0 +1,73 @@
+"""Quiz tables: one row per attempt, one row per graded answer.
+
+``QuizAnswer`` keeps everything the instructor statistics need without regrading: the
+variant seed (so the exact numbers can be regenerated), the raw answer, the per-question
+score and fraction, the chosen option ids and the rubric items met/missing/confused
+(``details_json``), and how many format errors preceded it.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from server.extensions import db
+from server.models import utcnow
+
+
+class AttemptStatus(str, Enum):
+    OPEN = "open"  # answering
+    SUBMITTED = "submitted"  # finished by the student; counts for the gradebook
+    EXPIRED = "expired"  # closed by the time window; answered questions still count
+
+
+class QuizAttempt(db.Model):
+    __table_args__ = (UniqueConstraint("user_id", "quiz_id", "attempt_no"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("user.id"), index=True)
+    course_id: Mapped[int | None] = mapped_column(ForeignKey("course.id"), index=True, nullable=True)
+    quiz_id: Mapped[str] = mapped_column(String(120), index=True)
+    attempt_no: Mapped[int] = mapped_column(Integer)
+    mode: Mapped[str] = mapped_column(String(10))  # practice | graded (copied from the quiz at start)
+    status: Mapped[str] = mapped_column(String(10), default=AttemptStatus.OPEN.value, index=True)
+    question_ids: Mapped[list[str]] = mapped_column(JSON)  # frozen at start: later bank edits don't shift it
+    started_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    closes_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    score: Mapped[float] = mapped_column(Float, default=0.0)
+    max_score: Mapped[float] = mapped_column(Float, default=0.0)
+
+    answers: Mapped[list["QuizAnswer"]] = relationship(back_populates="attempt", order_by="QuizAnswer.position")
+
+    @property
+    def is_open(self) -> bool:
+        return self.status == AttemptStatus.OPEN.value
+
+    def answer_for(self, question_id: str) -> "QuizAnswer | None":
+        return next((a for a in self.answers if a.question_id == question_id), None)
+
+
+class QuizAnswer(db.Model):
+    __table_args__ = (UniqueConstraint("attempt_id", "question_id"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    attempt_id: Mapped[int] = mapped_column(ForeignKey("quiz_attempt.id"), index=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("user.id"), index=True)
+    quiz_id: Mapped[str] = mapped_column(String(120), index=True)
+    question_id: Mapped[str] = mapped_column(String(160), index=True)
+    position: Mapped[int] = mapped_column(Integer)
+    seed: Mapped[int] = mapped_column(Integer)  # the variant: regenerate params/answer from it
+    lang: Mapped[str] = mapped_column(String(5), default="zh")
+    raw_answer: Mapped[str] = mapped_column(Text)
+    score: Mapped[float] = mapped_column(Float)
+    max_score: Mapped[float] = mapped_column(Float)
+    fraction: Mapped[float] = mapped_column(Float)
+    correct: Mapped[bool] = mapped_column(Boolean, index=True)
+    format_errors: Mapped[int] = mapped_column(Integer, default=0)  # rejected tries before this one
+    details_json: Mapped[dict[str, Any]] = mapped_column(JSON)  # chosen ids, rubric met/missing/confused
+    feedback_json: Mapped[list[dict[str, str]]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+    attempt: Mapped[QuizAttempt] = relationship(back_populates="answers")

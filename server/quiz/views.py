@@ -1,0 +1,175 @@
+"""Quiz pages: the quiz list, one quiz with its attempt history, the attempt page where each
+question is its own form with instant feedback, and the results page.
+
+Every question posts on its own (Enter submits), so feedback is immediate per question; with
+``Accept: application/json`` the same endpoint answers JSON (used by quiz.js and the benchmark).
+"""
+from __future__ import annotations
+
+from flask import Blueprint, abort, flash, jsonify, redirect, render_template, request, url_for
+from flask_babel import gettext as _
+from flask_login import current_user
+
+from graders.quiz.bank import BankError, all_quiz_ids, load_question, load_quiz, sections
+from graders.quiz.result import AnswerStatus
+from server.extensions import db
+from server.quiz import attempts as rules
+from server.quiz.models import QuizAttempt
+from server.ui import lang_key
+
+bp = Blueprint("quiz", __name__, url_prefix="/quiz", cli_group="quiz")
+
+
+def _messages() -> dict[str, str]:
+    return {"not_open": _("This quiz is not open yet."), "closed": _("This quiz is closed."),
+            "no_attempts_left": _("You have used all attempts for this quiz."),
+            "attempt_closed": _("This attempt is finished."), "already_answered": _("You already answered this question."),
+            "unknown_question": _("No such question in this attempt.")}
+
+
+def _quiz_or_404(quiz_id: str):
+    try:
+        return load_quiz(quiz_id)
+    except BankError:
+        abort(404)
+
+
+def _own_attempt_or_404(attempt_id: int) -> QuizAttempt:
+    attempt = db.session.get(QuizAttempt, attempt_id)
+    if attempt is None or attempt.user_id != current_user.id:
+        abort(404)  # 404, not 403: other students' attempt ids reveal nothing
+    return attempt
+
+
+@bp.route("/")
+def index():
+    """Every quiz with its mode, attempts used and the score that counts."""
+    rows = []
+    for quiz_id in all_quiz_ids():
+        quiz = load_quiz(quiz_id)
+        rows.append({"quiz": quiz, "used": len(rules.attempts_of(current_user.id, quiz_id)),
+                     "counts": rules.gradebook_score(quiz, current_user.id)})
+    return render_template("quiz/index.html", rows=rows)
+
+
+@bp.route("/<quiz_id>/")
+def overview(quiz_id: str):
+    """Description, rules and attempt history of one quiz."""
+    quiz = _quiz_or_404(quiz_id)
+    history = rules.attempts_of(current_user.id, quiz_id)
+    refusal = rules.start_refusal(quiz, current_user.id)
+    open_attempt = next((a for a in history if a.is_open), None)
+    return render_template("quiz/overview.html", quiz=quiz, history=list(reversed(history)),
+                           refusal=_messages().get(refusal or "", ""), open_attempt=open_attempt,
+                           counts=rules.gradebook_score(quiz, current_user.id))
+
+
+@bp.post("/<quiz_id>/start")
+def start(quiz_id: str):
+    """Start (or resume) an attempt and go to its first question."""
+    quiz = _quiz_or_404(quiz_id)
+    course_id = current_user.memberships[0].course_id if current_user.memberships else None
+    try:
+        attempt = rules.start_attempt(quiz, current_user.id, course_id)
+    except rules.QuizRuleError as err:
+        flash(_messages()[err.code], "error")
+        return redirect(url_for("quiz.overview", quiz_id=quiz_id))
+    return redirect(url_for("quiz.attempt", attempt_id=attempt.id))
+
+
+def _question_cards(attempt: QuizAttempt, errors: dict[int, str] | None = None,
+                    drafts: dict[int, str] | None = None) -> list[dict]:
+    lang = lang_key()
+    cards = []
+    for pos, qid in enumerate(attempt.question_ids):
+        variant = rules.variant_for(attempt, qid)
+        answer = attempt.answer_for(qid)
+        cards.append({"pos": pos, "q": variant.public(lang), "answer": answer,
+                      "explanation": load_question(qid).text("explanation", lang),
+                      "reference": variant.reference(lang) if answer else "",
+                      "error": (errors or {}).get(pos), "draft": (drafts or {}).get(pos, "")})
+    return cards
+
+
+@bp.route("/attempt/<int:attempt_id>")
+def attempt(attempt_id: int):
+    """All questions of the attempt; answered ones show their feedback and explanation."""
+    att = _own_attempt_or_404(attempt_id)
+    quiz = _quiz_or_404(att.quiz_id)
+    return render_template("quiz/attempt.html", attempt=att, quiz=quiz, cards=_question_cards(att))
+
+
+def _raw_answer(qtype: str, options: list[str]) -> str:
+    """The submitted form as the grader's answer string."""
+    if qtype == "multiple":
+        return ",".join(request.form.getlist("choice"))
+    if qtype == "single":
+        return request.form.get("choice", "")
+    if qtype == "ordering":
+        try:
+            ranked = sorted(options, key=lambda i: int(request.form.get(f"pos_{i}", "")))
+        except ValueError:
+            return ""
+        positions = [request.form.get(f"pos_{i}") for i in options]
+        return ",".join(ranked) if len(set(positions)) == len(positions) else ",".join(ranked + ranked[:1])
+    return request.form.get("answer", "")
+
+
+def _wants_json() -> bool:
+    return request.accept_mimetypes.best == "application/json" or request.args.get("format") == "json"
+
+
+@bp.post("/attempt/<int:attempt_id>/answer/<int:pos>")
+def answer(attempt_id: int, pos: int):
+    """Grade one question now; format errors come back without using the question."""
+    att = _own_attempt_or_404(attempt_id)
+    if not 0 <= pos < len(att.question_ids):
+        abort(404)
+    qid = att.question_ids[pos]
+    variant = rules.variant_for(att, qid)
+    raw = _raw_answer(variant.question.type, variant.option_order)
+    lang = lang_key()
+    try:
+        outcome = rules.answer_question(att, qid, raw, lang)
+    except rules.QuizRuleError as err:
+        if _wants_json():
+            return jsonify({"error": err.code, "message": _messages().get(err.code, err.code)}), 409
+        flash(_messages().get(err.code, err.code), "error")
+        return redirect(url_for("quiz.attempt", attempt_id=att.id, _anchor=f"q{pos}"))
+    result = outcome.result
+    if _wants_json():
+        body = {"status": result.status.value, "score": result.score, "max_score": result.max_score,
+                "correct": result.correct, "feedback": result.feedback_text(lang), "attempt_score": att.score}
+        if result.status == AnswerStatus.GRADED:
+            body["explanation"] = variant.question.text("explanation", lang)
+            body["reference"] = variant.reference(lang)
+        return jsonify(body), (200 if result.status == AnswerStatus.GRADED else 422)
+    if result.status == AnswerStatus.FORMAT_ERROR:
+        quiz = _quiz_or_404(att.quiz_id)
+        cards = _question_cards(att, errors={pos: " ".join(result.feedback_text(lang))}, drafts={pos: raw})
+        return render_template("quiz/attempt.html", attempt=att, quiz=quiz, cards=cards, focus=pos), 422
+    return redirect(url_for("quiz.attempt", attempt_id=att.id, _anchor=f"q{pos}"))
+
+
+@bp.post("/attempt/<int:attempt_id>/finish")
+def finish(attempt_id: int):
+    """Hand the attempt in; unanswered questions score zero."""
+    att = _own_attempt_or_404(attempt_id)
+    rules.finish_attempt(att)
+    return redirect(url_for("quiz.results", attempt_id=att.id))
+
+
+@bp.route("/attempt/<int:attempt_id>/results")
+def results(attempt_id: int):
+    """Score, per-question outcome and the chapter sections worth rereading."""
+    att = _own_attempt_or_404(attempt_id)
+    if att.is_open:
+        return redirect(url_for("quiz.attempt", attempt_id=att.id))
+    quiz = _quiz_or_404(att.quiz_id)
+    lang = lang_key()
+    rows = [{"pos": pos, "title": load_question(qid).text("title", lang), "answer": att.answer_for(qid),
+             "points": load_question(qid).points, "section": load_question(qid).section}
+            for pos, qid in enumerate(att.question_ids)]
+    titles = sections()
+    reread = [(s, titles.get(s, {}).get(lang, s)) for s in rules.sections_to_reread(att)]
+    return render_template("quiz/results.html", attempt=att, quiz=quiz, rows=rows, reread=reread)

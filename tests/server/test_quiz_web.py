@@ -1,0 +1,139 @@
+"""Quiz pages over the Flask test client on a migrated database: attempts, instant feedback,
+format errors that use nothing, graded-mode limits, results, the CLI grader."""
+from __future__ import annotations
+
+import json
+
+from graders.quiz.bank import load_question, load_quiz
+from server.extensions import db
+from server.quiz.attempts import gradebook_score, variant_for
+from server.quiz.models import QuizAnswer, QuizAttempt
+
+
+def _start(client, quiz_id: str) -> int:
+    resp = client.post(f"/quiz/{quiz_id}/start")
+    assert resp.status_code == 302, resp.data[:300]
+    return int(resp.headers["Location"].rstrip("/").split("/")[-1])
+
+
+def _answer(client, attempt_id: int, pos: int, **form) -> tuple[int, dict]:
+    resp = client.post(f"/quiz/attempt/{attempt_id}/answer/{pos}", data=form, headers={"Accept": "application/json"})
+    return resp.status_code, resp.get_json()
+
+
+def test_quiz_list_and_overview(client, auth) -> None:
+    auth.login()
+    page = client.get("/quiz/?lang=en").get_data(as_text=True)
+    assert "7.3 self-test" in page and "Practice" in page
+    assert "自测" in client.get("/quiz/ch7_3_selftest/?lang=zh_CN").get_data(as_text=True)
+
+
+def test_anonymous_is_sent_to_login(client) -> None:
+    assert client.get("/quiz/").status_code in (302, 401)
+
+
+def test_self_test_end_to_end_with_instant_feedback(app, client, auth) -> None:
+    auth.login()
+    attempt_id = _start(client, "ch7_3_selftest")
+    code, body = _answer(client, attempt_id, 0, answer="数据并行解决吞吐，模型并行解决容量")
+    assert code == 200 and body["correct"] and body["explanation"]
+    code, body = _answer(client, attempt_id, 1, answer="等价于单卡大 batch，前提是梯度同步。")
+    assert code == 200 and 0 < body["score"] < body["max_score"] and any("DistributedSampler" in f for f in body["feedback"])
+    code, body = _answer(client, attempt_id, 1, answer="again")
+    assert code == 409  # one graded answer per question and attempt
+    page = client.get(f"/quiz/attempt/{attempt_id}?lang=en").get_data(as_text=True)
+    assert "Reference answer" in page and "Partly correct" in page
+    resp = client.post(f"/quiz/attempt/{attempt_id}/finish")
+    results = client.get(resp.headers["Location"] + "?lang=en").get_data(as_text=True)
+    assert 'id="final-score">1.6667' in results
+    assert "§2 DDP" in results and "§1" not in results.split("Sections to reread")[1].split("</ul>")[0]
+    with app.app_context():
+        answers = db.session.scalars(db.select(QuizAnswer).order_by(QuizAnswer.position)).all()
+        assert [a.question_id for a in answers] == ["ch7_3/selftest_1", "ch7_3/selftest_2"]
+        assert answers[1].details_json["missing"] == ["data_split"] and answers[1].seed > 0
+        assert answers[0].raw_answer.startswith("数据并行")
+
+
+def test_format_error_uses_no_attempt_and_html_shows_it(app, client, auth) -> None:
+    auth.login()
+    quiz = load_quiz("ch7_3_practice")
+    pos = quiz.question_ids.index("ch7_3/memory/full_training")
+    attempt_id = _start(client, "ch7_3_practice")
+    for bad in ("", "NaN", "x" * 10_000, "112 ms"):
+        code, body = _answer(client, attempt_id, pos, answer=bad)
+        assert code == 422 and body["status"] == "format_error", bad
+    resp = client.post(f"/quiz/attempt/{attempt_id}/answer/{pos}?lang=en", data={"answer": "12 parsecs"})
+    assert resp.status_code == 422 and b'role="alert"' in resp.data and b"12 parsecs" in resp.data
+    with app.app_context():
+        att = db.session.get(QuizAttempt, attempt_id)
+        v = variant_for(att, "ch7_3/memory/full_training")
+    code, body = _answer(client, attempt_id, pos, answer=f"{v.answer / 2 ** 30:.4g} GB")
+    assert code == 200 and body["score"] == 0 and "GiB" in " ".join(body["feedback"])
+    with app.app_context():
+        row = db.session.scalar(db.select(QuizAnswer))
+        assert row.format_errors == 5 and row.details_json["unit_confusion"]
+
+
+def test_choice_and_ordering_forms(app, client, auth) -> None:
+    auth.login()
+    quiz = load_quiz("ch7_3_practice")
+    attempt_id = _start(client, "ch7_3_practice")
+    pos = quiz.question_ids.index("ch7_3/ddp/checklist")
+    code, body = _answer(client, attempt_id, pos, choice=["sampler", "rank0", "syncbn", "lr"])
+    assert code == 200 and body["correct"]
+    pos = quiz.question_ids.index("ch7_3/ddp/step_order")
+    order = ["split", "forward", "backward", "allreduce", "update"]
+    code, body = _answer(client, attempt_id, pos, **{f"pos_{i}": str(n + 1) for n, i in enumerate(order)})
+    assert code == 200 and body["correct"]
+
+
+def test_practice_gives_new_variants_each_attempt(app, client, auth) -> None:
+    auth.login()
+    seeds = set()
+    for _ in range(3):
+        attempt_id = _start(client, "ch7_3_practice")
+        with app.app_context():
+            att = db.session.get(QuizAttempt, attempt_id)
+            seeds.add(variant_for(att, "ch7_3/memory/zero_per_card").seed)
+        client.post(f"/quiz/attempt/{attempt_id}/finish")
+    assert len(seeds) == 3
+
+
+def test_graded_mode_limits_attempts_and_counts_best(app, client, auth) -> None:
+    auth.login()
+    quiz = load_quiz("ch7_3_graded")
+    for n in range(quiz.attempt_limit):
+        attempt_id = _start(client, "ch7_3_graded")
+        if n == 1:
+            _answer(client, attempt_id, 0, answer="吞吐/容量")
+        client.post(f"/quiz/attempt/{attempt_id}/finish")
+    resp = client.post("/quiz/ch7_3_graded/start")
+    assert resp.status_code == 302 and resp.headers["Location"].endswith("/quiz/ch7_3_graded/")
+    assert "all attempts" in client.get("/quiz/ch7_3_graded/?lang=en").get_data(as_text=True)
+    with app.app_context():
+        alice = db.session.scalar(db.select(QuizAttempt)).user_id
+        assert gradebook_score(quiz, alice) == (1.0, quiz_max(quiz))
+
+
+def quiz_max(quiz) -> float:
+    return sum(load_question(q).points for q in quiz.question_ids)
+
+
+def test_other_students_attempts_are_404(client, auth) -> None:
+    auth.login("alice", "alice-pass")
+    attempt_id = _start(client, "ch7_3_selftest")
+    auth.logout()
+    auth.login("bob", "bob-pass")
+    assert client.get(f"/quiz/attempt/{attempt_id}").status_code == 404
+    assert _answer(client, attempt_id, 0, answer="x")[0] == 404
+
+
+def test_cli_grades_one_answer(app) -> None:
+    runner = app.test_cli_runner()
+    out = runner.invoke(args=["quiz", "grade", "ch7_3/selftest_1", "--answer",
+                              "data parallel solves capacity, model parallel solves throughput"])
+    body = json.loads(out.output)
+    assert body["score"] == 0 and body["max_score"] == 1 and body["feedback"]
+    out = runner.invoke(args=["quiz", "grade", "ch7_3/selftest_6", "--answer", "没有用 DistributedSampler，每卡吃全量数据", "--seed", "5"])
+    body = json.loads(out.output)
+    assert body["score"] == body["max_score"] == 1
