@@ -49,6 +49,14 @@ def _keyed(path: Path, key: str) -> int:
     return 0
 
 
+def _ppid(pid: int) -> int:
+    stat = _read(Path(f"/proc/{pid}/stat"))
+    try:  # the command name may hold spaces and parentheses: split after the last ")"
+        return int(stat.rsplit(")", 1)[1].split()[1])
+    except (IndexError, ValueError):
+        return 0
+
+
 def _make_child(parent: Path) -> Path | None:
     """Create ``parent/distgrade/run-…``; None when that hierarchy is not writable here."""
     base = parent / "distgrade"
@@ -99,13 +107,19 @@ class JobCgroup:
             found.update(int(p) for p in _read(d / "cgroup.procs").split())
         return found
 
-    def signal_all(self, sig: int, uid: int | None = None, skip_comm: str = "bwrap") -> None:
+    def signal_all(self, sig: int, uid: int | None = None, skip_comm: str = "bwrap",
+                   parents: bool | None = None) -> None:
         """Send ``sig`` to the job's processes; only those running as ``uid`` if given.
 
         ``skip_comm`` spares the sandbox's own monitor: a dump signal such as SIGUSR1
         would otherwise terminate bwrap and take the ranks down before they dump.
+        ``parents`` True/False limits it to processes with/without children in the job.
         """
-        for pid in self.pids():
+        pids = self.pids()
+        ppids = {_ppid(p) for p in pids}
+        for pid in pids:
+            if parents is not None and (pid in ppids) != parents:
+                continue
             try:
                 status = _read(Path(f"/proc/{pid}/status"))
                 if uid is not None and f"Uid:\t{uid}\t" not in status:

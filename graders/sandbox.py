@@ -28,8 +28,12 @@ Layers, each used where the host has it:
 * bounded output (a tail is kept, a flood is killed), a disk quota on the
   writable binds, and secrets scrubbed from the environment.
 
-Files the run leaves in ``workdir`` belong to the sandbox uid: read them with
-``O_NOFOLLOW`` and size limits. Anything the grader must trust goes in ``ro_binds``.
+Files the run leaves in ``workdir`` or an ``rw_binds`` folder are the student's:
+read them with ``O_NOFOLLOW`` and size limits (a symlink to /etc/shadow read by the
+root grader would land in the report). Anything the grader must trust goes in
+``ro_binds``. ``workdir`` is chowned to the sandbox uid; ``rw_binds`` keep their
+modes, so make them writable for it. Bind targets must exist on the host or be new
+top-level paths (``/data``) or lie under ``/tmp`` or ``workdir``.
 A process killed by signal N reports ``returncode`` -N without bwrap and 128+N with
 it (bwrap's own convention).
 
@@ -181,7 +185,10 @@ def bwrap_argv(argv: Sequence[str], *, bwrap: str, workdir: Path | None, hide: S
            *(system_binds() if system is None else system), "--proc", "/proc", "--dev", "/dev",
            "--size", str(tmp_bytes), "--tmpfs", "/tmp"]
     for path in hide:  # empty, read-only to the student, and too small to be scratch space
-        cmd += ["--perms", "0555", "--size", str(MiB), "--tmpfs", path]
+        if Path(path).is_file():  # a single file (an SQLite database): nodev /dev/null, unreadable
+            cmd += ["--ro-bind", "/dev/null", path]
+        else:
+            cmd += ["--perms", "0555", "--size", str(MiB), "--tmpfs", path]
     if workdir is not None:
         cmd += ["--bind", str(workdir), str(workdir)]
     for src, dst in ro_binds:
@@ -283,8 +290,9 @@ def run(argv: Sequence[str], *, workdir: Path, limits: Limits, env: dict[str, st
         layers.append("env-scrub")
     drop_uid = os.geteuid() == 0
     if drop_uid:
-        _share_with_uid([workdir, *(Path(s) for s, _ in (*ro_binds, *rw_binds))],
-                        [workdir, *(Path(s) for s, _ in rw_binds)])
+        # only the workdir changes owner: rw_binds keep the modes their owner chose (a
+        # channel folder may rely on root-owned files the student must not replace)
+        _share_with_uid([workdir, *(Path(s) for s, _ in (*ro_binds, *rw_binds))], [workdir])
         layers.append(f"uid:{SANDBOX_UID}")
     else:
         degraded.append("uid: the service is not root, student code runs as its uid")
@@ -306,8 +314,12 @@ def run(argv: Sequence[str], *, workdir: Path, limits: Limits, env: dict[str, st
             env.update(gpu_env)
             layers.append("gpu:" + ",".join(str(g) for g in gpus))
         if why_not is None:
-            hide = [p for p in (default_hide_paths() if hide_paths is None else hide_paths)
-                    if Path(p).is_dir() and not Path(sys.prefix).resolve().is_relative_to(p)]
+            hide = []
+            for p in default_hide_paths() if hide_paths is None else hide_paths:
+                if Path(sys.prefix).resolve().is_relative_to(p):  # would hide the interpreter
+                    degraded.append(f"hide:{p}: holds the Python environment, left visible")
+                elif Path(p).exists():
+                    hide.append(p)
             cmd = bwrap_argv(argv, bwrap=str(bwrap), workdir=workdir, hide=hide,
                              ro_binds=ro_binds, rw_binds=rw_binds, gpu_args=gpu_args,
                              tmp_bytes=limits.disk_bytes)

@@ -24,6 +24,20 @@ if TYPE_CHECKING:
 DISK_CHECK_EVERY_S = 0.5
 DRAIN_AFTER_EXIT_S = 2.0  # how long pipes may stay open once every process is gone
 TICK_S = 0.05
+# The dump signal goes to leaf processes (the ranks) first and to their parents a moment
+# later: torchrun dies of SIGUSR1, and once the main process is gone bwrap tears down
+# the pid namespace, which would cut the ranks' stack dumps short.
+PARENT_DUMP_DELAY_S = 0.5
+
+
+EXITED = object()  # selector tag of the main process's pidfd
+
+
+def _pidfd(pid: int) -> int | None:
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):  # older kernel or Python: the tick notices the exit
+        return None
 
 
 class Tail:
@@ -121,8 +135,12 @@ class Session:
         sel.register(proc.stderr, selectors.EVENT_READ, self.err)
         if self.setup_mark:
             sel.register(self.mark_fd, selectors.EVENT_READ, self.mark)
+        pidfd = _pidfd(proc.pid)  # wakes the loop the moment the main process exits
+        if pidfd is not None:
+            sel.register(pidfd, selectors.EVENT_READ, EXITED)
         deadline = start + self.limits.wall_s
         kill_at: float | None = None
+        parents_at: float | None = None  # second wave of the dump signal, see PARENT_DUMP_DELAY_S
         next_disk = start + DISK_CHECK_EVERY_S
         exit_seen: float | None = None
         # pipes closing is no sign of the end: code may close stdout and keep running
@@ -143,13 +161,19 @@ class Session:
                 if self.reason is not None:
                     kill_at = now
                     if self.reason == "timeout" and self.limits.dump_signal is not None:
-                        self._signal_students(proc, self.limits.dump_signal)
+                        self._signal_students(proc, self.limits.dump_signal, parents=False)
+                        parents_at = now + min(PARENT_DUMP_DELAY_S, self.limits.dump_grace_s / 2)
                         kill_at = now + self.limits.dump_grace_s  # keep draining their dumps
+            if parents_at is not None and now >= parents_at:
+                self._signal_students(proc, self.limits.dump_signal, parents=True)
+                parents_at = None
             if kill_at is not None and now >= kill_at:
                 self._kill_everything(proc)
                 kill_at = None
         for key in list(sel.get_map().values()):
             sel.unregister(key.fileobj)
+            if key.data is EXITED:
+                os.close(key.fd)
         sel.close()
         proc.stdout.close()
         proc.stderr.close()
@@ -165,6 +189,10 @@ class Session:
             return
         for key, _ in sel.select(timeout=TICK_S):
             fd = key.fileobj if isinstance(key.fileobj, int) else key.fileobj.fileno()
+            if key.data is EXITED:
+                sel.unregister(fd)
+                os.close(fd)
+                continue
             chunk = os.read(fd, 65536)
             if not chunk:
                 sel.unregister(key.fileobj)
@@ -186,10 +214,10 @@ class Session:
             return "timeout"
         return None
 
-    def _signal_students(self, proc: subprocess.Popen, sig: int) -> None:
+    def _signal_students(self, proc: subprocess.Popen, sig: int, parents: bool) -> None:
         if self.cg is not None:
-            self.cg.signal_all(sig, uid=self.uid)
-        else:
+            self.cg.signal_all(sig, uid=self.uid, parents=parents)
+        elif parents:  # without a cgroup there is only the process group, in one wave
             try:
                 os.killpg(proc.pid, sig)
             except (ProcessLookupError, PermissionError):

@@ -91,7 +91,8 @@ def test_runs_unprivileged_and_cannot_read_root_only_files(job: Path, tmp_path: 
             "print(os.getuid(), os.geteuid(), os.getgid())\n"
             f"print('secret', readable('{secret_dir}/root_only'))\n"
             "print('root', os.access('/root', os.R_OK) and bool(os.listdir('/root')))\n"
-            "print('env', os.environ.get('SECRET_KEY'))\n")
+            "print('env', os.environ.get('SECRET_KEY'))\n"
+            "print('pids', len([p for p in os.listdir('/proc') if p.isdigit()]))\n")
         r = sandbox.run([VENV_PY, "probe.py"], workdir=job / "run", limits=Limits(wall_s=20),
                         env=dict(ENV, SECRET_KEY="service-secret"), ro_binds=[(str(secret_dir), "/data")])
     finally:
@@ -101,7 +102,24 @@ def test_runs_unprivileged_and_cannot_read_root_only_files(job: Path, tmp_path: 
     assert uid == euid == sandbox.SANDBOX_UID != 0 and gid == sandbox.SANDBOX_GID
     assert "secret False" in r.stdout and "root False" in r.stdout
     assert "env None" in r.stdout and "env-scrub" in r.layers
+    assert int(r.stdout.split("pids ")[1].split()[0]) <= 3  # own pid namespace: no host process
     assert_clean(r, job / "run")
+
+
+def test_a_hidden_file_shows_no_data(job: Path) -> None:
+    data_dir = Path(tempfile.mkdtemp(dir="/var/tmp", prefix="dg-db-"))
+    try:
+        os.chmod(data_dir, 0o755)
+        db = data_dir / "distgrade.db"
+        db.write_text("STUDENT GRADES")
+        os.chmod(db, 0o644)
+        code = f"try:\n    print(repr(open('{db}').read()))\nexcept OSError as e:\n    print(type(e).__name__)"
+        r = sandbox.run([VENV_PY, "-c", code], workdir=job / "run",
+                        limits=Limits(wall_s=20), env=ENV, hide_paths=[str(db)])
+    finally:
+        shutil.rmtree(data_dir)
+    # /dev/null bound on a nodev mount: the file is there but empty or unreadable, never the data
+    assert r.returncode == 0 and r.stdout.strip() in ("''", "PermissionError"), r.stderr
 
 
 @pytest.mark.parametrize("name, limits, reason", [
