@@ -16,6 +16,7 @@ import sys
 import time
 
 from server.config import REPO_ROOT, VAR_DIR
+from server.process import die_with_parent
 
 HOST = os.environ.get("HOST", "127.0.0.1")
 PORT = int(os.environ.get("PORT", "5000"))
@@ -32,7 +33,9 @@ class Supervisor:
         self.stopping = False
 
     def spawn(self, name: str, argv: list[str]) -> subprocess.Popen:
-        proc = subprocess.Popen(argv, env=self.env, cwd=REPO_ROOT, start_new_session=True)
+        # SIGTERM when the supervisor dies, even by SIGKILL: gunicorn and RQ then shut down cleanly.
+        proc = subprocess.Popen(argv, env=self.env, cwd=REPO_ROOT, start_new_session=True,
+                                preexec_fn=die_with_parent(signal.SIGTERM))
         self.children[name] = proc
         return proc
 

@@ -12,7 +12,6 @@ as ``error``, never costing the student an attempt.
 """
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import signal
@@ -30,6 +29,7 @@ from sqlalchemy import or_, update
 from graders.progress import read_progress
 from server.extensions import db
 from server.models import Submission, SubmissionStatus, utcnow
+from server.process import die_with_parent
 from server.queue import enqueue, lease_deadline
 
 _app: Flask | None = None
@@ -100,8 +100,9 @@ def _run_grader(submission_id: int) -> dict[str, Any]:
         argv = [sys.executable, "-m", "graders", "grade", sub.assignment_id, str(src), "--json",
                 "--submission-id", str(sub.id), "--mode", sub.mode]
         db.session.commit()  # release the row before a long run
+        # A lost job (its process SIGKILLed) takes the grader, and through the sandbox the ranks, along.
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                                start_new_session=True, preexec_fn=_die_with_parent,
+                                start_new_session=True, preexec_fn=die_with_parent(signal.SIGKILL),
                                 cwd=str(Path(__file__).resolve().parent.parent))
         out, err = _wait_relaying_progress(proc, submission_id, progress_file, timeout)
     if proc.returncode not in (0, 1):
@@ -110,14 +111,6 @@ def _run_grader(submission_id: int) -> dict[str, Any]:
         return json.loads(out.decode().strip().splitlines()[-1])
     except (ValueError, IndexError):
         raise InfraFailure(f"grader printed no report; stderr: {err.decode(errors='replace')[-4000:]}")
-
-
-def _die_with_parent() -> None:
-    """If this job's process is SIGKILLed, the grader (and, through the sandbox, the ranks) die too."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
 
 
 def _wait_relaying_progress(proc: subprocess.Popen, submission_id: int, progress_file: Path,

@@ -1,0 +1,65 @@
+"""``./distgrade up``'s supervisor: it serves, and stopping it leaves no process behind."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import descendants, free_port
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def start_supervisor(tmp_path: Path) -> tuple[subprocess.Popen, int]:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL")}
+    env.update(PORT=str(port), DISTGRADE_VAR_DIR=str(tmp_path / "var"), PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-m", "server.supervisor"], cwd=REPO, env=env,
+                            stdout=open(tmp_path / "sup.log", "wb"), stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/login", timeout=2) as resp:
+                if resp.status == 200:
+                    return proc, port
+        except OSError:
+            time.sleep(0.3)
+    proc.kill()
+    raise AssertionError((tmp_path / "sup.log").read_text()[-3000:])
+
+
+def alive(pids: list[int]) -> list[int]:
+    out = []
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            out.append(pid)
+    return out
+
+
+def wait_gone(pids: list[int], timeout: float = 20) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while alive(pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return alive(pids)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "sigkill"])
+def test_supervisor_serves_and_leaves_nothing_behind(tmp_path, sig):
+    proc, port = start_supervisor(tmp_path)
+    children = descendants(proc.pid)
+    assert len(children) >= 4  # redis, gunicorn master + workers, grading worker
+    log = (tmp_path / "sup.log").read_text()
+    assert "alice / alice-pass" in log and f"http://127.0.0.1:{port}/" in log
+    proc.send_signal(sig)
+    proc.wait(timeout=30)
+    assert wait_gone(children) == [], (tmp_path / "sup.log").read_text()[-2000:]
