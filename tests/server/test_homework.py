@@ -187,3 +187,28 @@ def test_history_lists_only_own_submissions(client, auth, make_sub):
     auth.login()
     page = client.get(URL).get_data(as_text=True)
     assert f"/submissions/{own}" in page and f"/submissions/{other}\"" not in page
+
+
+@pytest.mark.parametrize("plots, kinds", [
+    ({"throughput": {"1": 400.0, "2": 700.0}}, ["bar"]),
+    ({"throughput": {"nproc": [1, 2], "samples_per_s": [1670.2, 1187.1]}}, ["bar"]),  # the ddp_speedup shape
+    ({"loss": {"n1.rank0": [2.3, 1e-4, 2e-5], "n2.rank0": [2.3, 1e-3]}}, ["line"]),  # log scale, unequal lengths
+    ({"odd": {"a": "x"}, "empty": {}, "flat": [1, 2]}, []),  # shapes it cannot draw are skipped
+])
+def test_charts_from_plots(plots, kinds):
+    from server.homework.charts import charts_for
+
+    charts = charts_for(plots)
+    assert [c.kind for c in charts] == kinds
+    for c in charts:
+        assert str(c.svg).startswith("<svg") and "nan" not in str(c.svg)
+
+
+def test_markdown_is_escaped_and_links_are_checked():
+    from server.homework.markdown import render
+
+    html = str(render("# T\n<script>x</script> **b** `<c>` [ok](https://a.b) [bad](javascript:alert(1))"))
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    assert "<strong>b</strong>" in html and "<code>&lt;c&gt;</code>" in html
+    assert '<a href="https://a.b">ok</a>' in html and "javascript:" not in html.split("[bad]")[0]
+    assert 'href="javascript' not in html
