@@ -137,7 +137,11 @@ def default_hide_paths() -> list[str]:
 def gpu_setup(gpus: Sequence[int], dev_dir: str = "/dev") -> tuple[list[str], dict[str, str]]:
     """bwrap args that expose only the chosen GPUs' device nodes, and the env that selects them.
 
-    CUDA_DEVICE_ORDER=PCI_BUS_ID makes CUDA's indices match ``/dev/nvidiaN`` minors.
+    CUDA only enumerates the GPUs whose ``/dev/nvidiaN`` it can open, so inside the
+    sandbox the chosen ones are numbered 0..n-1 (as under Slurm's ConstrainDevices);
+    host indices would select nothing for ``gpus=[2, 3]``. The host numbers stay in
+    DISTGRADE_HOST_GPUS for logs. CUDA_DEVICE_ORDER=PCI_BUS_ID keeps that numbering in
+    the order of the device minors. Not yet verified on a multi-GPU host.
     """
     dev = Path(dev_dir)
     nodes = [dev / "nvidiactl", *sorted(dev.glob("nvidia-uvm*"))] + [dev / f"nvidia{i}" for i in gpus]
@@ -146,7 +150,8 @@ def gpu_setup(gpus: Sequence[int], dev_dir: str = "/dev") -> tuple[list[str], di
         if node.exists():
             inside = f"/dev/{node.name}"
             args += ["--dev-bind", str(node), inside]
-    env = {"CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in gpus), "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    env = {"CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in range(len(gpus))),
+           "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "DISTGRADE_HOST_GPUS": ",".join(str(i) for i in gpus)}
     return args, env
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -25,6 +26,7 @@ import pytest
 from graders import sandbox, workspace
 from graders.exceptions import SandboxSetupError
 from graders.sandbox import Limits, SandboxResult
+from graders.sandbox_session import disk_usage
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "assignments" / "ddp_speedup" / "samples"
@@ -144,12 +146,7 @@ def test_resource_bombs_are_killed(job: Path, name: str, limits: Limits, reason:
         assert r.output_total_bytes >= limits.output_kill_bytes
         assert len(r.stdout) <= limits.output_bytes + 100
     if name == "fill_disk":  # the watcher polls twice a second; the overshoot must stay small
-        assert sandbox_disk(job / "run") < 1024 * MiB
-
-
-def sandbox_disk(path: Path) -> int:
-    from graders.sandbox_session import disk_usage
-    return disk_usage([path])
+        assert disk_usage([job / "run"]) < 1024 * MiB
 
 
 def test_dump_signal_reaches_ranks_before_the_kill(job: Path) -> None:
@@ -280,12 +277,7 @@ def test_address_space_limit_never_with_gpus(job: Path, monkeypatch: pytest.Monk
     cpu = sandbox.run([VENV_PY, "-c", code], workdir=job / "run", limits=limits, env=ENV)
     gpu = sandbox.run([VENV_PY, "-c", code], workdir=job / "run", limits=limits, env=ENV, gpus=[0, 1])
     assert cpu.stdout.split() == [str(2048 * MiB), "None"] and "rlimit-as" in cpu.layers
-    assert gpu.stdout.split() == [str(resource_infinity()), "0,1"] and "rlimit-as" not in gpu.layers
-
-
-def resource_infinity() -> int:
-    import resource
-    return resource.RLIM_INFINITY
+    assert gpu.stdout.split() == [str(resource.RLIM_INFINITY), "0,1"] and "rlimit-as" not in gpu.layers
 
 
 def test_gpu_arguments_bind_only_the_chosen_devices(tmp_path: Path) -> None:
@@ -295,7 +287,8 @@ def test_gpu_arguments_bind_only_the_chosen_devices(tmp_path: Path) -> None:
     bound = [args[i + 2] for i in range(0, len(args), 3)]
     assert args[0::3] == ["--dev-bind"] * len(bound)
     assert bound == ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia0", "/dev/nvidia2"]
-    assert env == {"CUDA_VISIBLE_DEVICES": "0,2", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    # only two device nodes exist inside, so CUDA numbers them 0 and 1
+    assert env == {"CUDA_VISIBLE_DEVICES": "0,1", "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "DISTGRADE_HOST_GPUS": "0,2"}
     cmd = sandbox.bwrap_argv(["python", "t.py"], bwrap="bwrap", workdir=Path("/jobs/x/run"),
                              hide=["/jobs"], gpu_args=args)
     for flag in ("--unshare-all", "--die-with-parent", "--disable-userns", "--new-session"):
