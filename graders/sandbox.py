@@ -51,6 +51,7 @@ Environment (all optional):
 """
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import resource
@@ -174,10 +175,32 @@ def system_binds(root: str = "/") -> list[str]:
     return args
 
 
+@lru_cache(maxsize=None)
+def sandbox_hosts_file() -> str:
+    """An /etc/hosts for the sandbox: the host's, plus ``::1 localhost`` if it lacks it.
+
+    Without that line a reverse lookup of ::1 falls through to DNS, which the network
+    namespace cannot reach: c10d then warns in every launcher log and may stall.
+    """
+    try:
+        text = Path("/etc/hosts").read_text()
+    except OSError:
+        text = "127.0.0.1 localhost\n"
+    if not re.search(r"^\s*::1\s.*\blocalhost\b", text, re.MULTILINE):
+        text += "::1 localhost ip6-localhost ip6-loopback\n"
+    folder = tempfile.mkdtemp(prefix="distgrade-sandbox-etc-")  # 0700: nobody can swap the file
+    path = os.path.join(folder, "hosts")
+    Path(path).write_text(text)
+    os.chmod(path, 0o644)
+    os.chmod(folder, 0o755)
+    atexit.register(shutil.rmtree, folder, True)
+    return path
+
+
 def bwrap_argv(argv: Sequence[str], *, bwrap: str, workdir: Path | None, hide: Sequence[str],
                ro_binds: Sequence[tuple[str, str]] = (), rw_binds: Sequence[tuple[str, str]] = (),
                gpu_args: Sequence[str] = (), tmp_bytes: int = 512 * MiB,
-               system: Sequence[str] | None = None) -> list[str]:
+               system: Sequence[str] | None = None, hosts_file: str | None = None) -> list[str]:
     """The full bubblewrap command line for ``argv`` (pure: unit-tested without running it).
 
     Order matters: bwrap applies mounts in sequence, so hidden paths are covered first
@@ -201,6 +224,8 @@ def bwrap_argv(argv: Sequence[str], *, bwrap: str, workdir: Path | None, hide: S
     for src, dst in rw_binds:
         cmd += ["--bind", str(src), str(dst)]
     cmd += list(gpu_args)
+    if hosts_file:
+        cmd += ["--ro-bind", hosts_file, "/etc/hosts"]
     cmd += ["--remount-ro", "/"]
     if workdir is not None:
         cmd += ["--chdir", str(workdir)]
@@ -327,7 +352,7 @@ def run(argv: Sequence[str], *, workdir: Path, limits: Limits, env: dict[str, st
                     hide.append(p)
             cmd = bwrap_argv(argv, bwrap=str(bwrap), workdir=workdir, hide=hide,
                              ro_binds=ro_binds, rw_binds=rw_binds, gpu_args=gpu_args,
-                             tmp_bytes=limits.disk_bytes)
+                             tmp_bytes=limits.disk_bytes, hosts_file=sandbox_hosts_file())
             layers += ["bwrap", "netns:loopback", "ro-root", "private-tmp"]
             layers += [f"hide:{p}" for p in hide]
         else:
