@@ -24,6 +24,10 @@ COLLECTIVES = {  # innermost torch frame -> what the rank waited in
 }
 
 
+_PEER_FAILURE = re.compile(r"closed by peer|remote worker|Connection reset|communicator was aborted|Broken pipe",
+                           re.IGNORECASE)
+
+
 @dataclass
 class Finding:
     status: CheckStatus
@@ -67,11 +71,14 @@ def check_run(run, fast_timeout: float | None = None) -> Finding:
         return Finding(CheckStatus.FAIL, "tampering", {"what": "; ".join(run.tampering)}, ev)
     if run.all_finished:
         return Finding(CheckStatus.PASS, "ok", {"n": run.nproc}, ev)
-    for r in range(run.nproc):
-        exc = run.ranks[r].exception if r in run.ranks else None
+    raised = [(r, run.ranks[r].exception) for r in range(run.nproc) if r in run.ranks and run.ranks[r].exception]
+    raised.sort(key=lambda item: bool(_PEER_FAILURE.search(item[1]["message"])))  # the root cause first
+    for r, exc in raised:
         if exc:
             ev["exception"] = exc
-            return Finding(CheckStatus.FAIL, "raised", {"rank": r, "exc": exc["exc_type"],
+            log = run.logs.get(f"rank{r}", "")
+            spawn = "DataLoader worker" in exc["message"] and "init_process_group" in log + "".join(run.stacks.values())
+            return Finding(CheckStatus.FAIL, "raised_spawn" if spawn else "raised", {"rank": r, "exc": exc["exc_type"],
                            "msg": exc["message"][:300], "line": exc.get("line"), "code": exc.get("code", "")}, ev)
     if run.result.timed_out:
         stuck = {name: _stuck_in(txt) for name, txt in run.stacks.items()}

@@ -1,0 +1,79 @@
+"""Benchmark of the ddp_speedup grader in CPU mode on this host.
+
+Prints one table: wall time of grading the reference solution (median of K),
+the same torchrun commands run bare (no harness, no sandbox), their ratio, and
+the normalised speedup of each grading with its coefficient of variation and band.
+
+    .venv/bin/python bench/ddp_grader.py [--gradings 5]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from graders import assignments, cifar, cli  # noqa: E402
+from graders.ddp_speedup import calibration  # noqa: E402
+
+
+def bare_run(solution: Path, data: Path, epochs: int) -> float:
+    """The grader's two torchrun commands without harness or sandbox."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    env.pop("PYTHONPATH", None)
+    start = time.monotonic()
+    for n in (1, 2):
+        with tempfile.TemporaryDirectory() as work:
+            subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={n}",
+                            str(solution), "--data-dir", str(data), "--epochs", str(epochs)],
+                           cwd=work, env=env, capture_output=True, check=False)
+    return time.monotonic() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--gradings", type=int, default=5)
+    args = parser.parse_args()
+    a = assignments.load("ddp_speedup")
+    cfg = {**a.raw, "_path": str(a.path)}
+    solution = a.path / "solution" / "train.py"
+    t = time.monotonic()
+    ref = calibration(cfg, "cpu")
+    print(f"calibration: reference speedup {ref['speedup']:.3f} (pairs {ref['pairs']}), {time.monotonic() - t:.0f} s")
+    data = Path(tempfile.mkdtemp())
+    cifar.write_synthetic(data, **cfg["synthetic"])
+    walls, bares, norms, bands = [], [], [], []
+    for _ in range(args.gradings):  # interleaved: graded, bare, graded, bare ...
+        t = time.monotonic()
+        report = cli.grade("ddp_speedup", str(solution), "cpu")
+        walls.append(time.monotonic() - t)
+        ev = report.check("speedup").evidence
+        norms.append(ev.get("normalised", float("nan")))
+        bands.append(ev.get("band", report.check("speedup").status.value))
+        bares.append(bare_run(solution, data, int(cfg["epochs"]["cpu"])))
+    shutil.rmtree(data, ignore_errors=True)
+    mean = statistics.mean(norms)
+    cv = statistics.pstdev(norms) / mean if mean else float("nan")
+    rows = [("grading wall, median (s)", f"{statistics.median(walls):.1f}", "<= 60"),
+            ("bare torchrun wall, median (s)", f"{statistics.median(bares):.1f}", ""),
+            ("grader overhead (graded / bare)", f"{statistics.median(walls) / statistics.median(bares):.3f}", "<= 1.15"),
+            ("normalised speedups", " ".join(f"{x:.3f}" for x in norms), ""),
+            ("normalised speedup CV", f"{cv:.1%}", "<= 10%"),
+            ("verdict bands", " ".join(bands), "same 5/5"),
+            ("reference speedup (raw)", f"{ref['speedup']:.3f}", "")]
+    width = max(len(r[0]) for r in rows)
+    print(f"{'metric':{width}}  {'value':>36}  target")
+    for name, value, target in rows:
+        print(f"{name:{width}}  {value:>36}  {target}")
+
+
+if __name__ == "__main__":
+    main()
