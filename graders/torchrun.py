@@ -180,11 +180,14 @@ def make_limits(base: dict[str, Any], override: dict[str, Any] | None = None) ->
 
 
 def run(script: Path, nproc: int, *, root: Path, data_dir: Path, epochs: int, limits: sandbox.Limits,
-        mode: str = "cpu", synthetic: bool = True, gpus: list[int] | None = None) -> TorchrunRun:
+        mode: str = "cpu", synthetic: bool = True, gpus: list[int] | None = None,
+        script_args: list[str] | None = None, extra_env: dict[str, str] | None = None) -> TorchrunRun:
     """Run ``torchrun --standalone --nproc_per_node=nproc script`` from an empty directory.
 
     ``root`` is a fresh folder of the job; the run uses ``root/work`` (cwd),
     ``root/logs`` (per-rank output) and ``root/chan`` (the record channel).
+    ``script_args`` replaces the default ``--data-dir D --epochs E``; ``extra_env`` is
+    added to the ranks' environment (e.g. ``DISTGRADE_FSDP=1``).
     """
     work, logs = root / "work", root / "logs"
     for d in (root, work, logs):
@@ -195,9 +198,9 @@ def run(script: Path, nproc: int, *, root: Path, data_dir: Path, epochs: int, li
     server = ChannelServer(root / "chan", nproc)
     argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
             "--log-dir", str(logs), "--redirects", "3", str(script),
-            "--data-dir", str(data_dir), "--epochs", str(epochs)]
+            *(script_args if script_args is not None else ["--data-dir", str(data_dir), "--epochs", str(epochs)])]
     env = {**rank_env(channel=server.dir, mode=mode, synthetic=synthetic, gpus=gpus),
-           "HOME": str(work), "TMPDIR": str(work)}
+           **(extra_env or {}), "HOME": str(work), "TMPDIR": str(work)}
     try:
         result = sandbox.run(argv, workdir=work, limits=limits, env=env,
                              ro_binds=[(str(HARNESS_DIR), str(HARNESS_DIR)), (str(data_dir), str(data_dir)),
