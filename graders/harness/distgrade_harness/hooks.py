@@ -292,7 +292,8 @@ class Observer:
         sums = []
         with torch.no_grad():
             for p in params:
-                t = p.detach().to("cpu").contiguous()
+                t = p.detach()
+                t = (t.to_local() if hasattr(t, "to_local") else t).to("cpu").contiguous()  # DTensor: own shard
                 h.update(t.numpy().tobytes() if t.dtype != torch.bfloat16 else t.float().numpy().tobytes())
                 sums.append(float(t.double().sum()))
         return {"digest": h.hexdigest(), "param_sums": sums[:64], "param_tensors": len(params),
