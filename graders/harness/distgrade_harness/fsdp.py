@@ -1,0 +1,272 @@
+"""What the FSDP homework grader observes in a rank (on only when ``DISTGRADE_FSDP=1``).
+
+* The model: the outermost module whose forward runs (global forward hooks), read once
+  at its first forward, before FSDP's lazy initialisation: FSDP2 units
+  (``fully_shard``) and FSDP1 units (``FullyShardedDataParallel``) with their
+  parameter counts and sharding, or a DDP wrapper.
+* Memory per optimizer step: the peak since the previous step (``LiveBytes`` on CPU,
+  ``torch.cuda.max_memory_allocated`` on GPU) and the local bytes of parameters,
+  gradients and optimizer states (unique storages, so a shard counts as a shard).
+* Training: whether the optimizer's tensors are the model's parameters and have
+  gradients; sums of the parameters before the first and after the last step.
+* Checkpoints: what each ``torch.save`` holds (bytes, devices, sharded or full), DCP
+  saves, and the state-dict options used to gather it.
+* GPU mode: the simulated card (``DISTGRADE_CAPACITY_BYTES``) as a per-process memory
+  fraction; on an out-of-memory error, the numbers at that moment.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+import torch.nn as nn
+
+from distgrade_harness import fsdp_memory
+
+_ON_GPU = os.environ.get("DISTGRADE_MODE") == "gpu"
+
+
+def _unique_bytes(tensors, seen: set[int]) -> int:
+    total = 0
+    for t in tensors:
+        if not isinstance(t, torch.Tensor):
+            continue
+        for st in fsdp_memory.storages_of(t):
+            if st._cdata not in seen:
+                seen.add(st._cdata)
+                total += st.nbytes()
+    return total
+
+
+def _fsdp2_units(root: nn.Module) -> list[dict]:
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:
+        return []
+    units = []
+    for name, m in root.named_modules():
+        if not isinstance(m, FSDPModule):
+            continue
+        state = m._get_fsdp_state()
+        groups = getattr(state, "_fsdp_param_groups", None) or [getattr(state, "_fsdp_param_group", None)]
+        numel = reshard = 0
+        for g in groups:
+            if g is None:
+                continue
+            numel += sum(p._orig_size.numel() for p in g.fsdp_params)
+            reshard += g.post_forward_mesh_info is not None
+        units.append({"name": name or "(root)", "params": numel, "reshard_after_forward": bool(reshard),
+                      "api": "fully_shard"})
+    return units
+
+
+def _fsdp1_units(root: nn.Module) -> list[dict]:
+    from torch.distributed.fsdp import FullyShardedDataParallel
+    units = []
+    for name, m in root.named_modules():
+        if isinstance(m, FullyShardedDataParallel):
+            flat = getattr(m, "_flat_param", None)
+            numel = flat._unpadded_unsharded_size.numel() if flat is not None else 0
+            units.append({"name": name or "(root)", "params": numel, "strategy": m.sharding_strategy.name,
+                          "api": "FullyShardedDataParallel"})
+    return units
+
+
+def _global_numel(root: nn.Module, fsdp1: list[dict]) -> int:
+    if fsdp1:
+        return sum(u["params"] for u in fsdp1)
+    return sum(p.numel() for p in root.parameters())  # a DTensor's numel() is the global one
+
+
+def describe(root: nn.Module) -> dict:
+    """The wrapping of a model as the grader needs it (before FSDP's lazy init)."""
+    from torch.nn.parallel import DistributedDataParallel
+    fsdp2, fsdp1 = _fsdp2_units(root), _fsdp1_units(root)
+    params = list(root.parameters())
+    dtype = params[0].dtype if params else torch.float32
+    return {"type": "fsdp_model", "class": type(root).__name__, "fsdp2_units": fsdp2[:64],
+            "fsdp1_units": fsdp1[:64], "n_units": len(fsdp2) + len(fsdp1),
+            "ddp": isinstance(root, DistributedDataParallel)
+            or any(isinstance(m, DistributedDataParallel) for m in root.modules()),
+            "global_params": _global_numel(root, fsdp1), "element_size": torch.empty((), dtype=dtype).element_size(),
+            "local_param_bytes": _unique_bytes(params, set())}
+
+
+def _summarise(obj, out: dict, depth: int = 0) -> None:
+    if depth > 6:
+        return
+    if isinstance(obj, torch.Tensor):
+        local = obj.to_local() if hasattr(obj, "to_local") else obj
+        out["tensors"] += 1
+        out["bytes"] += local.numel() * local.element_size()
+        out["sharded"] += int(local is not obj or type(obj).__name__ == "ShardedTensor")
+        out["devices"].add(local.device.type)
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            _summarise(v, out, depth + 1)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            _summarise(v, out, depth + 1)
+
+
+class FsdpObserver:
+    """Installs the FSDP hooks of one rank and streams what they see."""
+
+    def __init__(self, stream, rank: int):
+        self.stream, self.rank = stream, rank
+        self.counter = None
+        self.roots: list[nn.Module] = []
+        self.optimizers: list[torch.optim.Optimizer] = []
+        self.depth = 0
+        self.steps = 0
+        self.sum_before: float | None = None
+        self.last_states: dict = {}
+        self.capacity = int(os.environ.get("DISTGRADE_CAPACITY_BYTES", "0") or 0)
+        self.device = int(os.environ.get("LOCAL_RANK", "0"))
+
+    def install(self) -> None:
+        if _ON_GPU:
+            self._limit_card()
+        else:
+            self.counter = fsdp_memory.start()
+        nn.modules.module.register_module_forward_pre_hook(self._pre_forward)
+        nn.modules.module.register_module_forward_hook(self._post_forward)
+        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+        register_optimizer_step_pre_hook(self._pre_step)
+        register_optimizer_step_post_hook(self._post_step)
+        self._hook_save()
+        previous = sys.excepthook
+
+        def excepthook(etype, value, tb):
+            if "OutOfMemoryError" in etype.__name__:
+                self._on_oom(value)
+            previous(etype, value, tb)
+        sys.excepthook = excepthook
+
+    def _limit_card(self) -> None:
+        if not self.capacity or not torch.cuda.is_available():
+            return
+        total = torch.cuda.get_device_properties(self.device).total_memory
+        fraction = min(1.0, self.capacity / total)
+        torch.cuda.set_per_process_memory_fraction(fraction, self.device)
+        self.stream.send({"type": "fsdp_card", "total": total, "fraction": fraction, "capacity": self.capacity})
+
+    # -- model ------------------------------------------------------------------
+    def _pre_forward(self, module, args):
+        if self.depth == 0 and not any(m is module for m in self.roots) and len(self.roots) < 4:
+            self.roots.append(module)
+            try:
+                self.stream.send(describe(module))
+            except Exception as exc:  # private FSDP internals moved: say so, keep the run going
+                self.stream.send({"type": "fsdp_model", "error": f"{type(exc).__name__}: {exc}"[:300]})
+        self.depth += 1
+
+    def _post_forward(self, module, args, output):
+        self.depth = max(0, self.depth - 1)
+
+    # -- steps ------------------------------------------------------------------
+    def _model_params(self) -> list[torch.Tensor]:
+        return [p for m in self.roots[:1] for p in m.parameters()]
+
+    def _param_sum(self) -> float:
+        with torch.no_grad():
+            return float(sum(p.detach().to_local().double().abs().sum() if hasattr(p, "to_local")
+                             else p.detach().double().abs().sum() for p in self._model_params()))
+
+    def _pre_step(self, optimizer, args, kwargs) -> None:
+        if not any(o is optimizer for o in self.optimizers):
+            self.optimizers.append(optimizer)
+            model_ids = {id(p) for p in self._model_params()}
+            opt_params = [p for g in optimizer.param_groups for p in g["params"]]
+            self.stream.send({"type": "fsdp_optimizer", "params": len(opt_params),
+                              "in_model": sum(id(p) in model_ids for p in opt_params),
+                              "with_grad": sum(p.grad is not None for p in opt_params),
+                              "model_params": len(model_ids)})
+        if self.sum_before is None and self.roots:
+            self.sum_before = self._param_sum()
+
+    def states(self) -> dict:
+        """Local bytes of parameters, gradients and optimizer states now."""
+        seen: set[int] = set()
+        params = self._model_params()
+        p_bytes = _unique_bytes(params, seen)
+        g_bytes = _unique_bytes([p.grad for p in params], seen)
+        opt_tensors = [v for o in self.optimizers for s in o.state.values() for v in s.values()]
+        o_bytes = _unique_bytes(opt_tensors, seen)
+        return {"params": p_bytes, "grads": g_bytes, "optimizer": o_bytes}
+
+    def _post_step(self, optimizer, args, kwargs) -> None:
+        if optimizer is not self.optimizers[0]:
+            return
+        self.steps += 1
+        states = self.states()
+        if _ON_GPU and torch.cuda.is_available():
+            peak = torch.cuda.max_memory_allocated(self.device)
+            live = torch.cuda.memory_allocated(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+        else:
+            peak, live = self.counter.reset_peak(), self.counter.live
+        self.last_states = {**states, "peak": peak, "live": live, "step": self.steps}
+        self.stream.send({"type": "fsdp_mem", **self.last_states})
+
+    # -- checkpoints --------------------------------------------------------------
+    def _hook_save(self) -> None:
+        obs, save = self, torch.save
+
+        def hooked_save(obj, f, *args, **kwargs):
+            out = {"tensors": 0, "bytes": 0, "sharded": 0, "devices": set()}
+            _summarise(obj, out)
+            obs.stream.send({"type": "fsdp_save", "step": obs.steps, **out, "devices": sorted(out["devices"])})
+            return save(obj, f, *args, **kwargs)
+        torch.save = hooked_save
+        try:
+            import torch.distributed.checkpoint as dcp
+            from torch.distributed.checkpoint import state_dict as sd
+        except ImportError:
+            return
+        for name in ("save", "async_save", "save_state_dict"):
+            if hasattr(dcp, name):
+                setattr(dcp, name, self._wrap(getattr(dcp, name), {"type": "fsdp_dcp", "call": name}))
+        for name in ("get_model_state_dict", "get_state_dict"):
+            setattr(sd, name, self._wrap_options(getattr(sd, name), name))
+
+    def _wrap(self, fn, record):
+        def wrapped(*args, **kwargs):
+            self.stream.send({**record, "step": self.steps})
+            return fn(*args, **kwargs)
+        return wrapped
+
+    def _wrap_options(self, fn, name):
+        def wrapped(*args, **kwargs):
+            opts = kwargs.get("options")
+            self.stream.send({"type": "fsdp_state_dict", "call": name, "step": self.steps,
+                              "full_state_dict": bool(getattr(opts, "full_state_dict", False)),
+                              "cpu_offload": bool(getattr(opts, "cpu_offload", False))})
+            return fn(*args, **kwargs)
+        return wrapped
+
+    # -- the end ----------------------------------------------------------------
+    def _on_oom(self, exc) -> None:
+        rec = {"type": "fsdp_oom", "step": self.steps, "message": str(exc)[:600], "capacity": self.capacity}
+        try:
+            rec.update(states=self.states(), allocated=torch.cuda.memory_allocated(self.device),
+                       peak=torch.cuda.max_memory_allocated(self.device))
+        except Exception as err:  # the card may be unusable after the error
+            rec["error"] = f"{type(err).__name__}"
+        self.stream.send(rec)
+
+    def at_exit(self) -> None:
+        """Send the parameter sums that tell whether training changed the model."""
+        if os.getpid() != self.stream.pid:
+            return
+        after = self._param_sum() if self.roots else None
+        self.stream.send({"type": "fsdp_end", "steps": self.steps, "sum_before": self.sum_before,
+                          "sum_after": after})
+
+
+def install(stream, rank: int):
+    """Install the FSDP observer; returns it (its ``at_exit`` must run before the end marker)."""
+    observer = FsdpObserver(stream, rank)
+    observer.install()
+    return observer
