@@ -1,0 +1,217 @@
+"""The FSDP homework's checks over what the harness saw in each rank.
+
+Records come from ``distgrade_harness.fsdp`` (``fsdp_model``, ``fsdp_optimizer``,
+``fsdp_mem``, ``fsdp_save``, ``fsdp_dcp``, ``fsdp_state_dict``, ``fsdp_oom``,
+``fsdp_end``) plus the generic ``steps``/``exception``/``finished`` records. Each
+``check_*`` returns a ``graders.checks.ddp.Finding`` (status, message key, numbers,
+evidence); ``graders.fsdp_fit`` turns them into bilingual results with points from
+``assignment.json``. Byte numbers in messages are pre-formatted with ``fmt_bytes``.
+"""
+from __future__ import annotations
+
+import re
+import statistics
+from typing import Any
+
+from graders.checks import ddp
+from graders.checks.ddp import Finding
+from graders.report import CheckStatus
+
+_TRIED = re.compile(r"Tried to allocate ([\d.]+ [KMGT]?i?B)")
+
+
+def fmt_bytes(n: float | None) -> str:
+    """Bytes as students read them: ``1.50 GB`` / ``168 MB`` (decimal units, like the chapter)."""
+    if n is None:
+        return "?"
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}" if abs(n) < 10 * size else f"{n / size:.0f} {unit}"
+    return f"{n:.0f} B"
+
+
+def model_record(run) -> dict | None:
+    """Rank 0's description of the model (first root whose forward ran)."""
+    s = run.ranks.get(0) if run else None
+    rec = s.first("fsdp_model") if s else None
+    return rec if rec and "error" not in rec else None
+
+
+def peaks(run) -> dict[int, dict]:
+    """Per rank: the step with the highest peak, and the model states measured then."""
+    out = {}
+    for r, s in sorted((run.ranks or {}).items()) if run else []:
+        mems = s.of("fsdp_mem")
+        if mems:
+            top = max(mems, key=lambda m: m["peak"])
+            states = top["params"] + top["grads"] + top["optimizer"]
+            out[r] = {**top, "other": max(0, top["peak"] - states), "steps": len(mems)}
+    return out
+
+
+def oom_of(run) -> tuple[int, dict] | None:
+    """The first rank that ran out of card memory, with the harness's numbers."""
+    for r, s in sorted(run.ranks.items()) if run else []:
+        rec = s.first("fsdp_oom")
+        if rec:
+            return r, rec
+    return None
+
+
+def check_run(run, card: str) -> Finding:
+    """The DDP grader's run check, with an out-of-memory error explained by its numbers."""
+    found = oom_of(run)
+    if found and not run.tampering:
+        r, rec = found
+        states = rec.get("states") or {}
+        tried = _TRIED.search(rec.get("message", ""))
+        ev = {"oom": rec, "returncode": run.result.returncode}
+        return Finding(CheckStatus.FAIL, "oom", {
+            "rank": r, "step": rec.get("step", 0), "card": card, "capacity": fmt_bytes(rec.get("capacity")),
+            "allocated": fmt_bytes(rec.get("allocated")), "tried": tried.group(1) if tried else "?",
+            "params": fmt_bytes(states.get("params")), "grads": fmt_bytes(states.get("grads")),
+            "optimizer": fmt_bytes(states.get("optimizer"))}, ev)
+    return ddp.check_run(run)
+
+
+def wrapping(model: dict) -> dict[str, Any]:
+    """Summarise the wrapping: API, units with parameters, largest unit share, strategy."""
+    units = [u for u in model["fsdp2_units"] + model["fsdp1_units"] if u["params"] > 0]
+    total = model["global_params"] or 1
+    strategies = {u["strategy"] for u in model["fsdp1_units"] if u["params"] > 0}
+    if model["fsdp2_units"]:  # the root never reshards after forward: judge the inner units
+        inner = [u for u in model["fsdp2_units"] if u["name"] != "(root)" and u["params"] > 0]
+        judged = inner or [u for u in model["fsdp2_units"] if u["params"] > 0]
+        strategies |= {"FULL_SHARD" if u["reshard_after_forward"] else "SHARD_GRAD_OP" for u in judged}
+    return {"api": "fully_shard" if model["fsdp2_units"] else ("FullyShardedDataParallel" if model["fsdp1_units"]
+                                                                   else ("DDP" if model["ddp"] else "none")),
+            "units": len(units), "largest_fraction": max((u["params"] / total for u in units), default=1.0),
+            "strategies": sorted(strategies)}
+
+
+def check_sharded(run, nproc: int, estimates: dict[int, dict]) -> Finding:
+    """Are the parameters sharded (ZeRO-3), only gradients and states (ZeRO-2), or nothing?"""
+    model = model_record(run)
+    if model is None:
+        return Finding(CheckStatus.SKIP, "no_model")
+    w = wrapping(model)
+    elsize = model["element_size"]
+    global_b, local_b = model["global_params"] * elsize, model["local_param_bytes"]
+    params = {"local": fmt_bytes(local_b), "global": fmt_bytes(global_b), "n": nproc,
+              "api": w["api"], "strategy": "/".join(w["strategies"]) or "-",
+              "extra": fmt_bytes(estimates[2]["total_bytes"] - estimates[3]["total_bytes"])}
+    ev = {"wrapping": w, "local_param_bytes": local_b, "global_param_bytes": global_b}
+    if w["api"] in ("DDP", "none") or "NO_SHARD" in w["strategies"]:
+        key = "no_shard" if "NO_SHARD" in w["strategies"] else ("ddp" if w["api"] == "DDP" else "none")
+        return Finding(CheckStatus.FAIL, key, params, ev)
+    if local_b > 0.9 * global_b and nproc > 1:
+        return Finding(CheckStatus.FAIL, "replicated", params, ev)
+    if "SHARD_GRAD_OP" in w["strategies"]:
+        return Finding(CheckStatus.WARN, "grad_op", params, ev)
+    return Finding(CheckStatus.PASS, "ok", params, ev)
+
+
+def check_wrap_units(run, max_fraction: float) -> Finding:
+    """Is the model split into several FSDP units, so a forward gathers one block at a time?"""
+    model = model_record(run)
+    if model is None:
+        return Finding(CheckStatus.SKIP, "no_model")
+    w = wrapping(model)
+    if w["api"] in ("DDP", "none"):
+        return Finding(CheckStatus.SKIP, "not_fsdp", {"api": w["api"]})
+    top = max(peaks(run).values(), key=lambda p: p["peak"], default=None)
+    params = {"units": w["units"], "largest": f"{100 * w['largest_fraction']:.0f}%",
+              "peak": fmt_bytes(top["peak"] if top else None), "other": fmt_bytes(top["other"] if top else None)}
+    ev = {"wrapping": w, "peak": top["peak"] if top else None}
+    if w["units"] <= 1 or w["largest_fraction"] > max_fraction:
+        return Finding(CheckStatus.WARN, "one_unit", params, ev)
+    return Finding(CheckStatus.PASS, "ok", params, ev)
+
+
+def check_fit(run, capacity: float, card: str, baseline=None) -> Finding:
+    """Does every rank's peak stay under the simulated card? ``baseline``: the 1-card run."""
+    found = oom_of(run)
+    ranks = peaks(run)
+    base = max(peaks(baseline).values(), key=lambda p: p["peak"], default=None) if baseline else None
+    base_oom = oom_of(baseline) if baseline else None
+    params: dict[str, Any] = {"capacity": fmt_bytes(capacity), "card": card,
+                              "base_peak": fmt_bytes(base["peak"] if base else
+                                                     (base_oom[1].get("allocated") if base_oom else None))}
+    suffix = "_baseline" if (base or base_oom) else ""
+    ev: dict[str, Any] = {"capacity": capacity, "ranks": ranks, "baseline": base, "baseline_oom": bool(base_oom)}
+    if found:
+        r, rec = found
+        params.update(rank=r, peak=fmt_bytes(rec.get("allocated")), step=rec.get("step", 0))
+        return Finding(CheckStatus.FAIL, "oom" + suffix, params, ev)
+    if not ranks:
+        return Finding(CheckStatus.SKIP, "no_data")
+    worst_rank, worst = max(ranks.items(), key=lambda kv: kv[1]["peak"])
+    params.update(rank=worst_rank, peak=fmt_bytes(worst["peak"]), pct=f"{100 * worst['peak'] / capacity:.0f}%",
+                  params=fmt_bytes(worst["params"]), grads=fmt_bytes(worst["grads"]),
+                  optimizer=fmt_bytes(worst["optimizer"]), other=fmt_bytes(worst["other"]))
+    if worst["peak"] > capacity:
+        return Finding(CheckStatus.FAIL, "over" + suffix, params, ev)
+    return Finding(CheckStatus.PASS, "fits" + suffix, params, ev)
+
+
+def mean_loss(run, first: bool, k: int = 2) -> float | None:
+    """Mean over ranks of the first (or last) ``k`` step losses."""
+    values = []
+    for r in sorted(run.ranks):
+        losses = ddp.loss_series(run, r)
+        if len(losses) >= 2 * k:
+            values.extend(losses[:k] if first else losses[-k:])
+    return statistics.mean(values) if values else None
+
+
+def check_progress(run, min_drop: float) -> Finding:
+    """Does the loss fall and do the parameters change? Catches an optimizer built before wrapping."""
+    s = run.ranks.get(0) if run else None
+    opt = s.first("fsdp_optimizer") if s else None
+    end = s.first("fsdp_end") if s else None
+    if opt is None:
+        return Finding(CheckStatus.SKIP, "no_steps")
+    ev = {"optimizer": opt, "end": end}
+    params = {"opt_params": opt["params"], "in_model": opt["in_model"], "with_grad": opt["with_grad"],
+              "model_params": opt["model_params"]}
+    if opt["model_params"] and (opt["in_model"] == 0 or opt["with_grad"] == 0):
+        return Finding(CheckStatus.FAIL, "stale_optimizer", params, ev)
+    if end and end.get("sum_before") is not None and end.get("sum_after") is not None:
+        before, after = end["sum_before"], end["sum_after"]
+        if abs(after - before) <= 1e-9 * max(abs(before), 1.0):
+            return Finding(CheckStatus.FAIL, "unchanged", params, ev)
+    first, last = mean_loss(run, True), mean_loss(run, False)
+    if first is None or last is None:
+        return Finding(CheckStatus.SKIP, "too_short", params, ev)
+    params.update(first=f"{first:.3f}", last=f"{last:.3f}", drop=f"{100 * (1 - last / first):.0f}%")
+    ev.update(first_loss=first, last_loss=last)
+    if last > first * (1 - min_drop):
+        return Finding(CheckStatus.FAIL, "flat", params, ev)
+    return Finding(CheckStatus.PASS, "ok", params, ev)
+
+
+def check_checkpoint(run, global_param_bytes: float, mode: str) -> Finding:
+    """How the checkpoint was written: distributed, rank-0 full on CPU, or full copies everywhere."""
+    if not run or not run.ranks:
+        return Finding(CheckStatus.SKIP, "no_data")
+    if any(s.first("fsdp_dcp") for s in run.ranks.values()):
+        return Finding(CheckStatus.PASS, "dcp")
+    full = {r: [x for x in s.of("fsdp_save") if not x["sharded"] and x["bytes"] >= 0.9 * global_param_bytes]
+            for r, s in run.ranks.items()}
+    full = {r: v for r, v in full.items() if v}
+    saves = {r: len(s.of("fsdp_save")) for r, s in run.ranks.items()}
+    ev = {"full_saves": {r: [x["bytes"] for x in v] for r, v in full.items()}, "saves": saves}
+    if not any(saves.values()):
+        return Finding(CheckStatus.WARN, "none", {}, ev)
+    if len(full) > 1 or any(r != 0 for r in full):
+        ranks = sorted(full)
+        return Finding(CheckStatus.WARN, "every_rank", {"ranks": ", ".join(map(str, ranks)), "n": len(ranks),
+                       "bytes": fmt_bytes(max(x["bytes"] for v in full.values() for x in v))}, ev)
+    if full:
+        rec = full[0][0]
+        opts = [o for o in run.ranks[0].of("fsdp_state_dict") if o["full_state_dict"]]
+        on_card = "cuda" in rec["devices"] or (mode == "cpu" and opts and not any(o["cpu_offload"] for o in opts))
+        if on_card:
+            return Finding(CheckStatus.WARN, "on_card", {"bytes": fmt_bytes(rec["bytes"])}, ev)
+        return Finding(CheckStatus.PASS, "rank0_cpu", {"bytes": fmt_bytes(rec["bytes"])}, ev)
+    return Finding(CheckStatus.PASS, "shards", {"n": len([r for r, n in saves.items() if n])}, ev)
