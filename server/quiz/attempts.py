@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 
 from graders.quiz.bank import Quiz, load_question
 from graders.quiz.grading import grade, make_variant
@@ -76,7 +77,16 @@ def seed_for(attempt: QuizAttempt, question_id: str) -> int:
 
 def variant_for(attempt: QuizAttempt, question_id: str):
     """The concrete question (numbers, option order) shown in this attempt."""
-    return make_variant(load_question(question_id), seed_for(attempt, question_id))
+    return cached_variant(question_id, seed_for(attempt, question_id))
+
+
+@lru_cache(maxsize=8192)
+def cached_variant(question_id: str, seed: int):
+    """Variants are pure functions of (question, seed): build each once per process.
+
+    Callers must treat the variant as read-only.
+    """
+    return make_variant(load_question(question_id), seed)
 
 
 @dataclass
