@@ -53,7 +53,7 @@ def _axes(lo: float, hi: float, title: str, log: bool = False) -> list[str]:
     for i in range(5):
         val = lo + (hi - lo) * i / 4
         y = PAD_T + plot_h - plot_h * i / 4
-        label = f"{10 ** val:.0e}".replace("e-0", "e-").replace("e+0", "e") if log else _fmt(val)
+        label = f"{10 ** val:.2g}" if log else _fmt(val)
         parts.append(f'<line x1="{PAD_L}" x2="{W - PAD_R}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>')
         parts.append(f'<text x="{PAD_L - 6}" y="{y + 4:.1f}" text-anchor="end" class="tick">{label}</text>')
     return [f"<title>{escape(title)}</title>"] + parts
@@ -87,9 +87,12 @@ def line_chart(title: str, series: dict[str, list[float]]) -> Markup:
     falls from 10 to 1e-4) use a log scale, or the whole descent hides in one corner.
     """
     values = [v for vs in series.values() for v in vs]
-    log = min(values) > 0 and max(values) / min(values) > 1000
+    positive = [v for v in values if v > 0]
+    # Losses logged with 5 decimals reach exactly 0: such points sit on the floor of a log axis.
+    log = min(values) >= 0 and bool(positive) and max(values) / min(positive) > 1000
     if log:
-        series = {k: [math.log10(v) for v in vs] for k, vs in series.items()}
+        floor = min(positive)
+        series = {k: [math.log10(max(v, floor)) for v in vs] for k, vs in series.items()}
         values = [v for vs in series.values() for v in vs]
     lo, hi = min(values), max(values)
     if not log and 0 <= lo < hi * 0.5:

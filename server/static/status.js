@@ -79,7 +79,8 @@
         setBadge(d.status);
         pos.textContent = d.queue_position || "—";
         elapsed.textContent = duration(d.elapsed_s);
-        phase.textContent = (d.progress && d.progress.phase) || "—";
+        var ph = d.progress && d.progress.phase;
+        phase.textContent = (ph && ((t.phases || {})[ph] || ph)) || "—";
         if (d.status === "queued") {
           text.textContent = d.queue_position ? t.waiting_pos.replace("{n}", d.queue_position) : t.waiting;
         } else if (d.status === "running") {

@@ -12,6 +12,8 @@ from typing import Any
 from flask import Blueprint, render_template, request
 from flask_babel import get_locale
 from flask_babel import gettext as _
+from flask_wtf.csrf import CSRFError
+from werkzeug.exceptions import BadRequest
 
 from server.models import utcnow
 
@@ -88,6 +90,8 @@ def too_large(_exc):
 
 @bp.app_errorhandler(400)
 def bad_request(exc):
-    # CSRFError is a 400 too; its description says what was wrong (missing or expired token).
-    return _error_page(400, _("The form could not be accepted (it may have expired). "
-                              "Reload the page and try again."))
+    """A refused form (CSRF token missing or expired) or another bad request, said plainly."""
+    if isinstance(exc, CSRFError) or exc.description == BadRequest.description:
+        return _error_page(400, _("The form could not be accepted (it may have expired). "
+                                  "Reload the page and try again."))
+    return _error_page(400, exc.description)  # a view's own abort(400, "...") keeps its words
