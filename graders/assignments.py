@@ -65,6 +65,10 @@ class Assignment:
                 data.decode("utf-8")
             except UnicodeDecodeError:
                 raise SubmissionRejected("文件不是 UTF-8 文本。", "The file is not UTF-8 text.") from None
+        validator = self.upload.get("validator")  # "module:function", the assignment's own format check
+        if validator:
+            module_name, _, func = validator.partition(":")
+            getattr(importlib.import_module(module_name), func)(filename, data)
 
 
 def load(assignment_id: str) -> Assignment:
