@@ -26,7 +26,8 @@ def fmt_bytes(n: float | None) -> str:
         return "?"
     for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
         if abs(n) >= size:
-            return f"{n / size:.2f} {unit}" if abs(n) < 10 * size else f"{n / size:.0f} {unit}"
+            digits = 2 if abs(n) < 10 * size else (1 if abs(n) < 100 * size else 0)
+            return f"{n / size:.{digits}f} {unit}"
     return f"{n:.0f} B"
 
 

@@ -1,0 +1,209 @@
+"""fsdp_fit decisions without torchrun: run plan, simulated card, analytic stages, and every
+check over hand-written harness records, rendered through the assignment's own messages."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from graders import fsdp_fit
+from graders.checks import fsdp
+from graders.report import CheckStatus
+from graders.torchrun import RankStream, TorchrunRun
+
+ROOT = Path(__file__).resolve().parents[2]
+CFG = json.loads((ROOT / "assignments/fsdp_fit/assignment.json").read_text(encoding="utf-8"))
+MB = 1_000_000
+CAP = 168 * MB  # the small size's simulated card, rounded
+
+
+def make_run(per_rank: dict[int, list[dict]], finished: bool = True, nproc: int = 2) -> TorchrunRun:
+    ranks = {}
+    for r, records in per_rank.items():
+        recs = list(records) + ([{"type": "finished", "steps": 4}] if finished else [])
+        ranks[r] = RankStream(r, recs)
+    result = SimpleNamespace(returncode=0, timed_out=False, wall_s=1.0, killed_reason=None, layers=[])
+    return TorchrunRun(nproc=nproc, result=result, ranks=ranks, stacks={}, logs={}, tampering=[])
+
+
+def model_rec(fsdp2=(), fsdp1=(), ddp=False, global_params=12_000_000, local_bytes=24 * MB) -> dict:
+    return {"type": "fsdp_model", "class": "GPT", "fsdp2_units": list(fsdp2), "fsdp1_units": list(fsdp1),
+            "n_units": len(fsdp2) + len(fsdp1), "ddp": ddp, "global_params": global_params, "element_size": 4,
+            "local_param_bytes": local_bytes}
+
+
+def per_block(reshard=True, blocks=6) -> list[dict]:
+    root = {"name": "(root)", "params": 1_700_000, "reshard_after_forward": True, "api": "fully_shard"}
+    return [root] + [{"name": f"blocks.{i}", "params": 1_770_000, "reshard_after_forward": reshard,
+                      "api": "fully_shard"} for i in range(blocks)]
+
+
+def mem(peak, params=24 * MB, grads=24 * MB, opt=48 * MB, step=2) -> dict:
+    return {"type": "fsdp_mem", "params": params, "grads": grads, "optimizer": opt, "peak": peak,
+            "live": params + opt, "step": step}
+
+
+def render(check_id: str, finding) -> dict:
+    """Render with the assignment's data: a missing placeholder raises here, not in production."""
+    return fsdp_fit.result_of(CFG["checks"][check_id], check_id, finding).to_dict()
+
+
+EST = fsdp_fit.estimates(12_232_704, 2, "fp32", "adamw")
+
+
+# -- plan, card, stages ----------------------------------------------------------
+@pytest.mark.parametrize("mode,gpus,main,baseline,reason", [
+    ("cpu", 0, True, True, None),
+    ("gpu", 0, False, False, "no GPU"),
+    ("gpu", 1, False, True, "1 GPU(s); 2 are needed"),
+    ("gpu", 2, True, True, None),
+])
+def test_run_plan(mode, gpus, main, baseline, reason):
+    plan = fsdp_fit.run_plan(mode, 2, gpus, baseline=True)
+    assert (plan["main"], plan["baseline"]) == (main, baseline)
+    assert (reason is None) == (plan["reason"] is None)
+    if reason:
+        assert reason in plan["reason"]
+
+
+def test_card_scales_with_the_model():
+    card = CFG["card"]
+    assert fsdp_fit.capacity_bytes(card, card["reference_params"]) == 15 * 2 ** 30
+    small = fsdp_fit.capacity_bytes(card, CFG["size_params"]["small"])
+    assert small == pytest.approx(15 * 2 ** 30 * 12_232_704 / 1_174_470_656)
+
+
+def test_the_line_falls_between_no_sharding_and_full_shard():
+    """The homework's premise, for every size: 16 B/param does not fit, full_shard on 2 cards does."""
+    for size, params in CFG["size_params"].items():
+        cap = fsdp_fit.capacity_bytes(CFG["card"], params)
+        est = fsdp_fit.estimates(params, CFG["nproc"], CFG["precision"], CFG["optimizer"])
+        assert est[0]["total_bytes"] == 16 * params
+        assert est[0]["total_bytes"] > cap > est[3]["total_bytes"] == 8 * params, size
+
+
+def test_size_params_match_the_starter():
+    spec = importlib.util.spec_from_file_location("fsdp_starter", ROOT / "assignments/fsdp_fit/starter/model.py")
+    model = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = model  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(model)
+    assert {k: s.params for k, s in model.SIZES.items()} == CFG["size_params"]
+    tiny = model.build_model("tiny")
+    assert sum(p.numel() for p in tiny.parameters()) == CFG["size_params"]["tiny"]
+    assert all(isinstance(b, model.Block) for b in tiny.blocks)
+    x, y = model.make_dataset("tiny")[3]
+    assert x.dtype == y.dtype and x.shape == y.shape and (x[1:] == y[:-1]).all()
+
+
+# -- checks ----------------------------------------------------------------------
+def test_fit_and_over_with_breakdown():
+    fits = fsdp.check_fit(make_run({0: [mem(130 * MB)], 1: [mem(120 * MB)]}), CAP, "T4")
+    assert fits.status == CheckStatus.PASS and fits.params["rank"] == 0
+    assert fits.params["other"] == fsdp.fmt_bytes(130 * MB - 96 * MB)
+    over = fsdp.check_fit(make_run({0: [mem(150 * MB)], 1: [mem(210 * MB, step=1), mem(200 * MB)]}), CAP, "T4")
+    assert over.status == CheckStatus.FAIL and over.key == "over" and over.params["rank"] == 1
+    assert "does not fit" in render("memory.fit", over)["message"]["en"].lower()
+
+
+def test_fit_mentions_the_one_card_run():
+    base = make_run({0: [mem(230 * MB, params=49 * MB, grads=49 * MB, opt=98 * MB)]}, nproc=1)
+    f = fsdp.check_fit(make_run({0: [mem(130 * MB)], 1: [mem(130 * MB)]}), CAP, "T4", base)
+    assert f.key == "fits_baseline"
+    assert "230 MB" in render("memory.fit", f)["message"]["en"]
+
+
+def test_oom_is_explained_with_its_numbers():
+    oom = {"type": "fsdp_oom", "step": 1, "capacity": 15 * 2 ** 30, "allocated": 15_900_000_000,
+           "message": "CUDA out of memory. Tried to allocate 4.38 GiB. GPU 0 has ...",
+           "states": {"params": 4_700_000_000, "grads": 4_700_000_000, "optimizer": 4_700_000_000}}
+    exc = {"type": "exception", "exc_type": "OutOfMemoryError", "message": oom["message"], "step": 1}
+    run = make_run({0: [oom, exc]}, finished=False, nproc=1)
+    f = fsdp.check_run(run, "T4")
+    msg = render("run.distributed", f)["message"]["en"]
+    assert f.key == "oom" and "4.38 GiB" in msg and "15.9 GB" in msg and "16.1 GB" in msg and "4.70 GB" in msg
+    assert fsdp.check_fit(run, 15 * 2 ** 30, "T4").key == "oom"
+
+
+@pytest.mark.parametrize("record,status,key", [
+    (model_rec(per_block()), CheckStatus.PASS, "ok"),
+    (model_rec(per_block(reshard=False)), CheckStatus.WARN, "grad_op"),
+    (model_rec(ddp=True, local_bytes=48 * MB), CheckStatus.FAIL, "ddp"),
+    (model_rec(local_bytes=48 * MB), CheckStatus.FAIL, "none"),
+    (model_rec(fsdp1=[{"name": "(root)", "params": 12_000_000, "strategy": "NO_SHARD"}], local_bytes=48 * MB),
+     CheckStatus.FAIL, "no_shard"),
+    (model_rec(fsdp1=[{"name": "(root)", "params": 1_000_000, "strategy": "FULL_SHARD"}] +
+               [{"name": f"b{i}", "params": 1_833_333, "strategy": "FULL_SHARD"} for i in range(6)]),
+     CheckStatus.PASS, "ok"),
+    (model_rec(per_block(), local_bytes=47 * MB), CheckStatus.FAIL, "replicated"),
+])
+def test_sharded(record, status, key):
+    f = fsdp.check_sharded(make_run({0: [record]}), 2, EST)
+    assert (f.status, f.key) == (status, key)
+    render("fsdp.sharded", f)
+
+
+def test_grad_op_warning_says_what_it_costs():
+    f = fsdp.check_sharded(make_run({0: [model_rec(per_block(reshard=False))]}), 2, EST)
+    assert f.params["extra"] == fsdp.fmt_bytes(4 * 12_232_704 / 2)  # full weights minus their shard
+
+
+def test_wrap_units():
+    one = model_rec([{"name": "(root)", "params": 12_000_000, "reshard_after_forward": True, "api": "fully_shard"}])
+    f = fsdp.check_wrap_units(make_run({0: [one, mem(190 * MB)]}), 0.5)
+    assert f.status == CheckStatus.WARN and f.params["peak"] == "190 MB"
+    assert "gathers every parameter" in render("fsdp.wrap_units", f)["message"]["en"]
+    assert fsdp.check_wrap_units(make_run({0: [model_rec(per_block()), mem(1)]}), 0.5).status == CheckStatus.PASS
+    assert fsdp.check_wrap_units(make_run({0: [model_rec(ddp=True)]}), 0.5).status == CheckStatus.SKIP
+
+
+def steps(losses):
+    return {"type": "steps", "t": list(range(len(losses))), "samples": [1] * len(losses), "loss": losses,
+            "backwards": [1] * len(losses), "buckets": [0] * len(losses), "synced": [0] * len(losses),
+            "bucket_bytes": [0] * len(losses)}
+
+
+def test_progress():
+    opt_ok = {"type": "fsdp_optimizer", "params": 100, "in_model": 100, "with_grad": 100, "model_params": 100}
+    end = {"type": "fsdp_end", "sum_before": 10.0, "sum_after": 11.0}
+    ok = fsdp.check_progress(make_run({0: [opt_ok, steps([7, 6.5, 4, 3]), end], 1: [steps([7, 6, 4, 3])]}), 0.05)
+    assert ok.status == CheckStatus.PASS
+    render("train.progress", ok)
+    stale = {**opt_ok, "in_model": 0, "with_grad": 0}
+    f = fsdp.check_progress(make_run({0: [stale, steps([7, 7, 7, 7]), {**end, "sum_after": 10.0}]}), 0.05)
+    assert f.key == "stale_optimizer" and "before wrapping" in render("train.progress", f)["message"]["en"]
+    flat = fsdp.check_progress(make_run({0: [opt_ok, steps([7, 7, 7, 6.9]), end]}), 0.05)
+    assert flat.key == "flat"
+    same = fsdp.check_progress(make_run({0: [opt_ok, steps([7, 6, 5, 4]), {**end, "sum_after": 10.0}]}), 0.05)
+    assert same.key == "unchanged"
+
+
+def save(nbytes, devices=("cpu",), sharded=0):
+    return {"type": "fsdp_save", "step": 4, "tensors": 100, "bytes": nbytes, "sharded": sharded,
+            "devices": list(devices)}
+
+
+@pytest.mark.parametrize("per_rank,mode,status,key", [
+    ({0: [save(49 * MB)], 1: []}, "cpu", CheckStatus.PASS, "rank0_cpu"),
+    ({0: [save(49 * MB)], 1: [save(49 * MB)]}, "cpu", CheckStatus.WARN, "every_rank"),
+    ({0: [save(49 * MB, devices=("cuda",))], 1: []}, "gpu", CheckStatus.WARN, "on_card"),
+    ({0: [{"type": "fsdp_state_dict", "full_state_dict": True, "cpu_offload": False}, save(49 * MB)], 1: []},
+     "cpu", CheckStatus.WARN, "on_card"),
+    ({0: [save(24 * MB, sharded=100)], 1: [save(24 * MB, sharded=100)]}, "cpu", CheckStatus.PASS, "shards"),
+    ({0: [{"type": "fsdp_dcp", "call": "save"}], 1: [{"type": "fsdp_dcp", "call": "save"}]}, "cpu",
+     CheckStatus.PASS, "dcp"),
+    ({0: [], 1: []}, "cpu", CheckStatus.WARN, "none"),
+])
+def test_checkpoint(per_rank, mode, status, key):
+    f = fsdp.check_checkpoint(make_run(per_rank), 48.9 * MB, mode)
+    assert (f.status, f.key) == (status, key)
+    result = render("ckpt.save", f)
+    assert result["points"] == (10 if status == CheckStatus.PASS else 5)
+
+
+def test_fmt_bytes():
+    assert [fsdp.fmt_bytes(x) for x in (None, 512, 1_500_000, 134_000_000, 18_791_530_496)] == \
+        ["?", "512 B", "1.50 MB", "134 MB", "18.8 GB"]

@@ -1,0 +1,90 @@
+"""The FSDP observer and its live-bytes counter inside a real (1-process, gloo) FSDP2 job.
+
+Runs in a subprocess: the counter is a process-wide dispatch mode and patches
+``UntypedStorage.resize_``, which must not leak into the test process.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SCRIPT = r"""
+import json, os, sys
+sys.path.insert(0, os.environ["STARTER"])
+from distgrade_harness import fsdp, fsdp_memory
+import torch
+
+class Stream:
+    pid = os.getpid()
+    def __init__(self): self.records = []
+    def send(self, r): self.records.append(r)
+
+out = {}
+stream = Stream()
+obs = fsdp.install(stream, 0)
+counter = fsdp_memory._active
+
+a = torch.zeros(1000)
+v = a.view(10, 100)
+out["view_shares"] = counter.live
+del a
+out["view_keeps"] = counter.live
+del v
+out["freed"] = counter.live
+w = torch.empty(256)
+base = counter.live
+w.untyped_storage().resize_(0)
+out["resized_to_0"] = base - counter.live
+del w
+
+import torch.distributed as dist
+from torch.distributed.fsdp import fully_shard
+import model as starter
+dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+torch.manual_seed(0)
+m = starter.build_model("tiny")
+for b in m.blocks:
+    fully_shard(b)
+fully_shard(m)
+opt = torch.optim.AdamW(m.parameters(), lr=3e-3)
+x, y = starter.make_dataset("tiny")[0]
+for _ in range(2):
+    m(x[None], y[None]).backward()
+    opt.step()
+    opt.zero_grad()
+obs.at_exit()
+torch.save({"w": torch.ones(10)}, os.path.join(os.environ["TMP"], "x.pt"))
+out["records"] = stream.records
+print(json.dumps(out))
+"""
+
+
+def test_observer_in_a_one_rank_fsdp2_job(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "graders/harness"), "OMP_NUM_THREADS": "1", "TMP": str(tmp_path),
+           "STARTER": str(ROOT / "assignments/fsdp_fit/starter"), "DISTGRADE_MODE": "cpu"}
+    env.pop("DISTGRADE_CHANNEL", None)
+    proc = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["view_shares"] == 4000 and out["view_keeps"] == 4000 and out["freed"] == 0
+    assert out["resized_to_0"] == 1024
+    recs = {}
+    for r in out["records"]:
+        recs.setdefault(r["type"], []).append(r)
+    model = recs["fsdp_model"][0]
+    assert model["global_params"] == 6_584_832 and len(model["fsdp2_units"]) == 9
+    assert {u["reshard_after_forward"] for u in model["fsdp2_units"] if u["name"] != "(root)"} == {True}
+    assert recs["fsdp_optimizer"][0]["in_model"] == recs["fsdp_optimizer"][0]["params"] == 100
+    step = recs["fsdp_mem"][-1]
+    psi_bytes = 4 * 6_584_832
+    assert step["params"] == psi_bytes and step["grads"] == psi_bytes  # one rank: its shard is everything
+    assert 2 * psi_bytes <= step["optimizer"] <= 2 * psi_bytes + 1000  # two AdamW moments and step counters
+    assert step["peak"] >= step["params"] + step["grads"] + step["optimizer"]
+    end = recs["fsdp_end"][0]
+    assert end["sum_before"] != end["sum_after"]
+    assert recs["fsdp_save"][0]["bytes"] == 40 and recs["fsdp_save"][0]["devices"] == ["cpu"]
