@@ -216,7 +216,7 @@ def run(script: Path, nproc: int, *, root: Path, data_dir: Path, epochs: int, li
 def _read_stacks(chan: Path) -> dict[str, str]:
     stacks = {}
     for p in sorted(chan.glob("stack-rank*.txt")):
-        txt = p.read_text(errors="replace")[-LOG_TAIL * 2:]
+        txt = p.read_text(errors="replace")[:LOG_TAIL * 4]  # the current thread comes first
         if txt.strip():
             stacks[p.stem.removeprefix("stack-")] = txt
     return stacks
