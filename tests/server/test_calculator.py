@@ -30,7 +30,7 @@ def test_full_shard_on_8_cards_fits_a_24_gb_card(client, auth):
     auth.login()
     page = client.get("/calculator/?params=7B&cards=8&strategy=FULL_SHARD&optimizer=adamw&card_gb=24&lang=en")
     text = page.get_data(as_text=True)
-    assert "Per card: 14.0 GB" in text and ">fits<" in text
+    assert "Per card: 14.0 GB" in text and "badge-pass\">fits<" in text
     assert "<svg" in text and "ZeRO-3 = FSDP FULL_SHARD" in text
 
 
