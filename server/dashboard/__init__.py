@@ -1,0 +1,11 @@
+"""The instructor dashboard: gradebook, item statistics, charts, queue health, regrades,
+overrides and manual grading, deadlines and extensions, exports.
+
+Only the course's instructors reach any of it: the blueprint refuses everyone else before a
+view runs (404, as for any page that is not yours), and each view checks the course again.
+"""
+from server.dashboard import models  # noqa: F401  (tables register with the metadata)
+from server.dashboard.views import bp
+from server.dashboard import admin_views, item_views  # noqa: F401,E402  (routes register on bp)
+
+__all__ = ["bp"]

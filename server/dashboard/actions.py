@@ -1,0 +1,204 @@
+"""What an instructor can change: regrade through the normal queue, override a gradebook cell,
+grade a free-text cell by hand, grant an extension. Every manual score change is audited.
+
+Regrading keeps the score a submission had in a ``Regrade`` row before putting it back to
+``queued``; the worker then grades it exactly as a new upload (same lease, same single
+store), so "which scores changed" is a join of ``Regrade`` with the submission afterwards.
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import update
+
+from server.dashboard.models import AuditEntry, Extension, ManualCellScore, Regrade, ScoreOverride
+from server.extensions import db
+from server.models import CourseAssignment, Submission, SubmissionStatus, User, utcnow
+from server.queue import try_enqueue
+
+REGRADABLE = (SubmissionStatus.GRADED.value, SubmissionStatus.ERROR.value)
+
+
+class ActionError(ValueError):
+    """A refused change; ``code`` picks the message the page shows."""
+
+    def __init__(self, code: str):
+        super().__init__(code)
+        self.code = code
+
+
+def regrade(subs: list[Submission], actor_id: int) -> str:
+    """Put finished submissions back in the queue, remembering their scores; returns the batch id.
+
+    Submissions still queued or running are left alone (they will be graded by the current
+    grader anyway).
+    """
+    batch = uuid.uuid4().hex[:12]
+    requeued = []
+    for sub in subs:
+        if sub.status not in REGRADABLE:
+            continue
+        db.session.add(Regrade(batch=batch, submission_id=sub.id, course_id=sub.course_id,
+                               assignment_id=sub.assignment_id, old_status=sub.status, old_score=sub.score,
+                               old_max_score=sub.max_score, requested_by=actor_id))
+        won = db.session.execute(update(Submission).where(
+            Submission.id == sub.id, Submission.status.in_(REGRADABLE)).values(
+            status=SubmissionStatus.QUEUED.value, score=None, run_token=None, lease_until=None,
+            infra_retries=0, results_stored=0, started_at=None, finished_at=None, error_detail=None,
+            progress_json=None)).rowcount
+        if won:
+            requeued.append(sub)
+    db.session.commit()
+    for sub in requeued:
+        db.session.refresh(sub)
+        try_enqueue(sub)  # Redis down: the reconciler enqueues it later
+    return batch
+
+
+@dataclass
+class RegradeResult:
+    submission_id: int
+    username: str
+    old_status: str
+    old_score: float | None
+    status: str
+    score: float | None
+    max_score: float | None
+
+    @property
+    def done(self) -> bool:
+        return self.status in REGRADABLE
+
+    @property
+    def changed(self) -> bool:
+        return self.done and (self.status != self.old_status or self.score != self.old_score)
+
+
+def regrade_results(course_id: int, batch: str) -> list[RegradeResult]:
+    """Old and current score of every submission in a regrade batch, changed ones first."""
+    rows = db.session.execute(
+        db.select(Regrade, Submission.status, Submission.score, Submission.max_score, User.username)
+        .join(Submission, Submission.id == Regrade.submission_id).join(User, User.id == Submission.user_id)
+        .where(Regrade.batch == batch, Regrade.course_id == course_id).order_by(Regrade.submission_id)).all()
+    out = [RegradeResult(r.submission_id, username, r.old_status, r.old_score, status, score, top)
+           for r, status, score, top, username in rows]
+    return sorted(out, key=lambda r: (not r.changed, r.submission_id))
+
+
+def recent_batches(course_id: int, limit: int = 10) -> list[tuple[str, str, int, datetime]]:
+    """(batch, assignment, submissions, when) of the latest regrades, newest first."""
+    return db.session.execute(
+        db.select(Regrade.batch, Regrade.assignment_id, db.func.count(Regrade.id), db.func.max(Regrade.requested_at))
+        .where(Regrade.course_id == course_id).group_by(Regrade.batch, Regrade.assignment_id)
+        .order_by(db.func.max(Regrade.requested_at).desc()).limit(limit)).all()
+
+
+def _audit(course_id: int, user_id: int, target: str, old: float | None, new: float | None,
+           reason: str, actor_id: int) -> None:
+    db.session.add(AuditEntry(course_id=course_id, user_id=user_id, target=target, old=old, new=new,
+                              reason=reason, actor_id=actor_id))
+
+
+def _score(value: Any, top: float | None = None) -> float:
+    try:
+        score = float(value)
+    except (TypeError, ValueError):
+        raise ActionError("bad_score")
+    if score != score or score < 0 or (top is not None and score > top):
+        raise ActionError("bad_score")
+    return score
+
+
+def set_override(course_id: int, user_id: int, item: str, value: Any, reason: str, actor_id: int,
+                 computed: float | None) -> ScoreOverride:
+    """Replace the computed score of one gradebook cell; the reason is required and audited."""
+    reason = (reason or "").strip()
+    if not reason:
+        raise ActionError("reason_required")
+    score = _score(value)
+    row = db.session.scalar(db.select(ScoreOverride).where(
+        ScoreOverride.course_id == course_id, ScoreOverride.user_id == user_id, ScoreOverride.item == item))
+    old = row.score if row else computed
+    if row is None:
+        row = ScoreOverride(course_id=course_id, user_id=user_id, item=item)
+        db.session.add(row)
+    row.score, row.reason, row.set_by, row.set_at = score, reason, actor_id, utcnow()
+    _audit(course_id, user_id, item, old, score, reason, actor_id)
+    db.session.commit()
+    return row
+
+
+def clear_override(course_id: int, user_id: int, item: str, reason: str, actor_id: int,
+                   computed: float | None) -> None:
+    """Go back to the computed score (audited, with the reason)."""
+    reason = (reason or "").strip()
+    if not reason:
+        raise ActionError("reason_required")
+    row = db.session.scalar(db.select(ScoreOverride).where(
+        ScoreOverride.course_id == course_id, ScoreOverride.user_id == user_id, ScoreOverride.item == item))
+    if row is None:
+        return
+    _audit(course_id, user_id, item, row.score, computed, reason, actor_id)
+    db.session.delete(row)
+    db.session.commit()
+
+
+def manual_cells(report: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Cells a grader left for a person: ``evidence.manual_cells`` of any check, in report order."""
+    cells = []
+    for check in (report or {}).get("checks", []):
+        for cell in (check.get("evidence") or {}).get("manual_cells") or []:
+            if isinstance(cell, dict) and cell.get("cell_id"):
+                cells.append({"cell_id": str(cell["cell_id"]), "max_points": float(cell.get("max_points") or 0),
+                              "source": str(cell.get("source") or ""), "check_id": check.get("id")})
+    return cells
+
+
+def set_cell_score(sub: Submission, cell_id: str, value: Any, comment: str, actor_id: int) -> ManualCellScore:
+    """Store the hand-given score of one manual cell (0..max_points), audited."""
+    cell = next((c for c in manual_cells(sub.report_json) if c["cell_id"] == cell_id), None)
+    if cell is None:
+        raise ActionError("no_such_cell")
+    score = _score(value, cell["max_points"])
+    row = db.session.scalar(db.select(ManualCellScore).where(
+        ManualCellScore.submission_id == sub.id, ManualCellScore.cell_id == cell_id))
+    old = row.score if row else None
+    if row is None:
+        row = ManualCellScore(submission_id=sub.id, cell_id=cell_id)
+        db.session.add(row)
+    row.score, row.max_points, row.comment, row.graded_by = score, cell["max_points"], comment.strip(), actor_id
+    row.graded_at = utcnow()
+    _audit(sub.course_id, sub.user_id, f"sub:{sub.id}/cell:{cell_id}", old, score,
+           comment.strip() or "manual grading", actor_id)
+    db.session.commit()
+    return row
+
+
+def cell_scores(submission_id: int) -> dict[str, ManualCellScore]:
+    return {r.cell_id: r for r in db.session.scalars(
+        db.select(ManualCellScore).where(ManualCellScore.submission_id == submission_id))}
+
+
+def set_extension(ca: CourseAssignment, user_id: int, deadline: datetime, reason: str, actor_id: int) -> Extension:
+    """Give one student a later deadline for one homework (replacing an earlier extension)."""
+    row = db.session.scalar(db.select(Extension).where(
+        Extension.course_assignment_id == ca.id, Extension.user_id == user_id))
+    if row is None:
+        row = Extension(course_assignment_id=ca.id, user_id=user_id)
+        db.session.add(row)
+    row.deadline, row.reason, row.granted_by = deadline, reason.strip(), actor_id
+    db.session.commit()
+    return row
+
+
+def update_settings(ca: CourseAssignment, *, deadline: datetime | None, attempt_limit: int,
+                    late_penalty_per_day: float, score_policy: str) -> None:
+    """Change a homework's rules; the gradebook recomputes from them on its next view."""
+    if attempt_limit < 1 or not 0 <= late_penalty_per_day <= 1 or score_policy not in ("best", "last"):
+        raise ActionError("bad_settings")
+    ca.deadline, ca.attempt_limit = deadline, attempt_limit
+    ca.late_penalty_per_day, ca.score_policy = late_penalty_per_day, score_policy
+    db.session.commit()

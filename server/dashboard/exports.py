@@ -1,0 +1,90 @@
+"""Grade exports for an LMS and for archives: Canvas CSV, Moodle CSV, Gradescope results, JSON lines.
+
+Canvas's gradebook import matches students by one of ID / SIS User ID / SIS Login ID and reads
+every column after the five fixed ones as an assignment (a column it does not know becomes a
+new assignment); a "Points Possible" row right after the header sets the maxima. Moodle's CSV
+import lets the teacher pick the column that identifies the user (email address or username)
+and map each remaining column to a grade item. Empty cells mean "no grade" in both.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any, Iterator
+
+from graders.report import GradeReport
+from server.dashboard.gradebook import Gradebook
+from server.extensions import db
+from server.models import Submission, User
+
+CANVAS_FIXED = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
+
+
+def _fmt(value: float | None) -> str:
+    return "" if value is None else f"{value:g}"
+
+
+def _column(item, lang: str) -> str:
+    title = item.title.get(lang) or item.title.get("en") or item.ref
+    return f"{title} [{item.key}]"  # the key keeps two same-titled items apart
+
+
+def _write(rows: list[list[str]]) -> str:
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\r\n").writerows(rows)
+    return "\ufeff" + buf.getvalue()  # BOM: spreadsheet programs then read UTF-8 names correctly
+
+
+def canvas_csv(book: Gradebook, lang: str = "en") -> str:
+    """The gradebook in Canvas's import layout (students by SIS User ID = username)."""
+    rows = [CANVAS_FIXED + [_column(i, lang) for i in book.items]]
+    rows.append(["Points Possible", "", "", "", ""] + [_fmt(i.max_score) for i in book.items])
+    for r in book.rows:
+        rows.append([r.name or r.username, "", r.username, r.email or r.username, book.course.code]
+                    + [_fmt(r.cells[i.key].score if i.key in r.cells else None) for i in book.items])
+    return _write(rows)
+
+
+def moodle_csv(book: Gradebook, lang: str = "en") -> str:
+    """The gradebook for Moodle's "Import grades from CSV": map "Email address" (or "Username")."""
+    rows = [["Email address", "Username", "Full name"] + [_column(i, lang) for i in book.items]]
+    for r in book.rows:
+        rows.append([r.email, r.username, r.name or r.username]
+                    + [_fmt(r.cells[i.key].score if i.key in r.cells else None) for i in book.items])
+    return _write(rows)
+
+
+def gradescope_results(sub: Submission, lang: str = "en") -> dict[str, Any]:
+    """One submission as Gradescope's autograder ``results.json`` (the report's own exporter)."""
+    report = GradeReport.from_dict(sub.report_json or {"assignment": sub.assignment_id, "status": "error"})
+    out = report.to_gradescope(lang)
+    if sub.score is not None:
+        out["score"] = sub.score
+    return out
+
+
+def reports_jsonl(course_id: int, assignment_id: str | None = None, batch: int = 200) -> Iterator[str]:
+    """Every finished submission of the course (or one homework) with its report, one JSON per line.
+
+    Streams in id order a batch at a time, so the archive of a large class never sits in memory.
+    """
+    last = 0
+    while True:
+        q = (db.select(Submission, User.username).join(User, User.id == Submission.user_id)
+             .where(Submission.course_id == course_id, Submission.id > last,
+                    Submission.status.in_(("graded", "error")))
+             .order_by(Submission.id).limit(batch)
+             .options(db.undefer(Submission.report_json)))
+        if assignment_id:
+            q = q.where(Submission.assignment_id == assignment_id)
+        rows = db.session.execute(q).all()
+        if not rows:
+            return
+        for sub, username in rows:
+            last = sub.id
+            yield json.dumps({"submission": sub.id, "username": username, "assignment": sub.assignment_id,
+                              "status": sub.status, "score": sub.score, "max_score": sub.max_score,
+                              "created_at": sub.created_at.isoformat() + "Z", "sha256": sub.sha256,
+                              "report": sub.report_json}, ensure_ascii=False, sort_keys=True) + "\n"
+        db.session.expunge_all()

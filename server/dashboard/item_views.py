@@ -1,0 +1,109 @@
+"""Per-item dashboard pages: quiz statistics per question, homework statistics per check id with
+the class charts, and regrading (one submission or a whole homework) with its result page."""
+from __future__ import annotations
+
+from flask import abort, flash, redirect, render_template, url_for
+from flask_babel import gettext as _
+from flask_login import current_user
+
+from graders.quiz.bank import BankError, load_quiz
+from server.access import course_or_404
+from server.dashboard import actions, stats
+from server.dashboard.gradebook import build_gradebook
+from server.dashboard.models import Extension
+from server.dashboard.views import bp, settings_or_404
+from server.extensions import db
+from server.homework.charts import bar_chart
+from server.models import Submission, User
+from server.ui import lang_key
+
+SPEEDUP_EDGES = [0.0, 0.5, 1.0, 1.25, 1.5, 1.75, 2.0]
+
+
+@bp.route("/<code>/quiz/<quiz_id>")
+def quiz_stats(code: str, quiz_id: str):
+    """Each question: answers, mean score, facility, discrimination, common wrong answers or missing concepts."""
+    course = course_or_404(code, instructor=True)
+    try:
+        quiz = load_quiz(quiz_id)
+    except BankError:
+        abort(404)
+    questions = stats.quiz_question_stats(course.id, quiz.id, quiz.question_ids, lang_key())
+    book = build_gradebook(course)
+    item = book.item(f"quiz:{quiz.id}")
+    fractions = [r.cells[item.key].score / item.max_score for r in book.rows
+                 if item and item.max_score and item.key in r.cells and r.cells[item.key].score is not None]
+    charts = {}
+    if fractions:
+        charts["hist"] = bar_chart(_("Score distribution"), stats.histogram(fractions))
+    if any(q.answers for q in questions):
+        charts["facility"] = bar_chart(_("Facility per question"),
+                                       {str(i + 1): q.facility for i, q in enumerate(questions)})
+    return render_template("dashboard/quiz_stats.html", course=course, quiz=quiz, questions=questions,
+                           charts=charts, takers=len(fractions))
+
+
+@bp.route("/<code>/homework/<assignment_id>")
+def homework_stats(code: str, assignment_id: str):
+    """Per check id: how many students' latest submissions fail it, with links; charts; settings."""
+    course = course_or_404(code, instructor=True)
+    ca = settings_or_404(course.id, assignment_id)
+    hs = stats.homework_stats(course.id, assignment_id)
+    charts = {}
+    if hs.scores:
+        charts["hist"] = bar_chart(_("Score distribution"), stats.histogram(hs.scores))
+    failing = {c.check_id: float(len(c.failing)) for c in hs.checks if c.failing}
+    if failing:
+        charts["failures"] = bar_chart(_("Students failing each check"), failing)
+    if hs.speedups:
+        charts["speedup"] = bar_chart(_("Speed-up across the class"),
+                                      stats.value_histogram(hs.speedups, SPEEDUP_EDGES))
+    if hs.rank_peaks:
+        charts["memory"] = bar_chart(_("Mean peak memory per rank (GiB)"), {
+            rank: sum(v) / len(v) / 2 ** 30 for rank, v in sorted(hs.rank_peaks.items())})
+    extensions = db.session.execute(db.select(Extension, User.username).join(User, User.id == Extension.user_id)
+                                    .where(Extension.course_assignment_id == ca.id)
+                                    .order_by(User.username)).all()
+    return render_template("dashboard/homework_stats.html", course=course, ca=ca, hs=hs, charts=charts,
+                           extensions=extensions, batches=actions.recent_batches(course.id))
+
+
+@bp.post("/<code>/homework/<assignment_id>/regrade")
+def regrade_all(code: str, assignment_id: str):
+    """Regrade every finished submission of a homework (after a grader change)."""
+    course = course_or_404(code, instructor=True)
+    settings_or_404(course.id, assignment_id)
+    subs = db.session.scalars(db.select(Submission).where(
+        Submission.course_id == course.id, Submission.assignment_id == assignment_id,
+        Submission.status.in_(actions.REGRADABLE))).all()
+    if not subs:
+        flash(_("Nothing to regrade: no finished submissions."), "info")
+        return redirect(url_for("dashboard.homework_stats", code=code, assignment_id=assignment_id))
+    batch = actions.regrade(list(subs), current_user.id)
+    return redirect(url_for("dashboard.regrade_batch", code=code, batch=batch))
+
+
+@bp.post("/<code>/submissions/<int:submission_id>/regrade")
+def regrade_one(code: str, submission_id: int):
+    """Regrade one submission through the normal queue."""
+    course = course_or_404(code, instructor=True)
+    sub = db.session.get(Submission, submission_id)
+    if sub is None or sub.course_id != course.id:
+        abort(404)
+    if sub.status not in actions.REGRADABLE:
+        flash(_("This submission is still waiting or running; it will be graded anyway."), "info")
+        return redirect(url_for("dashboard.student", code=code, username=sub.user.username))
+    batch = actions.regrade([sub], current_user.id)
+    return redirect(url_for("dashboard.regrade_batch", code=code, batch=batch))
+
+
+@bp.route("/<code>/regrades/<batch>")
+def regrade_batch(code: str, batch: str):
+    """Old and new score of each regraded submission; changed ones first. Reload while it runs."""
+    course = course_or_404(code, instructor=True)
+    results = actions.regrade_results(course.id, batch)
+    if not results:
+        abort(404)
+    done = sum(r.done for r in results)
+    return render_template("dashboard/regrade.html", course=course, batch=batch, results=results, done=done,
+                           changed=sum(r.changed for r in results))

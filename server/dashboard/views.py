@@ -1,0 +1,146 @@
+"""Dashboard pages: the course list, the gradebook (sortable, filterable, paged, with totals),
+one student's page (every quiz attempt and submission with its report), and the exports."""
+from __future__ import annotations
+
+import json
+
+from flask import Blueprint, Response, abort, redirect, render_template, request, stream_with_context, url_for
+from flask_login import current_user
+
+from graders.quiz.bank import all_quiz_ids
+from server.access import course_or_404
+from server.dashboard import actions, exports
+from server.dashboard.gradebook import build_gradebook, sort_and_filter
+from server.dashboard.models import AuditEntry, Extension
+from server.extensions import db
+from server.homework.views import report_context
+from server.models import CourseAssignment, Membership, Role, Submission, User
+from server.quiz.models import QuizAttempt
+from server.ui import lang_key
+
+bp = Blueprint("dashboard", __name__, url_prefix="/dashboard")
+
+PER_PAGE = 100
+
+
+@bp.before_request
+def instructors_only():
+    """Nobody but an instructor gets past this (anonymous users are sent to sign in first)."""
+    if not current_user.is_authenticated:
+        return redirect(url_for("auth.login", next=request.full_path))
+    if not current_user.is_instructor_anywhere:
+        abort(404)
+
+
+@bp.context_processor
+def dashboard_globals() -> dict:
+    """Every quiz id, for the dashboard's navigation."""
+    return {"dash_quiz_ids": all_quiz_ids()}
+
+
+@bp.route("/")
+def index():
+    """The courses this user teaches; with one course, straight to its gradebook."""
+    courses = [m.course for m in current_user.memberships if m.role == Role.INSTRUCTOR.value]
+    if len(courses) == 1:
+        return redirect(url_for("dashboard.gradebook", code=courses[0].code))
+    return render_template("dashboard/index.html", courses=courses)
+
+
+def _flag(name: str) -> bool:
+    return request.args.get(name) in ("1", "on", "true")
+
+
+@bp.route("/<code>/")
+def gradebook(code: str):
+    """Students x items with totals; ?q= filters, ?sort=<key>&desc=1 sorts, ?behind=1 keeps those behind."""
+    course = course_or_404(code, instructor=True)
+    book = build_gradebook(course)
+    sort, desc, q = request.args.get("sort", "username"), _flag("desc"), request.args.get("q", "").strip()
+    rows = sort_and_filter(book, q=q, sort=sort, desc=desc, behind=_flag("behind"))
+    pages = max(1, -(-len(rows) // PER_PAGE))
+    page = min(max(1, request.args.get("page", 1, type=int)), pages)
+    means = {i.key: book.item_mean(i.key) for i in book.items}
+    return render_template("dashboard/gradebook.html", course=course, book=book, rows=rows[(page - 1) * PER_PAGE:
+                           page * PER_PAGE], matched=len(rows), page=page, pages=pages, sort=sort, desc=desc, q=q,
+                           behind=_flag("behind"), means=means)
+
+
+def student_or_404(course_id: int, username: str) -> User:
+    user = db.session.scalar(db.select(User).join(Membership, Membership.user_id == User.id).where(
+        User.username == username, Membership.course_id == course_id, Membership.role == Role.STUDENT.value))
+    if user is None:
+        abort(404)
+    return user
+
+
+@bp.route("/<code>/students/<username>")
+def student(code: str, username: str):
+    """One student: their gradebook row with override forms, quiz attempts, submissions with reports."""
+    course = course_or_404(code, instructor=True)
+    user = student_or_404(course.id, username)
+    book = build_gradebook(course)
+    row = next(r for r in book.rows if r.user_id == user.id)
+    attempts = db.session.scalars(db.select(QuizAttempt).where(
+        QuizAttempt.user_id == user.id, QuizAttempt.course_id == course.id)
+        .order_by(QuizAttempt.quiz_id, QuizAttempt.attempt_no)).all()
+    subs = db.session.scalars(db.select(Submission).where(
+        Submission.user_id == user.id, Submission.course_id == course.id)
+        .order_by(Submission.assignment_id, Submission.id.desc())
+        .options(db.undefer(Submission.report_json), db.undefer(Submission.error_detail))).all()
+    reports = {s.id: report_context(s) for s in subs}
+    manual = {s.id: actions.manual_cells(s.report_json) for s in subs}
+    extensions = {ca_id: ext for ca_id, ext in db.session.execute(
+        db.select(Extension.course_assignment_id, Extension).where(Extension.user_id == user.id))}
+    audit = db.session.scalars(db.select(AuditEntry).where(
+        AuditEntry.course_id == course.id, AuditEntry.user_id == user.id).order_by(AuditEntry.at.desc())).all()
+    return render_template("dashboard/student.html", course=course, user=user, book=book, row=row,
+                           attempts=attempts, subs=subs, reports=reports, manual=manual,
+                           extensions=extensions, audit=audit)
+
+
+def _download(body, filename: str, mimetype: str) -> Response:
+    return Response(body, mimetype=mimetype, headers={"Content-Disposition": f'attachment; filename="{filename}"'})
+
+
+@bp.route("/<code>/export/canvas.csv")
+def export_canvas(code: str):
+    """The gradebook as a Canvas gradebook import CSV."""
+    course = course_or_404(code, instructor=True)
+    return _download(exports.canvas_csv(build_gradebook(course), lang_key()), f"{course.code}-canvas.csv",
+                     "text/csv; charset=utf-8")
+
+
+@bp.route("/<code>/export/moodle.csv")
+def export_moodle(code: str):
+    """The gradebook as a Moodle "Import grades from CSV" file."""
+    course = course_or_404(code, instructor=True)
+    return _download(exports.moodle_csv(build_gradebook(course), lang_key()), f"{course.code}-moodle.csv",
+                     "text/csv; charset=utf-8")
+
+
+@bp.route("/<code>/export/reports.jsonl")
+def export_reports(code: str):
+    """Every finished submission with its report, one JSON object per line (streamed)."""
+    course = course_or_404(code, instructor=True)
+    body = stream_with_context(exports.reports_jsonl(course.id, request.args.get("assignment") or None))
+    return _download(body, f"{course.code}-reports.jsonl", "application/x-ndjson")
+
+
+@bp.route("/<code>/submissions/<int:submission_id>/gradescope.json")
+def export_gradescope(code: str, submission_id: int):
+    """One submission's report in Gradescope's results.json format."""
+    course = course_or_404(code, instructor=True)
+    sub = db.session.get(Submission, submission_id)
+    if sub is None or sub.course_id != course.id:
+        abort(404)
+    body = json.dumps(exports.gradescope_results(sub, lang_key()), ensure_ascii=False, indent=1)
+    return _download(body, f"results-{sub.id}.json", "application/json")
+
+
+def settings_or_404(course_id: int, assignment_id: str) -> CourseAssignment:
+    ca = db.session.scalar(db.select(CourseAssignment).where(
+        CourseAssignment.course_id == course_id, CourseAssignment.assignment_id == assignment_id))
+    if ca is None:
+        abort(404)
+    return ca
