@@ -1,0 +1,203 @@
+"""The catalogue of graded fields: loaded from ``assignments/config_annotation/catalogue.yaml``.
+
+Content is data: vocabulary, concepts and field rules live in the YAML file; this module only
+loads it, checks that it is consistent, and answers questions about it (which dialect a config
+is written in, which rule applies to a field with a given value, which keys are valid).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+
+from graders.assignments import ASSIGNMENTS_DIR
+
+DEFAULT_PATH = ASSIGNMENTS_DIR / "config_annotation" / "catalogue.yaml"
+WORD_KINDS = ("negators", "neutral", "reducers", "exclusive", "contrast")
+# Keys that identify a dialect; the first dialect with a hit wins.
+DIALECT_MARKERS = {
+    "deepspeed": ("zero_optimization", "train_batch_size", "train_micro_batch_size_per_gpu", "zero_optimisation"),
+    "llamafactory": ("fsdp", "fsdp_config", "deepspeed", "per_device_train_batch_size", "distributed_type",
+                     "model_name_or_path", "finetuning_type", "num_processes"),
+}
+
+
+@dataclass
+class Rule:
+    """What an annotation of one field (with its current value) must state."""
+
+    concept: str
+    require: list[str]
+    forbid: list[list[str]] = field(default_factory=list)
+    elsewhere: list[str] = field(default_factory=list)
+    own: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Catalogue:
+    """The parsed catalogue plus a compiled word matcher."""
+
+    raw: dict[str, Any]
+    path: Path
+
+    @property
+    def concepts(self) -> dict[str, Any]:
+        return self.raw["concepts"]
+
+    @property
+    def groups(self) -> dict[str, list[str]]:
+        return self.raw.get("groups", {})
+
+    def fields(self, dialect: str) -> dict[str, Any]:
+        return self.raw["fields"].get(dialect, {})
+
+    def known_keys(self, dialect: str) -> set[str]:
+        """Every valid key path of a dialect: graded fields, their absorbed leaves, known extras."""
+        keys = set(self.raw.get("known", {}).get(dialect, []))
+        for path, spec in self.fields(dialect).items():
+            keys.add(path)
+            keys.update(f"{path}.{leaf}" for leaf in spec.get("absorbs", []))
+            parts = path.split(".")
+            keys.update(".".join(parts[:i]) for i in range(1, len(parts)))
+        return keys
+
+    def rule(self, dialect: str, path: str, value: Any) -> Rule | None:
+        """The rule for ``path`` given its value, or None if the field is not graded."""
+        spec = self.fields(dialect).get(path)
+        if spec is None or spec.get("block_only"):
+            return None
+        concept = spec["concept"]
+        base = Rule(concept=concept, require=list(self.concepts[concept].get("require", [])))
+        if "by_value" in spec:
+            picked = {value_key(k): v for k, v in spec["by_value"].items()}.get(value_key(value))
+            if picked is None:
+                return base
+            return Rule(concept=concept, require=list(picked.get("require", base.require)),
+                        forbid=picked.get("forbid", []), elsewhere=picked.get("elsewhere", []),
+                        own=picked.get("own", []))
+        if "by_token" in spec:
+            tokens = [t for t in re.split(r"[\s,]+", str(value).lower()) if t]
+            merged = Rule(concept=concept, require=[])
+            for tok in tokens:
+                part = spec["by_token"].get(tok)
+                if part is None:
+                    continue
+                merged.require += part.get("require", [])
+                merged.forbid += part.get("forbid", [])
+                merged.elsewhere += part.get("elsewhere", [])
+                merged.own += part.get("own", [])
+            if not merged.require:
+                merged.require = base.require
+            return merged
+        return base
+
+    def field_value(self, dialect: str, path: str, value: Any) -> Any:
+        """The value a rule is chosen by: ``bf16: {enabled: true}`` is judged as ``true``."""
+        spec = self.fields(dialect).get(path, {})
+        key = spec.get("value_from")
+        if key and isinstance(value, dict):
+            return value.get(key, "none" if key == "device" else None)
+        return value
+
+    def facet_words(self, facet: str, lang: str) -> list[str]:
+        return list(self.raw["terms"].get(facet, {}).get(lang, [])) or [facet]
+
+    @property
+    def matcher(self) -> "WordMatcher":
+        return _matcher(self.path)
+
+
+def value_key(value: Any) -> str:
+    """How a value is looked up in ``by_value``: booleans as true/false, the rest lowercased."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value).strip().lower()
+
+
+def detect_dialect(data: dict[str, Any]) -> str | None:
+    """``deepspeed`` for a DeepSpeed JSON/YAML, ``llamafactory`` for LLaMA-Factory / accelerate
+    YAML, None when no key of either is present."""
+    for dialect, markers in DIALECT_MARKERS.items():
+        if any(k in data for k in markers):
+            return dialect
+    return None
+
+
+class WordMatcher:
+    """One regex over every vocabulary word; the longest word wins at each position."""
+
+    def __init__(self, raw: dict[str, Any]):
+        kinds: dict[str, set[str]] = {}
+        for facet, langs in raw["terms"].items():
+            for lang in ("en", "zh"):
+                for w in langs.get(lang, []):
+                    kinds.setdefault(str(w).lower(), set()).add(f"facet:{facet}")
+        for kind in WORD_KINDS:
+            for lang in ("en", "zh"):
+                for w in raw.get(kind, {}).get(lang, []):
+                    kinds.setdefault(str(w).lower(), set()).add(kind)
+        self.kinds = kinds
+        alts = []
+        for w in sorted(kinds, key=len, reverse=True):
+            body = re.escape(w).replace(r"\ ", r"\s+")
+            if re.fullmatch(r"[a-z0-9_][a-z0-9_\-/ .+']*", w):  # an ASCII word: whole words only
+                alts.append(rf"(?<![a-z0-9_]){body}(?![a-z0-9_])")
+            else:
+                alts.append(body)
+        self.regex = re.compile("|".join(alts))
+
+    def find(self, text: str) -> list[tuple[int, str, set[str]]]:
+        """(offset, word, kinds) for every vocabulary word in ``text`` (already lowercased)."""
+        out = []
+        for m in self.regex.finditer(text):
+            word = re.sub(r"\s+", " ", m.group(0))
+            out.append((m.start(), word, self.kinds.get(word, set())))
+        return out
+
+
+@lru_cache(maxsize=4)
+def _matcher(path: Path) -> WordMatcher:
+    return WordMatcher(load(path).raw)
+
+
+@lru_cache(maxsize=4)
+def load(path: Path = DEFAULT_PATH) -> Catalogue:
+    """Load and check the catalogue (cached per path)."""
+    raw = YAML(typ="safe").load(Path(path).read_text(encoding="utf-8"))
+    problems = consistency_problems(raw)
+    if problems:
+        raise ValueError(f"{path}: " + "; ".join(problems))
+    return Catalogue(raw=raw, path=Path(path))
+
+
+def _facets_of(item: str) -> list[str]:
+    return [f.lstrip("~") for alt in item.split("|") for f in alt.split("&")]
+
+
+def consistency_problems(raw: dict[str, Any]) -> list[str]:
+    """Every reference to an unknown facet or concept, and every concept missing zh or en."""
+    facets, concepts = set(raw["terms"]), raw["concepts"]
+    problems = []
+    for cid, c in concepts.items():
+        for key in ("name", "explain"):
+            if set(c.get(key, {})) != {"zh", "en"} or not all(c[key].values()):  # a stray comma splits a flow map
+                problems.append(f"concept {cid}: {key} needs zh and en")
+        for item in c.get("require", []) + c.get("signature", []):
+            problems += [f"concept {cid}: unknown facet {f}" for f in _facets_of(item) if f not in facets]
+    for dialect, fields in raw["fields"].items():
+        for path, spec in fields.items():
+            if spec.get("concept") not in concepts:
+                problems.append(f"{dialect}.{path}: unknown concept {spec.get('concept')}")
+            for rules in (spec.get("by_value", {}), spec.get("by_token", {})):
+                for rule in rules.values():
+                    items = rule.get("require", []) + rule.get("elsewhere", []) + rule.get("own", [])
+                    items += [f for group in rule.get("forbid", []) for f in group]
+                    problems += [f"{dialect}.{path}: unknown facet {f}"
+                                 for item in items for f in _facets_of(item) if f not in facets]
+    for name, members in raw.get("groups", {}).items():
+        problems += [f"group {name}: unknown facet {f}" for f in members if f not in facets]
+    return problems

@@ -1,0 +1,200 @@
+"""The grading core shared by both routes: an annotated config text -> GradeReport checks.
+
+``grade_config_text`` is pure (no sandbox, no files): the plain-file route calls it on the
+upload, the notebook route on the ``ANNOTATED_CONFIG`` cell, and the notebook's own test
+cell calls ``annotation_score`` so nbgrader's gradebook records the same number.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from graders import memory_calc
+from graders.config_annotation import annotate, catalogue as catalogue_mod, validate
+from graders.config_annotation.parse import ConfigSyntaxError, ParsedConfig, parse
+from graders.report import CheckResult, CheckStatus, Text, text
+
+ASSIGNMENT_JSON = catalogue_mod.DEFAULT_PATH.parent / "assignment.json"
+STATUS = {annotate.Verdict.CORRECT: CheckStatus.PASS, annotate.Verdict.MISSING: CheckStatus.WARN}
+
+
+def _fmt(tpl: Text, **kw: Any) -> Text:
+    return {lang: tpl[lang].format(**{k: (v[lang] if isinstance(v, dict) and lang in v else v)
+                                      for k, v in kw.items()}) for lang in ("zh", "en")}
+
+
+def _check(cfg: dict, check_id: str, status: CheckStatus, key: str, points: float = 0.0,
+           max_points: float | None = None, hint: str | None = None, evidence: dict | None = None,
+           spec_id: str | None = None, title_kw: dict | None = None, **kw: Any) -> CheckResult:
+    spec = cfg["checks"][spec_id or check_id]
+    hints = spec.get("hints", {})
+    return CheckResult(
+        id=check_id, title=_fmt(spec["title"], **(title_kw or {})), status=status, points=round(points, 2),
+        max_points=round(spec.get("points", 0) if max_points is None else max_points, 2),
+        message=_fmt(spec["messages"][key], **kw),
+        hint=_fmt(hints[hint], **kw) if hint and hint in hints else text("", ""), evidence=evidence or {})
+
+
+def load_config(path: Path = ASSIGNMENT_JSON) -> dict:
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def _graded_fields(parsed: ParsedConfig, dialect: str, cat: catalogue_mod.Catalogue) -> list[tuple[str, Any, Any]]:
+    """(path, value it is judged by, rule) for every field the catalogue grades, in file order."""
+    out = []
+    for path, f in parsed.fields.items():
+        parent = parsed.fields.get(path.rsplit(".", 1)[0]) if "." in path else None
+        if parent is not None and parent.line == f.line:
+            continue  # a key inside a one-line block ({"device": "cpu", ...}) shares the block's note
+        value = cat.field_value(dialect, path, f.value)
+        rule = cat.rule(dialect, path, value)
+        if rule is not None:
+            out.append((path, value, rule))
+    return out
+
+
+def _annotation(parsed: ParsedConfig, dialect: str, path: str, cat: catalogue_mod.Catalogue) -> str:
+    spec = cat.fields(dialect).get(path, {})
+    parts = [parsed.annotation(path)] + [parsed.annotation(f"{path}.{leaf}") for leaf in spec.get("absorbs", [])]
+    return " ".join(p for p in parts if p)
+
+
+def field_checks(parsed: ParsedConfig, dialect: str, cfg: dict, cat: catalogue_mod.Catalogue) -> list[CheckResult]:
+    """One ``field.<path>`` check per graded field, plus ``config.coverage``."""
+    fields = _graded_fields(parsed, dialect, cat)
+    fcfg = cfg["fields"]
+    weights = {p: fcfg["weights"].get(p, fcfg["default_weight"]) for p, _, _ in fields}
+    units = max(sum(weights.values()), fcfg["min_weight"])
+    unit = fcfg["points"] / units
+    out = []
+    shares = [round(weights[p] * unit, 2) for p, _, _ in fields]
+    if shares and units == sum(weights.values()):  # the rounded shares add up to exactly the field points
+        shares[-1] = round(fcfg["points"] - sum(shares[:-1]), 2)
+    for (path, value, rule), max_pts in zip(fields, shares):
+        line = parsed.fields[path].line
+        note = _annotation(parsed, dialect, path, cat)
+        j = annotate.judge(note, rule, cat)
+        concept = cat.concepts[rule.concept]
+        status = STATUS.get(j.verdict, CheckStatus.FAIL)
+        kw = dict(path=path, line=line, value=value, concept=concept["name"], explain=concept["explain"],
+                  missing={lang: "; ".join(annotate.describe_item(i, cat, lang) for i in j.missing)
+                           for lang in ("zh", "en")},
+                  wrong={lang: ", ".join(cat.facet_words(f, lang)[0] for f in j.wrong) for lang in ("zh", "en")},
+                  other=cat.concepts[j.other_concept]["name"] if j.other_concept else "")
+        out.append(_check(cfg, f"field.{path}", status, j.verdict.value, points=max_pts * j.fraction,
+                          max_points=max_pts, spec_id="field", title_kw={"path": path},
+                          evidence={"line": line, "value": value, "annotation": note, "concept": rule.concept,
+                                    "verdict": j.verdict.value, "missing": j.missing, "wrong": j.wrong,
+                                    "other_concept": j.other_concept}, **kw))
+    lost = max(0.0, fcfg["points"] - sum(c.max_points for c in out))
+    n = len(fields)
+    if lost > 0.05:
+        out.append(_check(cfg, "config.coverage", CheckStatus.FAIL, "few", max_points=lost, n=n,
+                          min=fcfg["min_weight"], lost=round(lost, 1)))
+    else:
+        out.append(_check(cfg, "config.coverage", CheckStatus.PASS, "ok", n=n))
+    return out
+
+
+def _findings_check(cfg: dict, check_id: str, findings: list[validate.Finding], facts: Text | None = None) -> CheckResult:
+    points = cfg["checks"][check_id]["points"]
+    if not findings:
+        return _check(cfg, check_id, CheckStatus.PASS, "ok", points=points, facts=facts or text("", ""))
+    fails = [f for f in findings if f.severity == "fail"]
+    items = {lang: " ".join(f.message[lang] for f in findings) for lang in ("zh", "en")}
+    # each failing finding costs a third of the check, warnings cost nothing
+    earned = max(0.0, points * (1 - len(fails) / 3))
+    status = CheckStatus.FAIL if fails else CheckStatus.WARN
+    return _check(cfg, check_id, status, "problems", points=earned, hint="problems", count=len(findings),
+                  items=items, facts=facts or text("", ""),
+                  evidence={"findings": [{"path": f.path, "code": f.code, "severity": f.severity} for f in findings]})
+
+
+def _deepspeed_file_stage(data: dict) -> dict:
+    """LLaMA-Factory names the JSON it uses (``ds_z3_offload_config.json``): read stage and offload."""
+    name = str(data.get("deepspeed", "")).lower()
+    m = re.search(r"z(\d)", name)
+    return {"stage": int(m.group(1)) if m else 0, "offload": "offload" in name}
+
+
+def memory_check(parsed: ParsedConfig, dialect: str, cfg: dict) -> CheckResult:
+    """The shared calculator's per-card estimate for the assignment's model size."""
+    mem = cfg["memory"]
+    params, cards = float(mem["params"]), int(mem["cards"])
+    setup = validate.memory_setup(parsed, dialect, params, cards)
+    if dialect == "llamafactory" and parsed.data.get("deepspeed"):
+        ds = _deepspeed_file_stage(parsed.data)
+        setup = memory_calc.TrainingSetup(params=params, cards=cards, precision=setup.precision, stage=ds["stage"],
+                                          offload_optimizer=ds["offload"] and ds["stage"] >= 1,
+                                          offload_params=ds["offload"] and ds["stage"] == 3)
+    est = memory_calc.estimate(setup)
+    full = memory_calc.full_training_bytes(params, setup.precision) / memory_calc.GB
+    cpu = _fmt(cfg["checks"]["memory.per_card"]["messages"]["cpu"], cpu_gb=f"{est.cpu_bytes / memory_calc.GB:.1f}") \
+        if est.cpu_bytes else text("", "")
+    return _check(cfg, "memory.per_card", CheckStatus.INFO, "info", label=mem["label"], cards=cards,
+                  gb=f"{est.total_gb:.1f}", full=f"{full:.0f}", formula={"zh": est.formula["zh"], "en": est.formula["en"]},
+                  cpu=cpu, evidence=est.to_dict())
+
+
+def grade_parsed(parsed: ParsedConfig, cfg: dict, cat: catalogue_mod.Catalogue | None = None) -> list[CheckResult]:
+    """Every check for a parsed config (``config.parse`` first)."""
+    cat = cat or catalogue_mod.load()
+    if not isinstance(parsed.data, dict) or not parsed.data:
+        return [_check(cfg, "config.parse", CheckStatus.FAIL, "not_mapping")] + _zero_rest(cfg)
+    dialect = catalogue_mod.detect_dialect(parsed.data)
+    if dialect is None:
+        return [_check(cfg, "config.parse", CheckStatus.FAIL, "not_config",
+                       evidence={"keys": list(parsed.data)[:20]})] + _zero_rest(cfg)
+    annotated = sum(1 for f in parsed.fields.values() if f.comment)
+    out = [_check(cfg, "config.parse", CheckStatus.PASS, "ok", points=cfg["checks"]["config.parse"]["points"],
+                  n=len(parsed.fields), dialect=dialect, fmt=parsed.format.upper(), annotated=annotated,
+                  evidence={"dialect": dialect, "format": parsed.format})]
+    out.append(_findings_check(cfg, "config.schema", validate.schema_findings(parsed, dialect, cat)))
+    rules, facts = validate.rule_findings(parsed, dialect)
+    fact_text = text(f" 按 batch 推算用了 {facts['world_size']} 张卡。", f" The batch sizes imply {facts['world_size']} cards.") \
+        if "world_size" in facts else None
+    out.append(_findings_check(cfg, "config.rules", rules, fact_text))
+    out += field_checks(parsed, dialect, cfg, cat)
+    out.append(memory_check(parsed, dialect, cfg))
+    return out
+
+
+def _zero_rest(cfg: dict) -> list[CheckResult]:
+    """A file that is not a config earns nothing else, but the maximum stays visible."""
+    return [CheckResult(id=cid, title=cfg["checks"][cid]["title"], status=CheckStatus.SKIP,
+                        max_points=cfg["checks"][cid]["points"] if cid != "config.coverage" else cfg["fields"]["points"])
+            for cid in ("config.schema", "config.rules", "config.coverage")]
+
+
+def grade_config_text(source: str, filename: str, cfg: dict | None = None) -> list[CheckResult]:
+    """Parse and grade one annotated config; raises ConfigSyntaxError when it cannot be read."""
+    return grade_parsed(parse(source, filename), cfg or load_config())
+
+
+def guess_filename(source: str) -> str:
+    """A config pasted into a notebook has no name: JSON if it starts with ``{``, else YAML."""
+    body = "\n".join(line for line in source.splitlines() if not line.strip().startswith(("//", "#")))
+    return "config.json" if body.lstrip().startswith("{") else "config.yaml"
+
+
+def annotation_checks(source: str) -> list[CheckResult]:
+    """The core's checks for a config pasted into the notebook (``config.parse`` fails if unreadable)."""
+    cfg = load_config()
+    try:
+        return grade_config_text(source, guess_filename(source), cfg)
+    except ConfigSyntaxError as e:
+        where = f" (line {e.line})" if e.line else ""
+        return [CheckResult(id="config.parse", title=cfg["checks"]["config.parse"]["title"], status=CheckStatus.FAIL,
+                            max_points=cfg["checks"]["config.parse"]["points"],
+                            message=text(f"配置无法解析{where}：{e}", f"The config cannot be parsed{where}: {e}"))
+                ] + _zero_rest(cfg)
+
+
+def annotation_points(source: str, max_points: float) -> float:
+    """The annotated config's share of ``max_points`` (the notebook's hidden test cell prints it,
+    so nbgrader's gradebook records the same number the worker computes)."""
+    checks = annotation_checks(source)
+    total = sum(c.max_points for c in checks)
+    return round(max_points * sum(c.points for c in checks) / total, 2) if total else 0.0

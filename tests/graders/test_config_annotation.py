@@ -1,0 +1,166 @@
+"""Homework 2's grading core without a sandbox: parsing comments, judging annotations,
+validating configs, upload rejection and the manual-score merge."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from graders import assignments
+from graders.config_annotation import annotate, catalogue, core, notebook, validate
+from graders.config_annotation.parse import ConfigSyntaxError, parse, strip_json_comments
+from graders.exceptions import SubmissionRejected
+
+CAT = catalogue.load()
+
+
+def test_catalogue_is_consistent_and_bilingual() -> None:
+    raw = CAT.raw
+    assert catalogue.consistency_problems(raw) == []
+    for dialect in raw["fields"]:
+        for path, spec in raw["fields"][dialect].items():
+            assert spec["concept"] in raw["concepts"], path
+
+
+def test_json_comments_are_stripped_outside_strings_only() -> None:
+    src = '{\n  "url": "http://x//y /* no */", // real\n  /* block\n     two lines */\n  "stage": 3\n}'
+    clean, comments = strip_json_comments(src)
+    assert json.loads(clean) == {"url": "http://x//y /* no */", "stage": 3}
+    parsed = parse(src, "c.json")
+    assert parsed.fields["url"].comment == "real"
+    assert "block" in parsed.fields["stage"].comment and parsed.fields["stage"].line == 5
+
+
+def test_yaml_comments_inline_and_above_but_not_inside_strings() -> None:
+    src = ("# header\n\nfsdp: \"full_shard # not a comment\"  # inline\n"
+           "fsdp_config:\n  # above\n  fsdp_offload_params: false  # off\n")
+    parsed = parse(src, "c.yaml")
+    assert parsed.fields["fsdp"].value == "full_shard # not a comment"
+    assert parsed.fields["fsdp"].comment == "inline"
+    assert parsed.fields["fsdp_config.fsdp_offload_params"].comment == "above off"
+
+
+def test_syntax_errors_carry_the_line() -> None:
+    with pytest.raises(ConfigSyntaxError) as e:
+        parse("a: 1\nb: [1, 2\n", "c.yaml")
+    assert e.value.line >= 2
+    with pytest.raises(ConfigSyntaxError):
+        parse('{"a": 1,}', "c.json")
+
+
+STAGE3 = CAT.rule("deepspeed", "zero_optimization.stage", 3)
+STAGE1 = CAT.rule("deepspeed", "zero_optimization.stage", 1)
+ACCUM = CAT.rule("deepspeed", "gradient_accumulation_steps", 4)
+
+
+@pytest.mark.parametrize("rule,note,verdict", [
+    (STAGE3, "shards parameters, gradients and optimizer states across GPUs", "correct"),
+    (STAGE3, "ZeRO-3：参数、梯度和优化器状态都切分到各卡", "correct"),
+    (STAGE3, "ZeRO-3 shards optimizer states only", "contradiction"),
+    (STAGE3, "只切分优化器状态", "contradiction"),
+    (STAGE3, "shards gradients and optimizer states but not parameters", "contradiction"),
+    (STAGE3, "不切分参数，只切梯度和优化器状态", "contradiction"),
+    (STAGE3, "ZeRO-2: shards gradients and optimizer states", "contradiction"),
+    (STAGE3, "shards the optimizer states and gradients", "partial"),
+    (STAGE3, "accumulate gradients over 4 micro-batches", "wrong_concept"),
+    (STAGE3, "", "missing"),
+    (STAGE1, "shards optimizer states; gradients and parameters remain replicated", "correct"),
+    (STAGE1, "shards optimizer states and gradients", "contradiction"),
+    (ACCUM, "accumulate gradients over 4 micro-batches; no communication until the last one", "correct"),
+    (ACCUM, "累积 4 个 micro-batch 的梯度，累积期间不需要通信", "correct"),
+    (ACCUM, "梯度累积", "partial"),
+    (ACCUM, "overlap communication with backward", "wrong_concept"),
+])
+def test_annotations_are_judged_by_meaning(rule, note: str, verdict: str) -> None:
+    assert annotate.judge(note, rule, CAT).verdict.value == verdict
+
+
+def test_offload_switch_off_accepts_negation_and_the_true_explanation() -> None:
+    off = CAT.rule("llamafactory", "fsdp_config.fsdp_offload_params", False)
+    for note in ("不把参数卸载到 CPU 内存，全部留在显存", "parameters stay on the GPU, no offload",
+                 "true = offload parameters to CPU memory: saves memory, slower"):
+        assert annotate.judge(note, off, CAT).verdict == annotate.Verdict.CORRECT, note
+
+
+def _checks(src: str, name: str) -> dict:
+    return {c.id: c for c in core.grade_config_text(src, name)}
+
+
+def test_typo_gets_did_you_mean_and_rules_catch_deepspeed_errors() -> None:
+    src = ('{"train_batch_size": 30, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2,\n'
+           ' "bf16": {"enabled": true}, "fp16": {"enabled": true},\n'
+           ' "zero_optimisation": {"stage": 2}}')
+    checks = _checks(src, "c.json")
+    assert "did you mean `zero_optimization`" in checks["config.schema"].message["en"]
+    rules = checks["config.rules"].message["en"]
+    assert "not divisible by 8" in rules and "bf16 and fp16" in rules
+
+
+def test_offload_rules_follow_the_stage() -> None:
+    parsed = parse('{"zero_optimization": {"stage": 2, "offload_param": {"device": "cpu"}}}', "c.json")
+    codes = [f.code for f in validate.rule_findings(parsed, "deepspeed")[0]]
+    assert codes == ["offload_param_stage"]
+    parsed = parse('{"zero_optimization": {"stage": 0, "offload_optimizer": {"device": "cpu"}}}', "c.json")
+    assert [f.code for f in validate.rule_findings(parsed, "deepspeed")[0]] == ["offload_optimizer_stage"]
+
+
+def test_memory_uses_the_shared_calculator() -> None:
+    checks = _checks("fsdp: full_shard auto_wrap  # x\nbf16: true\n", "c.yaml")
+    mem = checks["memory.per_card"]
+    assert mem.evidence["total_gb"] == pytest.approx(14.0) and "7b model" in mem.message["en"].lower()
+
+
+def test_max_score_is_fixed_whatever_the_fields() -> None:
+    small = core.grade_config_text("deepspeed: ds_z3_config.json  # the DeepSpeed config file\n", "c.yaml")
+    assert sum(c.max_points for c in small) == pytest.approx(100, abs=0.05)
+
+
+def test_not_a_config_is_graded_as_parse_fail() -> None:
+    checks = _checks("title: notes\ntopics: [ddp]\n", "c.yaml")
+    assert checks["config.parse"].status.value == "fail" and checks["config.parse"].points == 0
+
+
+@pytest.mark.parametrize("name,data,needle", [
+    ("c.yaml", b"a: [1, 2\n", "YAML syntax error"),
+    ("c.json", b'{"a": 1,,}', "JSON syntax error"),
+    ("c.yaml", b"fsdp: x\x00\x01", "binary"),
+    ("c.yaml", b"\xff\xfe bad", "UTF-8"),
+    ("n.ipynb", b'{"cells": [', "not a valid Jupyter notebook"),
+    ("n.ipynb", b'{"cells": 1}', "not a valid Jupyter notebook"),
+    ("c.yaml", b"a: 1\n" * (2 * 1024 * 1024), "too large"),
+])
+def test_unreadable_uploads_are_rejected_before_storing(name: str, data: bytes, needle: str) -> None:
+    a = assignments.load("config_annotation")
+    with pytest.raises(SubmissionRejected) as e:
+        a.validate_upload(name, data)
+    assert needle in e.value.message["en"] and e.value.message["zh"]
+
+
+def test_readable_non_config_passes_upload_validation() -> None:
+    assignments.load("config_annotation").validate_upload("c.yaml", b"title: notes\n")
+
+
+def test_ten_megabytes_are_rejected() -> None:
+    a = assignments.load("config_annotation")
+    with pytest.raises(SubmissionRejected, match="too large"):
+        a.validate_upload("c.json", b"{" + b" " * (10 * 1024 * 1024) + b"}")
+
+
+def _report_with_manual() -> dict:
+    return {"score": 30.0, "max_score": 50.0, "checks": [
+        {"id": "nb.test_mapping", "points": 10.0, "max_points": 10.0, "status": "pass"},
+        {"id": "nb.test_annotated", "points": 20.0, "max_points": 20.0, "status": "pass"},
+        {"id": "manual.explain_tradeoff", "points": 0.0, "max_points": 5.0, "status": "skip", "evidence": {}},
+        {"id": "manual.explain_choice", "points": 0.0, "max_points": 5.0, "status": "skip", "evidence": {}}]}
+
+
+def test_merge_manual_scores_is_pure_and_bounded() -> None:
+    report = _report_with_manual()
+    merged = notebook.merge_manual_scores(report, {"explain_tradeoff": {"score": 4, "comment": "ok"},
+                                                   "explain_choice": {"score": 5}})
+    assert merged["score"] == 39.0 and report["score"] == 30.0
+    assert {c["id"]: c["status"] for c in merged["checks"]}["manual.explain_choice"] == "pass"
+    with pytest.raises(ValueError):
+        notebook.merge_manual_scores(report, {"explain_choice": {"score": 6}})
+    with pytest.raises(ValueError):
+        notebook.merge_manual_scores(report, {"nope": {"score": 1}})
