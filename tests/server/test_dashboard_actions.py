@@ -1,0 +1,162 @@
+"""Instructor actions through the pages: regrade via the real queue (old score kept, changed
+scores shown), manual cells from a report's evidence, extensions and rules, and the exports."""
+from __future__ import annotations
+
+import copy
+import csv
+import io
+import json
+
+from rq import Queue
+
+from server.extensions import db
+from server.models import Submission, SubmissionStatus
+from tests.server.conftest import PLACEHOLDER, SAMPLE_REPORT
+
+TEACHER = ("teacher", "teacher-pass")
+
+
+def _store_result(app, sid: int, score: float) -> None:
+    """What the worker does for a job: take the lease, then store one report (real code path)."""
+    from server.tasks import _claim, _store
+
+    report = copy.deepcopy(SAMPLE_REPORT)
+    report["checks"][1]["points"] = score - 4
+    report["score"] = score
+    with app.app_context():
+        token = _claim(sid)
+        assert token is not None
+        assert _store(sid, token, report) == "graded"
+
+
+def test_regrade_all_goes_through_the_queue_and_shows_changes(app, client, auth, make_sub, redis_server):
+    a, b = make_sub("alice"), make_sub("bob")
+    queued = make_sub("bob", status="queued")
+    auth.login(*TEACHER)
+    r = client.post(f"/dashboard/DIST101/homework/{PLACEHOLDER}/regrade")
+    assert r.status_code == 302 and "/regrades/" in r.location
+    with app.app_context():
+        subs = {s.id: s for s in db.session.scalars(db.select(Submission))}
+        assert subs[a].status == subs[b].status == SubmissionStatus.QUEUED.value
+        assert subs[a].enqueue_gen == 1 and subs[queued].enqueue_gen == 0  # the waiting one was left alone
+        from server.queue import queue_name, redis_conn
+        jobs = Queue(queue_name("cpu"), connection=redis_conn()).job_ids
+        assert subs[a].job_id in jobs and subs[b].job_id in jobs
+    page = client.get(r.location).get_data(as_text=True)
+    _store_result(app, a, 9.0)
+    _store_result(app, b, 5.0)
+    page = client.get(r.location + "?lang=en").get_data(as_text=True)
+    assert "2 of 2 finished" in page and "1 scores changed" in page
+    with app.app_context():
+        sub = db.session.get(Submission, a)
+        assert (sub.score, sub.results_stored) == (9.0, 1)
+
+
+def test_regrade_one_keeps_the_old_score(app, client, auth, make_sub):
+    from server.dashboard.models import Regrade
+
+    sid = make_sub()
+    auth.login(*TEACHER)
+    r = client.post(f"/dashboard/DIST101/submissions/{sid}/regrade")
+    assert r.status_code == 302
+    with app.app_context():
+        row = db.session.scalar(db.select(Regrade))
+        assert (row.submission_id, row.old_score, row.old_status) == (sid, 5.0, "graded")
+
+
+MANUAL_REPORT = copy.deepcopy(SAMPLE_REPORT)
+MANUAL_REPORT["checks"].append({
+    "id": "notebook.manual", "title": {"zh": "人工评分", "en": "Graded by hand"}, "status": "info", "points": 0,
+    "max_points": 4, "message": {"zh": "", "en": ""}, "hint": {"zh": "", "en": ""},
+    "evidence": {"manual_cells": [{"cell_id": "why-zero3", "max_points": 3, "source": "ZeRO-3 shards params"},
+                                  {"cell_id": "offload", "max_points": 1, "source": "offload = CPU"}]}})
+
+
+def test_manual_cells_are_stored_per_cell_and_count_in_the_gradebook(app, client, auth, make_sub):
+    from server.dashboard.gradebook import build_gradebook
+    from server.dashboard.models import AuditEntry, ManualCellScore
+    from server.models import Course
+
+    sid = make_sub(report_json=MANUAL_REPORT, max_score=14.0)
+    auth.login(*TEACHER)
+    url = f"/dashboard/DIST101/submissions/{sid}/manual"
+    page = client.get(url + "?lang=en").get_data(as_text=True)
+    assert "why-zero3" in page and "ZeRO-3 shards params" in page
+    assert client.post(url, data={"cell_id": "why-zero3", "score": "4"}).status_code == 400  # over max
+    assert client.post(url, data={"cell_id": "nope", "score": "1"}).status_code == 400
+    assert client.post(url, data={"cell_id": "why-zero3", "score": "2.5", "comment": "names params"}).status_code == 302
+    assert client.post(url, data={"cell_id": "why-zero3", "score": "3", "comment": "regraded"}).status_code == 302
+    with app.app_context():
+        rows = db.session.scalars(db.select(ManualCellScore)).all()
+        assert [(r.cell_id, r.score, r.comment) for r in rows] == [("why-zero3", 3.0, "regraded")]
+        audit = [(e.target, e.old, e.new) for e in db.session.scalars(db.select(AuditEntry).order_by(AuditEntry.id))]
+        assert audit == [(f"sub:{sid}/cell:why-zero3", None, 2.5), (f"sub:{sid}/cell:why-zero3", 2.5, 3.0)]
+        book = build_gradebook(db.session.get(Course, 1))
+        alice = next(r for r in book.rows if r.username == "alice")
+        assert alice.cells[f"hw:{PLACEHOLDER}"].score == 8.0  # 5 automatic + 3 by hand
+    assert "audit" in client.get("/dashboard/DIST101/audit?lang=en").get_data(as_text=True).lower()
+
+
+def test_override_needs_a_reason_through_the_page(client, auth, make_sub):
+    make_sub()
+    auth.login(*TEACHER)
+    url = "/dashboard/DIST101/students/alice/override"
+    r = client.post(url, data={"item": f"hw:{PLACEHOLDER}", "score": "10", "reason": ""}, follow_redirects=True)
+    assert "A reason is required" in r.get_data(as_text=True) or "必须填写理由" in r.get_data(as_text=True)
+    client.post(url, data={"item": f"hw:{PLACEHOLDER}", "score": "10", "reason": "late upload accepted"})
+    page = client.get("/dashboard/DIST101/audit?lang=en").get_data(as_text=True)
+    assert "late upload accepted" in page and f"hw:{PLACEHOLDER}" in page
+
+
+def test_rules_and_extensions_through_the_page(app, client, auth, hw):
+    from server.dashboard.models import Extension
+    from server.models import CourseAssignment
+
+    auth.login(*TEACHER)
+    base = f"/dashboard/DIST101/homework/{PLACEHOLDER}"
+    client.post(base + "/settings", data={"deadline": "2026-12-24 18:00", "attempt_limit": "4",
+                                          "late_penalty_per_day": "0.1", "score_policy": "last"})
+    client.post(base + "/extensions", data={"username": "bob", "deadline": "2026-12-31 18:00", "reason": "ill"})
+    assert client.post(base + "/extensions", data={"username": "nobody", "deadline": "2026-12-31"}).status_code == 404
+    bad = client.post(base + "/extensions", data={"username": "bob", "deadline": "soon"}, follow_redirects=True)
+    assert "YYYY-MM-DD" in bad.get_data(as_text=True)
+    with app.app_context():
+        ca = db.session.get(CourseAssignment, hw)
+        assert (ca.attempt_limit, ca.late_penalty_per_day, ca.score_policy) == (4, 0.1, "last")
+        assert ca.deadline.isoformat() == "2026-12-24T18:00:00"
+        ext = db.session.scalar(db.select(Extension))
+        assert ext.deadline.isoformat() == "2026-12-31T18:00:00" and ext.reason == "ill"
+    client.post(base + "/extensions", data={"username": "bob", "remove": "1"})
+    with app.app_context():
+        assert db.session.scalar(db.select(Extension)) is None
+
+
+def test_canvas_and_moodle_csv(client, auth, make_sub):
+    make_sub(score=7.5)
+    auth.login(*TEACHER)
+    canvas = client.get("/dashboard/DIST101/export/canvas.csv?lang=en")
+    assert canvas.mimetype == "text/csv" and "attachment" in canvas.headers["Content-Disposition"]
+    rows = list(csv.reader(io.StringIO(canvas.get_data(as_text=True).lstrip("\ufeff"))))
+    assert rows[0][:5] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
+    col = next(i for i, h in enumerate(rows[0]) if h.endswith(f"[hw:{PLACEHOLDER}]"))
+    assert rows[1][0] == "Points Possible" and rows[1][col] == "10"
+    alice = next(r for r in rows if r[2] == "alice")
+    assert alice[col] == "7.5" and alice[4] == "DIST101"
+    assert next(r for r in rows if r[2] == "bob")[col] == ""
+    moodle = list(csv.reader(io.StringIO(client.get("/dashboard/DIST101/export/moodle.csv")
+                                         .get_data(as_text=True).lstrip("\ufeff"))))
+    assert moodle[0][:3] == ["Email address", "Username", "Full name"] and len(moodle) == 3
+
+
+def test_gradescope_and_jsonl(client, auth, make_sub):
+    sid = make_sub()
+    make_sub("bob", status="error")
+    make_sub("bob", status="queued")
+    auth.login(*TEACHER)
+    gs = client.get(f"/dashboard/DIST101/submissions/{sid}/gradescope.json").get_json(force=True)
+    assert gs["score"] == 5.0 and [t["name"].split(":")[0] for t in gs["tests"]] == ["launch.ranks", "speedup.ratio"]
+    assert {t["status"] for t in gs["tests"]} == {"passed", "failed"}
+    lines = client.get("/dashboard/DIST101/export/reports.jsonl").get_data(as_text=True).splitlines()
+    records = [json.loads(line) for line in lines]
+    assert [r["status"] for r in records] == ["graded", "error"]
+    assert records[0]["report"]["checks"][0]["id"] == "launch.ranks" and records[0]["username"] == "alice"
