@@ -1,0 +1,272 @@
+"""The notebook route: ``nbgrader autograde`` through its Python API, kernel in the sandbox.
+
+Pipeline for one upload (each step small and in order):
+
+1. ``course_dir``   a throw-away nbgrader course in the job folder: the source notebook,
+                    ``generate_assignment`` (gradebook + checksums), the upload as the
+                    student's submission;
+2. ``autograde``    nbgrader restores locked/test cells from the source (a tampered test cell
+                    is overwritten), runs the notebook with the kernel inside the sandbox under
+                    the outer wall-clock limit, and saves scores to its gradebook;
+3. ``read_grades``  every grade cell from the gradebook, autograded and manual;
+4. checks           each autograded cell counts the lower of nbgrader's score and the score of
+                    the answer read statically from the upload (``answers.py``); a kernel killed
+                    by the wall clock counts zero for all of them; manual cells are listed with
+                    their max points for the instructor (``report.plots["manual_cells"]``).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from graders.assignments import REPO_ROOT, Assignment
+from graders.config_annotation import answers, core, release
+from graders.report import CheckResult, CheckStatus, GradeReport, text
+
+STUDENT = "student"
+KERNEL_NAME = "distgrade-sandbox"
+
+
+def _limits(assignment: Assignment, mode: str) -> dict[str, Any]:
+    limits = dict(assignment.limits.get(mode, assignment.limits.get("cpu", {})))
+    limits.update(json.loads(os.environ.get("DISTGRADE_LIMITS", "{}") or "{}"))
+    limits.setdefault("address_space", False)  # ipykernel maps more than it uses; the cgroup caps memory
+    return limits
+
+
+def _kernelspec(job: Path) -> Path:
+    """A kernelspec whose argv is the sandboxed launcher, on a private JUPYTER_PATH."""
+    root = job / "jupyter"
+    spec = root / "kernels" / KERNEL_NAME
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "graders.config_annotation.kernel_sandbox", "-f", "{connection_file}"],
+        "display_name": "Python 3 (distgrade sandbox)", "language": "python", "interrupt_mode": "signal"}))
+    return root
+
+
+def _template(assignment: Assignment, name: str) -> Path:
+    """A generated course (gradebook + release), built once per source notebook and nbgrader version.
+
+    ``generate_assignment`` takes tens of seconds; every job copies this folder instead."""
+    import nbgrader
+
+    src = (assignment.path / "source" / name / f"{name}.ipynb").read_bytes()
+    digest = hashlib.sha256(src + nbgrader.__version__.encode()).hexdigest()[:16]
+    cache = Path(os.environ.get("DISTGRADE_VAR_DIR", REPO_ROOT / "var")) / "nbgrader" / f"{name}-{digest}"
+    if not (cache / "gradebook.db").is_file():
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=cache.parent))
+        release.generate(tmp)
+        try:
+            os.rename(tmp, cache)
+        except OSError:  # another worker finished first: theirs is identical
+            shutil.rmtree(tmp, ignore_errors=True)
+    return cache
+
+
+def course_dir(assignment: Assignment, job: Path, upload: Path) -> tuple[Path, str]:
+    """The job's nbgrader course folder: the generated template plus the upload as the submission."""
+    name = assignment.raw["notebook"]["name"]
+    root = job / "course"
+    shutil.copytree(_template(assignment, name), root)
+    dest = root / "submitted" / STUDENT / name
+    dest.mkdir(parents=True)
+    shutil.copyfile(upload, dest / f"{name}.ipynb")
+    return root, name
+
+
+def autograde(root: Path, name: str, job: Path, limits: dict[str, Any], cell_timeout: int) -> dict[str, Any]:
+    """Run nbgrader's autograde with the sandboxed kernel; returns nbgrader's result plus the kernel's."""
+    from nbgrader.apps import NbGraderAPI
+
+    runtime = job / "runtime"
+    runtime.mkdir(mode=0o777)
+    kernel_result = job / "kernel_result.json"
+    env = {"JUPYTER_PATH": str(_kernelspec(job)), "JUPYTER_RUNTIME_DIR": str(runtime),
+           "DISTGRADE_NB_WORKDIR": str(job / "kernel"), "DISTGRADE_NB_RESULT": str(kernel_result),
+           "DISTGRADE_NB_LIMITS": json.dumps(limits)}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    c = release.nbgrader_config(root)
+    c.Execute.kernel_name = KERNEL_NAME
+    # the outer wall clock (sandbox) decides; a per-cell timeout below it would let a loop after a
+    # passing answer keep that answer's points
+    c.Execute.timeout = cell_timeout
+    c.Execute.interrupt_on_timeout = False
+    c.Execute.startup_timeout = 60
+    c.KernelManager.transport = "ipc"
+    c.KernelManager.ip = str(runtime / "kernel-ipc")  # absolute: the default is relative to each side's cwd
+    try:
+        result = NbGraderAPI(config=c).autograde(name, STUDENT)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    result["kernel"] = json.loads(kernel_result.read_text()) if kernel_result.is_file() else None
+    return result
+
+
+def read_grades(root: Path, name: str) -> list[dict[str, Any]]:
+    """Every grade cell of the submission as nbgrader's gradebook holds it."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        try:
+            sub = gb.find_submission_notebook(name, name, STUDENT)
+        except MissingEntry:
+            return []
+        return [{"cell_id": g.name, "auto_score": g.auto_score, "manual_score": g.manual_score,
+                 "score": g.score, "max_points": g.max_score, "cell_type": g.cell.cell_type,
+                 "needs_manual_grade": g.needs_manual_grade} for g in sub.grades]
+
+
+def _cells_by_id(nb: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c.get("metadata", {}).get("nbgrader", {}).get("grade_id"): c for c in nb.get("cells", [])
+            if c.get("metadata", {}).get("nbgrader", {}).get("grade_id")}
+
+
+def _source(cell: dict[str, Any] | None) -> str:
+    if not cell:
+        return ""
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else src
+
+
+def static_answers(nb: dict[str, Any], names: dict[str, str]) -> dict[str, tuple[bool, Any]]:
+    """grade_id -> (found, literal value) for each answer cell, read without running anything."""
+    cells = _cells_by_id(nb)
+    return {gid: answers.literal_assignment(_source(cells.get(gid)), var) for gid, var in names.items()}
+
+
+def _fmt(tpl: dict[str, str], **kw: Any) -> dict[str, str]:
+    return {lang: tpl[lang].format(**kw) for lang in ("zh", "en")}
+
+
+def grade_notebook(assignment: Assignment, job: Path, upload: Path, mode: str) -> GradeReport:
+    """Autograde the uploaded notebook; see the module docstring."""
+    from graders.config_annotation.upload import check_notebook
+
+    cfg, nbcfg = assignment.raw, assignment.raw["notebook"]
+    checks_cfg = cfg["checks"]
+    report = GradeReport(assignment=assignment.id, mode=mode)
+    nb = check_notebook(upload.read_text(encoding="utf-8-sig"))
+    limits = _limits(assignment, mode)
+    root, name = course_dir(assignment, job, upload)
+    result = autograde(root, name, job, limits, int(nbcfg["cell_timeout_s"]))
+    kernel = result.get("kernel") or {}
+    report.sandbox = {k: kernel.get(k) for k in ("layers", "degraded", "wall_s", "killed_reason")}
+    killed = kernel.get("timed_out") or kernel.get("killed_reason") or kernel.get("oom_killed")
+    ex = checks_cfg["notebook.execute"]
+    if kernel.get("timed_out"):
+        msg = _fmt(ex["messages"]["timeout"], limit=limits.get("wall_s"))
+    elif killed:
+        msg = _fmt(ex["messages"]["killed"], reason=kernel.get("killed_reason") or "oom")
+    elif not result.get("success"):
+        msg = _fmt(ex["messages"]["failed"], reason=(result.get("error") or "")[-300:])
+    else:
+        msg = _fmt(ex["messages"]["ok"], wall=kernel.get("wall_s", "?"))
+    ran = result.get("success") and not killed
+    report.add(CheckResult(id="notebook.execute", title=ex["title"], status=CheckStatus.PASS if ran else CheckStatus.FAIL,
+                           message=msg, evidence={"nbgrader_log_tail": (result.get("log") or "")[-3000:]}))
+    report.logs["kernel"] = kernel.get("stderr_tail", "")
+    grades = read_grades(root, name) if ran else []
+    by_cell = {g["cell_id"]: g for g in grades}
+    statics = static_answers(nb, {gid: nbcfg["answers"][gid] for gid in nbcfg["answers"]})
+    source_cells = _cells_by_id(json.loads((assignment.path / "source" / name / f"{name}.ipynb").read_text()))
+    for test_id, answer_id in nbcfg["test_cells"].items():
+        max_pts = float(source_cells[test_id]["metadata"]["nbgrader"]["points"])
+        report.add(_autograded_check(checks_cfg["nb"], test_id, answer_id, max_pts, by_cell.get(test_id),
+                                     statics[answer_id], nbcfg["answers"][answer_id], ran))
+    found, config_text = statics["annotated"]
+    if found and isinstance(config_text, str):
+        for c in core.annotation_checks(config_text):  # the field-by-field feedback; points sit on test_annotated
+            c.evidence = {**c.evidence, "counted_in": "nb.test_annotated", "points_in_core": c.points}
+            c.points, c.max_points = 0.0, 0.0
+            report.add(c)
+    manual = manual_cells(nb, source_cells)
+    report.plots["manual_cells"] = manual
+    for m in manual:
+        report.add(CheckResult(id=f"manual.{m['cell_id']}", title=_fmt(checks_cfg["manual"]["title"], cell=m["cell_id"]),
+                               status=CheckStatus.SKIP, max_points=m["max_points"],
+                               message=_fmt(checks_cfg["manual"]["messages"]["pending"], max=m["max_points"]),
+                               evidence={"manual_cells": [m]}))
+    return report
+
+
+def _autograded_check(spec: dict, test_id: str, answer_id: str, max_pts: float, grade: dict | None,
+                      static: tuple[bool, Any], var: str, ran: bool) -> CheckResult:
+    title = _fmt(spec["title"], cell=test_id)
+    found, value = static
+    scorer = {"mapping": answers.grade_mapping, "scenario": answers.grade_scenario}.get(answer_id)
+    if not found:
+        truth, details = 0.0, {"error": f"{var} is not a literal assignment in cell {answer_id}"}
+    elif scorer:
+        s = scorer(value, max_pts)
+        truth, details = s.points, s.details
+    else:
+        truth = core.annotation_points(value, max_pts) if isinstance(value, str) else 0.0
+        details = {}
+    nb_score = grade.get("auto_score") if grade else None
+    if not ran or nb_score is None:
+        return CheckResult(id=f"nb.{test_id}", title=title, status=CheckStatus.FAIL, max_points=max_pts,
+                           message=_fmt(spec["messages"]["not_run"]), evidence={"static_points": truth, **details})
+    points = round(min(float(nb_score), truth), 2)
+    key = "ok" if points >= max_pts else "partial"
+    if float(nb_score) > truth + 0.01:
+        key = "tampered"
+    detail = text("", "") if not details.get("wrong") else text(
+        "答错的字段：" + "、".join(details["wrong"]), "Wrong fields: " + ", ".join(details["wrong"]))
+    return CheckResult(id=f"nb.{test_id}", title=title,
+                       status=CheckStatus.PASS if points >= max_pts else CheckStatus.FAIL,
+                       points=points, max_points=max_pts,
+                       message={lang: spec["messages"][key][lang].format(
+                           score=f"{points:g}", max=f"{max_pts:g}", nb_score=f"{float(nb_score):g}",
+                           detail=detail[lang]) for lang in ("zh", "en")},
+                       evidence={"nbgrader_points": nb_score, "static_points": truth, **details})
+
+
+def manual_cells(nb: dict[str, Any], source_cells: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Manually graded cells (id, max points, the student's text) for the instructor's view.
+
+    The cell list and the points come from the source notebook, never from the upload."""
+    submitted = _cells_by_id(nb)
+    out = []
+    for gid, cell in source_cells.items():
+        meta = cell["metadata"]["nbgrader"]
+        if meta.get("grade") and meta.get("solution"):
+            out.append({"cell_id": gid, "max_points": float(meta["points"]),
+                        "source": _source(submitted.get(gid))[:20000]})
+    return out
+
+
+def merge_manual_scores(report: dict[str, Any], scores: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A copy of a stored report (``GradeReport.to_dict()``) with the instructor's manual scores.
+
+    ``scores`` maps a manual cell id to ``{"score": float, "comment": str}``. Pure: the same
+    numbers go to nbgrader's gradebook (``Grade.manual_score``) so both totals agree.
+    Raises ValueError for an unknown cell or a score outside 0..max."""
+    out = json.loads(json.dumps(report))
+    checks = {c["id"]: c for c in out["checks"]}
+    for cell_id, s in scores.items():
+        c = checks.get(f"manual.{cell_id}")
+        if c is None:
+            raise ValueError(f"no manual cell {cell_id!r} in this report")
+        score = float(s["score"])
+        if not 0 <= score <= c["max_points"]:
+            raise ValueError(f"{cell_id}: score {score} outside 0..{c['max_points']}")
+        comment = str(s.get("comment", ""))
+        c["points"], c["status"] = score, (CheckStatus.PASS if score >= c["max_points"] else CheckStatus.FAIL).value
+        c["message"] = text(f"老师评分：{score:g}/{c['max_points']:g}。{comment}".strip(),
+                            f"Instructor's score: {score:g}/{c['max_points']:g}. {comment}".strip())
+        c["evidence"] = {**c.get("evidence", {}), "manual_score": score}
+    out["score"] = round(sum(c["points"] for c in out["checks"]), 4)
+    return out
