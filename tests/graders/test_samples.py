@@ -2,7 +2,8 @@
 
 expected.json: ``status``; ``checks`` (id -> required status); optional ``min_score`` /
 ``max_score``; ``message_contains`` (id -> lowercase substrings of the English message);
-``limits`` (sandbox limit overrides, passed as ``DISTGRADE_LIMITS``); ``notes``.
+``limits`` (sandbox limit overrides, passed as ``DISTGRADE_LIMITS``); ``notes``. ``"status": "rejected"``
+means the upload must be refused (exit 3, no attempt used); ``message_contains.rejected`` checks stderr.
 Samples run one at a time (graders already use every core) in fast mode.
 """
 from __future__ import annotations
@@ -34,6 +35,11 @@ def test_sample(folder: Path, tmp_path: Path) -> None:
     env.pop("DISTGRADE_PROGRESS_FILE", None)
     proc = subprocess.run([sys.executable, "-m", "graders", "grade", assignment, str(_submission(folder)), "--json"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    if expected.get("status") == "rejected":  # refused before grading: exit 3, reason on stderr, no report
+        assert proc.returncode == 3 and not proc.stdout.strip(), f"not rejected: {proc.stdout[-2000:]}"
+        for part in expected.get("message_contains", {}).get("rejected", []):
+            assert part in proc.stderr.lower(), f"{part!r} not in {proc.stderr!r}"
+        return
     lines = proc.stdout.strip().splitlines()
     assert len(lines) == 1, f"stdout must be exactly one JSON report:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
     report = json.loads(lines[0])
