@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from graders import memory_calc
+from graders.assignments import ASSIGNMENTS_DIR
 
-ANSWER_KEY = Path(__file__).resolve().parents[2] / "assignments" / "config_annotation" / "answer_key.json"
+ANSWER_KEY = ASSIGNMENTS_DIR / "config_annotation" / "answer_key.json"
 
 
 @dataclass

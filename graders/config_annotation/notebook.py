@@ -144,7 +144,16 @@ def _source(cell: dict[str, Any] | None) -> str:
 def static_answers(nb: dict[str, Any], names: dict[str, str]) -> dict[str, tuple[bool, Any]]:
     """grade_id -> (found, literal value) for each answer cell, read without running anything."""
     cells = _cells_by_id(nb)
-    return {gid: answers.literal_assignment(_source(cells.get(gid)), var) for gid, var in names.items()}
+    out = {}
+    for gid, var in names.items():
+        found = answers.literal_assignment(_source(cells.get(gid)), var)
+        if not found[0]:  # answered in a cell of their own: the last assignment runs last
+            for cell in nb.get("cells", []):
+                if cell.get("cell_type") == "code":
+                    hit = answers.literal_assignment(_source(cell), var)
+                    found = hit if hit[0] else found
+        out[gid] = found
+    return out
 
 
 def _fmt(tpl: dict[str, str], **kw: Any) -> dict[str, str]:
@@ -155,6 +164,7 @@ def grade_notebook(assignment: Assignment, job: Path, upload: Path, mode: str) -
     """Autograde the uploaded notebook; see the module docstring."""
     from graders.config_annotation.upload import check_notebook
 
+    release.ensure_tools_on_path()  # nbgrader's Gradebook runs `alembic` by name, template cached or not
     cfg, nbcfg = assignment.raw, assignment.raw["notebook"]
     checks_cfg = cfg["checks"]
     report = GradeReport(assignment=assignment.id, mode=mode)
@@ -223,8 +233,7 @@ def _autograded_check(spec: dict, test_id: str, answer_id: str, max_pts: float, 
     key = "ok" if points >= max_pts else "partial"
     if float(nb_score) > truth + 0.01:
         key = "tampered"
-    detail = text("", "") if not details.get("wrong") else text(
-        "答错的字段：" + "、".join(details["wrong"]), "Wrong fields: " + ", ".join(details["wrong"]))
+    detail = _detail(details)
     return CheckResult(id=f"nb.{test_id}", title=title,
                        status=CheckStatus.PASS if points >= max_pts else CheckStatus.FAIL,
                        points=points, max_points=max_pts,
@@ -232,6 +241,25 @@ def _autograded_check(spec: dict, test_id: str, answer_id: str, max_pts: float, 
                            score=f"{points:g}", max=f"{max_pts:g}", nb_score=f"{float(nb_score):g}",
                            detail=detail[lang]) for lang in ("zh", "en")},
                        evidence={"nbgrader_points": nb_score, "static_points": truth, **details})
+
+
+PART_NAMES = {"batch": ("batch 三个字段对不上", "The three batch fields do not multiply out"),
+              "precision": ("没有只开 bf16", "Not bf16 alone"),
+              "offload_valid": ("卸载设置与 ZeRO 级别冲突", "The offload does not go with the ZeRO stage"),
+              "fits": ("每卡模型状态超出显存", "The model states do not fit the card")}
+
+
+def _detail(details: dict[str, Any]) -> dict[str, str]:
+    """What was wrong in a structured answer, in words."""
+    if details.get("wrong"):
+        return text("答错的字段：" + "、".join(details["wrong"]), "Wrong fields: " + ", ".join(details["wrong"]) + ".")
+    failed = [k for k, ok in details.get("parts", {}).items() if not ok]
+    if failed:
+        gb = details.get("gb_per_card")
+        size = text(f"（每卡 {gb} GB）", f" ({gb} GB per card)") if gb is not None else text("", "")
+        return text("；".join(PART_NAMES[k][0] + (size["zh"] if k == "fits" else "") for k in failed) + "。",
+                    "; ".join(PART_NAMES[k][1] + (size["en"] if k == "fits" else "") for k in failed) + ".")
+    return text("", "")
 
 
 def manual_cells(nb: dict[str, Any], source_cells: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:

@@ -164,3 +164,14 @@ def test_merge_manual_scores_is_pure_and_bounded() -> None:
         notebook.merge_manual_scores(report, {"explain_choice": {"score": 6}})
     with pytest.raises(ValueError):
         notebook.merge_manual_scores(report, {"nope": {"score": 1}})
+
+
+def test_static_answers_are_read_without_running_code() -> None:
+    nb = {"cells": [
+        {"cell_type": "code", "metadata": {"nbgrader": {"grade_id": "mapping"}}, "source": "import os\nFIELD_CONCEPTS = None\n"},
+        {"cell_type": "code", "metadata": {}, "source": ["FIELD_CONCEPTS = {'fsdp': 'fsdp_strategy'}\n"]},
+        {"cell_type": "code", "metadata": {"nbgrader": {"grade_id": "scenario"}}, "source": "SCENARIO_CONFIG = dict(a=open('/etc/x'))"},
+    ]}
+    got = notebook.static_answers(nb, {"mapping": "FIELD_CONCEPTS", "scenario": "SCENARIO_CONFIG"})
+    assert got["mapping"] == (True, None)  # the answer cell's own literal wins
+    assert got["scenario"] == (False, None)  # a call is never evaluated
