@@ -59,7 +59,7 @@ def register(app: Flask) -> None:
         with open(csv_file, "rb") as f:
             result = import_csv(_course(course_code), f.read())
         for err in result.errors:
-            click.echo(f"error: {err}", err=True)
+            click.echo(f"error: {err['en']}", err=True)
         if result.errors:
             raise SystemExit(1)
         click.echo(f"enrolled {len(result.enrolled)}")

@@ -6,6 +6,7 @@ import io
 import secrets
 from dataclasses import dataclass, field
 
+from graders.report import text
 from server.extensions import db
 from server.models import Course, CourseAssignment, Membership, Role, User
 
@@ -18,7 +19,7 @@ class RosterResult:
 
     created: list[tuple[str, str]] = field(default_factory=list)  # (username, initial password)
     enrolled: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)  # "line 3: missing username"
+    errors: list[dict[str, str]] = field(default_factory=list)  # {"zh", "en"}: "line 3: missing username"
 
 
 def enrol(course: Course, username: str, *, role: Role = Role.STUDENT, password: str | None = None,
@@ -47,19 +48,21 @@ def import_csv(course: Course, data: bytes) -> RosterResult:
     try:
         reader = csv.DictReader(io.StringIO(data.decode("utf-8-sig")))
     except UnicodeDecodeError:
-        result.errors.append("the file is not UTF-8 text")
+        result.errors.append(text("文件不是 UTF-8 文本（请用 UTF-8 另存为 CSV）", "the file is not UTF-8 text"))
         return result
     if not reader.fieldnames or "username" not in [f.strip() for f in reader.fieldnames]:
-        result.errors.append("the first line must be a header with a 'username' column")
+        result.errors.append(text("第一行必须是表头，且包含 'username' 列",
+                                  "the first line must be a header with a 'username' column"))
         return result
     rows = []
     for line_no, row in enumerate(reader, start=2):
         row = {k.strip(): (v or "").strip() for k, v in row.items() if k}
         name = row.get("username", "")
         if not name:
-            result.errors.append(f"line {line_no}: missing username")
+            result.errors.append(text(f"第 {line_no} 行：缺少用户名", f"line {line_no}: missing username"))
         elif len(name) > 80 or any(c.isspace() for c in name):
-            result.errors.append(f"line {line_no}: invalid username {name!r}")
+            result.errors.append(text(f"第 {line_no} 行：用户名 {name!r} 无效（不能含空白，最多 80 个字符）",
+                                      f"line {line_no}: invalid username {name!r}"))
         else:
             rows.append(row)
     if result.errors:

@@ -10,8 +10,8 @@ from server.extensions import db
 from server.models import Membership, User
 
 
-def post_csv(client, data: bytes):
-    return client.post("/instructor/DIST101/roster?lang=en", data={"file": (io.BytesIO(data), "roster.csv")},
+def post_csv(client, data: bytes, lang: str = "en"):
+    return client.post(f"/instructor/DIST101/roster?lang={lang}", data={"file": (io.BytesIO(data), "roster.csv")},
                        content_type="multipart/form-data")
 
 
@@ -40,6 +40,12 @@ def test_import_errors_per_line_and_nothing_imported(app, client, auth, data, er
     assert r.status_code == 400 and error in page and "Nothing was imported" in page
     with app.app_context():
         assert db.session.scalar(db.select(User).where(User.username == "carol")) is None
+
+
+def test_import_errors_in_chinese(client, auth):
+    auth.login("teacher", "teacher-pass")
+    page = html.unescape(post_csv(client, b"username\ncarol\n,x\n", lang="zh_CN").get_data(as_text=True))
+    assert "第 3 行：缺少用户名" in page and "line 3" not in page
 
 
 def test_import_without_file(client, auth):
