@@ -39,7 +39,9 @@ def loop_seconds(run) -> float | None:
 
 def overhead_pair(cfg: dict, root: Path, i: int) -> dict[str, dict[str, float | None]]:
     """The same 2-rank run with the FSDP observer off, then on."""
-    script = fsdp_fit._stage(SOLUTION, root / f"p{i}", SOLUTION.parent.parent / "starter" / "model.py")
+    job = root / f"p{i}"
+    job.mkdir(mode=0o711)
+    script = fsdp_fit._stage(SOLUTION, job, SOLUTION.parent.parent / "starter" / "model.py")
     limits = torchrun.make_limits(cfg["limits"]["cpu"])
     out = {}
     for tag, env in (("bare", {}), ("observed", {"DISTGRADE_FSDP": "1"})):
@@ -56,7 +58,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--overhead-pairs", type=int, default=3)
     args = parser.parse_args(argv)
     cfg = assignments.load("fsdp_fit").raw
-    grades = [grade_once() for _ in range(args.repeats)]
+    grades = []
+    for _ in range(args.repeats):
+        grades.append(grade_once())
+        print(f"grade: {grades[-1][0]:.1f} s, score {grades[-1][1]:g}", flush=True)
     with tempfile.TemporaryDirectory(prefix="distgrade-bench-", dir=os.environ.get("DISTGRADE_JOBS_DIR")) as tmp:
         root = Path(tmp)
         os.chmod(root, 0o711)

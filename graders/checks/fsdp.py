@@ -32,10 +32,10 @@ def fmt_bytes(n: float | None) -> str:
 
 
 def model_record(run) -> dict | None:
-    """Rank 0's description of the model (first root whose forward ran)."""
+    """Rank 0's description of the model: the root module with the most parameters."""
     s = run.ranks.get(0) if run else None
-    rec = s.first("fsdp_model") if s else None
-    return rec if rec and "error" not in rec else None
+    recs = [r for r in s.of("fsdp_model") if "error" not in r] if s else []
+    return max(recs, key=lambda r: r["global_params"], default=None)
 
 
 def peaks(run) -> dict[int, dict]:

@@ -167,7 +167,11 @@ class FsdpObserver:
 
     # -- steps ------------------------------------------------------------------
     def _model_params(self) -> list[torch.Tensor]:
-        return [p for m in self.roots[:1] for p in m.parameters()]
+        # The model is the root with the most parameters: a loss module or a helper called
+        # outside the model's forward is a root too.
+        if not self.roots:
+            return []
+        return list(max(self.roots, key=lambda m: sum(p.numel() for p in m.parameters())).parameters())
 
     def _param_sum(self) -> float:
         with torch.no_grad():
