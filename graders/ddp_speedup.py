@@ -120,12 +120,14 @@ def _findings(cfg, run1, run_n, epochs, skip_reason, mode) -> dict[str, ddp.Find
     out["ddp.syncbn"] = ddp.check_syncbn(run_n)
     out["ddp.no_sync"] = ddp.check_no_sync(run_n)
     out["speedup"] = _speedup(cfg, run1, run_n, mode)
-    out["batch.global"] = ddp.batch_info(run1, run_n)
+    out["batch.global"] = ddp.batch_info(run1, run_n) if ddp.trained(run_n) else ddp.NO_TRAINING
     return out
 
 
 def _speedup(cfg, run1, run_n, mode) -> ddp.Finding:
-    if not (run1 and run1.all_finished and run_n.all_finished):
+    if not (ddp.trained(run1) and ddp.trained(run_n)):
+        return ddp.NO_TRAINING
+    if not (run1.all_finished and run_n.all_finished):
         return ddp.Finding(CheckStatus.SKIP, "not_finished")
     t1, tn = ddp.throughput(run1), ddp.throughput(run_n)
     if not t1 or not tn:
@@ -208,10 +210,12 @@ def _calibrate(cfg: dict, mode: str, pairs: int, key: dict) -> dict[str, Any]:
 
 def _result(ccfg: dict, check_id: str, f: ddp.Finding) -> CheckResult:
     msgs = ccfg["messages"]
-    raw = msgs.get(f.key) or msgs.get(f.status.value) or {"zh": f.key, "en": f.key}
+    raw = (msgs.get(f.key) or (msgs.get(f.fallback) if f.fallback else None) or msgs.get(f.status.value)
+           or {"zh": f.key, "en": f.key})
     fill = {k: v for k, v in f.params.items()}
     message = text(raw["zh"].format(**fill), raw["en"].format(**fill))
-    hint_raw = ccfg.get("hints", {}).get(f.key)
+    hints = ccfg.get("hints", {})
+    hint_raw = hints.get(f.key) or (hints.get(f.fallback) if f.fallback and f.key not in msgs else None)
     hint = text(hint_raw["zh"].format(**fill), hint_raw["en"].format(**fill)) if hint_raw else text("", "")
     points = float(ccfg.get("points", 0))
     if f.status == CheckStatus.SKIP or f.status == CheckStatus.INFO:

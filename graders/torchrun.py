@@ -26,6 +26,8 @@ from graders import sandbox
 HARNESS_DIR = Path(__file__).resolve().parent / "harness"
 MAX_STREAM_BYTES = 64 * 1024 * 1024  # per rank; real records are far smaller
 LOG_TAIL = 4000
+# torchrun's failure summary (ChildFailedError): "rank : 1 (local_rank: 1)" then "exitcode : -6 (pid: 52)"
+_FAILED_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank:[^)]*\)\s*\n\s*exitcode\s*:\s*(-?\d+)", re.MULTILINE)
 
 
 @dataclass
@@ -65,6 +67,19 @@ class TorchrunRun:
     @property
     def all_finished(self) -> bool:
         return all(self.ranks.get(r) is not None and self.ranks[r].finished for r in range(self.nproc))
+
+    @property
+    def exit_codes(self) -> dict[int, int]:
+        """Exit code of each rank that torchrun reported as failed (negative: killed by that signal).
+
+        Empty when every rank exited 0 or when the launcher printed no failure summary.
+        """
+        return failed_ranks(self.result.stderr)
+
+
+def failed_ranks(launcher_stderr: str) -> dict[int, int]:
+    """Parse torchrun's ChildFailedError summary into ``{rank: exitcode}``."""
+    return {int(m.group(1)): int(m.group(2)) for m in _FAILED_RANK.finditer(_clean(launcher_stderr))}
 
 
 class ChannelServer:

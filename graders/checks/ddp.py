@@ -35,6 +35,25 @@ class Finding:
     params: dict[str, Any] = field(default_factory=dict)
     evidence: dict[str, Any] = field(default_factory=dict)
     fraction: float | None = None  # of the points, for partial credit
+    fallback: str | None = None  # message key to use where the assignment has no text for ``key``
+
+
+# Judging what a script did needs it to have trained: with no step and no batch every
+# check below would pass vacuously (no overlap, equal digests, no prints), so they skip.
+NO_TRAINING = Finding(CheckStatus.SKIP, "no_training")
+
+
+def rank_trained(stream) -> bool:
+    """Did this rank take an optimizer step or consume a batch from a DataLoader?"""
+    if any(rec.get("t") for rec in stream.of("steps")) or any(e.get("batches") for e in stream.of("epoch")):
+        return True
+    fin = stream.first("finished")
+    return bool(fin and fin.get("steps"))
+
+
+def trained(run) -> bool:
+    """Was any training observed in ``run`` (a step or a consumed batch on some rank)?"""
+    return run is not None and any(rank_trained(s) for s in run.ranks.values())
 
 
 def epochs_of(stream) -> list[dict]:
@@ -63,13 +82,44 @@ def _stuck_in(stack: str) -> str | None:
     return None
 
 
+def own_exit(run) -> tuple[str, int] | None:
+    """(rank, exit code) of a rank that ended non-zero by itself after its end marker, else None.
+
+    The end marker is sent from ``atexit``, so ``sys.exit(1)`` and ``raise SystemExit(1)``
+    still send it: the exit status comes from torchrun's failure summary. A finished rank
+    killed by a signal is tolerated: gloo's teardown abort (SIGABRT) in torch 2.13, and
+    torchrun's SIGTERM to the other ranks once one of them aborted.
+    """
+    codes = run.exit_codes
+    positive = sorted((r, c) for r, c in codes.items() if c > 0)
+    if positive:
+        return str(positive[0][0]), positive[0][1]
+    rc = run.result.returncode
+    if rc and not codes and not run.result.killed_reason:  # failed, and no summary to say who
+        return "?", rc
+    return None
+
+
 def check_run(run, fast_timeout: float | None = None) -> Finding:
-    """Did every rank reach the end? Judged from per-rank markers, not torchrun's exit code."""
+    """Did every rank train and reach the end with exit status 0?
+
+    Judged from per-rank markers (finished / raised) plus the exit codes in torchrun's
+    failure summary; torchrun's own exit code alone cannot tell a student's ``sys.exit(1)``
+    from the teardown abort that must not fail a correct script.
+    """
     ev = {"returncode": run.result.returncode, "timed_out": run.result.timed_out,
-          "wall_s": round(run.result.wall_s, 2), "tampering": run.tampering}
+          "wall_s": round(run.result.wall_s, 2), "tampering": run.tampering, "exit_codes": run.exit_codes}
     if run.tampering:
         return Finding(CheckStatus.FAIL, "tampering", {"what": "; ".join(run.tampering)}, ev)
     if run.all_finished:
+        bad = own_exit(run)
+        if bad:
+            rank, code = bad
+            return Finding(CheckStatus.FAIL, "exit_code", {"rank": rank, "code": code, "ranks": rank, "rc": code,
+                           "reason": "non-zero exit status of the script"}, ev, fallback="died")
+        if not trained(run):
+            return Finding(CheckStatus.FAIL, "no_training", {"n": run.nproc, "ranks": "all", "rc": 0,
+                           "reason": "no training step was observed"}, ev, fallback="died")
         return Finding(CheckStatus.PASS, "ok", {"n": run.nproc}, ev)
     raised = [(r, run.ranks[r].exception) for r in range(run.nproc) if r in run.ranks and run.ranks[r].exception]
     raised.sort(key=lambda item: bool(_PEER_FAILURE.search(item[1]["message"])))  # the root cause first
@@ -93,6 +143,8 @@ def check_run(run, fast_timeout: float | None = None) -> Finding:
 
 
 def check_disjoint(run) -> Finding:
+    if not trained(run):
+        return NO_TRAINING
     eps = _rank_epochs(run)
     if len(eps) < 2 or not all(eps.values()):
         return Finding(CheckStatus.SKIP, "no_data")
@@ -115,6 +167,8 @@ def check_disjoint(run) -> Finding:
 
 
 def check_coverage(run) -> Finding:
+    if not trained(run):
+        return NO_TRAINING
     eps = _rank_epochs(run)
     if not eps or not all(eps.values()) or len(eps) < run.nproc:
         return Finding(CheckStatus.SKIP, "no_data")
@@ -136,6 +190,8 @@ def check_coverage(run) -> Finding:
 
 
 def check_reshuffle(run) -> Finding:
+    if not trained(run):
+        return NO_TRAINING
     eps = _rank_epochs(run)
     if not eps or any(e and e[0]["kind"] == "iterable" for e in eps.values()):
         return Finding(CheckStatus.SKIP, "iterable" if eps else "no_data")
@@ -152,6 +208,8 @@ def check_grad_sync(run) -> Finding:
     fins = {r: run.ranks[r].first("finished") for r in range(run.nproc) if r in run.ranks}
     if len(fins) < run.nproc or not all(fins.values()):
         return Finding(CheckStatus.SKIP, "not_finished")
+    if not any(f.get("steps") for f in fins.values()):  # untouched parameters are trivially equal
+        return NO_TRAINING
     ref = fins[0]
     steps = {r: f["steps"] for r, f in fins.items()}
     ev = {"digests": {r: f["digest"][:16] for r, f in fins.items()}, "steps": steps,
@@ -173,6 +231,8 @@ def check_grad_sync(run) -> Finding:
 
 
 def check_rank0_io(run, epochs: int, extra_prints: int) -> Finding:
+    if not trained(run):
+        return NO_TRAINING
     saves = {r: len(run.ranks[r].of("save")) for r in run.ranks if r > 0}
     prints = {r: sum(p["count"] for p in run.ranks[r].of("prints")) for r in run.ranks if r > 0}
     ev = {"saves": saves, "prints": prints}
@@ -189,6 +249,8 @@ def check_rank0_io(run, epochs: int, extra_prints: int) -> Finding:
 
 
 def check_syncbn(run) -> Finding:
+    if not trained(run):
+        return NO_TRAINING
     ddp = run.ranks[0].first("ddp") if 0 in run.ranks else None
     if ddp is None:
         return Finding(CheckStatus.SKIP, "no_ddp")
@@ -207,6 +269,8 @@ def _step_rows(stream) -> list[dict]:
 
 
 def check_no_sync(run) -> Finding:
+    if not trained(run):
+        return NO_TRAINING
     if 0 not in run.ranks or run.ranks[0].first("ddp") is None:
         return Finding(CheckStatus.SKIP, "no_ddp")
     rows = [r for r in _step_rows(run.ranks[0]) if r["backwards"] > 1]

@@ -5,10 +5,12 @@ import pickle
 
 import pytest
 
-from graders import cifar
+from graders import assignments, cifar
 from graders.checks import ddp
-from graders.ddp_speedup import gpu_plan
+from graders.ddp_speedup import _result, gpu_plan
 from graders.report import CheckStatus
+from graders.sandbox import SandboxResult
+from graders.torchrun import RankStream, TorchrunRun, failed_ranks
 
 
 @pytest.mark.parametrize("mode, available, expected", [
@@ -48,3 +50,89 @@ def test_synthetic_cifar_reads_like_the_real_files(tmp_path):
     assert (as_latin1["data"] == as_bytes[b"data"]).all() and as_latin1["labels"] == as_bytes[b"labels"]
     assert b"U\x04data" in (folder / "data_batch_1").read_bytes()  # keys are py2 str (SHORT_BINSTRING)
     assert cifar.train_size(tmp_path) == 100
+
+
+# torchrun's ChildFailedError summary as torch 2.13 prints it (rank 1 aborted, rank 0 then got SIGTERM)
+SUMMARY = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+======================================================
+train.py FAILED
+------------------------------------------------------
+Failures:
+[1]:
+  time      : 2026-12-02_14:02:29
+  host      : localhost
+  rank      : 0 (local_rank: 0)
+  exitcode  : {code0} (pid: 2051)  (SIGTERM)
+  error_file: <N/A>
+  traceback : Signal 15 (SIGTERM) received by PID 2051
+------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-12-02_14:02:29
+  host      : localhost
+  rank      : 1 (local_rank: 1)
+  exitcode  : {code1} (pid: 2052)  (SIGABRT)
+  error_file: <N/A>
+  traceback : Signal 6 (SIGABRT) received by PID 2052
+======================================================
+"""
+
+
+def _run(nproc=2, *, steps=10, finished=True, rc=0, stderr="", killed=None):
+    """A TorchrunRun as the channel would fill it: one epoch and ``steps`` steps per rank."""
+    ranks = {}
+    for r in range(nproc):
+        s = RankStream(r)
+        if steps:
+            s.records.append({"type": "epoch", "loader": 1, "epoch": 0, "kind": "map", "complete": True,
+                              "batches": steps, "batch_size": 4, "indices": list(range(r, 8 * steps, nproc)),
+                              "sampler": "DistributedSampler", "dataset_len": 8 * steps, "drop_last": False})
+            s.records.append({"type": "steps", "t": [0.1 * i for i in range(steps)], "samples": [4] * steps,
+                              "loss": [1.0] * steps, "backwards": [1] * steps, "synced": [1] * steps})
+        s.records.append({"type": "prints", "count": 0, "tail": []})
+        if finished:
+            s.records.append({"type": "finished", "steps": steps, "digest": "d", "param_sums": [1.0],
+                              "model_source": "ddp"})
+        ranks[r] = s
+    result = SandboxResult(returncode=rc, timed_out=False, wall_s=1.0, stderr=stderr, killed_reason=killed)
+    return TorchrunRun(nproc=nproc, result=result, ranks=ranks, stacks={}, logs={}, tampering=[])
+
+
+def test_failed_ranks_are_read_from_torchruns_summary():
+    assert failed_ranks(SUMMARY.format(code0=-15, code1=-6)) == {0: -15, 1: -6}
+    assert failed_ranks("\x1b[31mE1202 noise\x1b[0m\n") == {}
+
+
+def test_a_correct_run_passes_even_after_the_gloo_teardown_abort():
+    assert ddp.check_run(_run()).status == CheckStatus.PASS
+    aborted = _run(rc=1, stderr=SUMMARY.format(code0=-15, code1=-6))  # SIGABRT after the end marker
+    assert ddp.check_run(aborted).status == CheckStatus.PASS
+
+
+@pytest.mark.parametrize("stderr, rc, rank, code", [
+    (SUMMARY.format(code0=-15, code1=1), 1, "1", 1),  # sys.exit(1) / raise SystemExit(1) after training
+    (SUMMARY.format(code0=3, code1=-6), 1, "0", 3),
+    ("", 1, "?", 1),  # failed, and no summary says which rank: never a pass
+])
+def test_a_nonzero_exit_after_the_end_marker_fails(stderr, rc, rank, code):
+    f = ddp.check_run(_run(rc=rc, stderr=stderr))
+    assert (f.status, f.key, f.params["rank"], f.params["code"]) == (CheckStatus.FAIL, "exit_code", rank, code)
+    assert f.fallback == "died"  # graders whose assignment has no exit_code text show "died"
+
+
+def test_a_run_that_did_not_train_fails_and_every_dependent_check_skips():
+    idle = _run(steps=0)
+    f = ddp.check_run(idle)
+    assert (f.status, f.key) == (CheckStatus.FAIL, "no_training")
+    for check in (ddp.check_disjoint, ddp.check_coverage, ddp.check_reshuffle, ddp.check_grad_sync,
+                  ddp.check_syncbn, ddp.check_no_sync, lambda r: ddp.check_rank0_io(r, 2, 3)):
+        got = check(idle)
+        assert (got.status, got.key) == (CheckStatus.SKIP, "no_training"), check
+
+
+def test_no_training_findings_render_with_zero_points():
+    a = assignments.load("ddp_speedup")
+    for check_id, ccfg in a.raw["checks"].items():
+        f = ddp.check_run(_run(steps=0)) if check_id.startswith("run.") else ddp.NO_TRAINING
+        res = _result(ccfg, check_id, f)
+        assert res.points == 0 and "no training step was observed" in res.message["en"].lower(), check_id
