@@ -149,20 +149,30 @@ class Submission(db.Model):
 
     def to_status_dict(self) -> dict[str, Any]:
         """What the status API returns to the submission's owner."""
-        return {
-            "id": self.id,
-            "assignment": self.assignment_id,
-            "status": self.status,
-            "filename": self.filename,
-            "sha256": self.sha256,
-            "created_at": _iso(self.created_at),
-            "enqueued_at": _iso(self.enqueued_at),
-            "started_at": _iso(self.started_at),
-            "finished_at": _iso(self.finished_at),
-            "score": self.score,
-            "max_score": self.max_score,
-            "progress": self.progress_json,
-        }
+        return status_dict(self)
+
+
+# The columns ``status_dict`` reads: the polled status API selects just these, no ORM object.
+STATUS_COLUMNS = ("id", "assignment_id", "status", "filename", "sha256", "created_at", "enqueued_at",
+                  "started_at", "finished_at", "score", "max_score", "progress_json", "job_id", "resource")
+
+
+def status_dict(sub: Any) -> dict[str, Any]:
+    """The status fields of a submission, from a ``Submission`` or a row of ``STATUS_COLUMNS``."""
+    return {
+        "id": sub.id,
+        "assignment": sub.assignment_id,
+        "status": sub.status,
+        "filename": sub.filename,
+        "sha256": sub.sha256,
+        "created_at": _iso(sub.created_at),
+        "enqueued_at": _iso(sub.enqueued_at),
+        "started_at": _iso(sub.started_at),
+        "finished_at": _iso(sub.finished_at),
+        "score": sub.score,
+        "max_score": sub.max_score,
+        "progress": sub.progress_json,
+    }
 
 
 def _iso(dt: datetime | None) -> str | None:

@@ -7,19 +7,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, url_for
+from flask import Blueprint, abort, url_for
+from sqlalchemy import exists, or_, select
 
-from server.access import submission_or_404
+from server.auth.views import session_user_id
+from server.extensions import db
 from server.homework.rules import elapsed_s
-from server.models import Submission, SubmissionStatus
+from server.models import STATUS_COLUMNS, Membership, Role, Submission, SubmissionStatus, status_dict
 from server.queue import queue_position
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
 
-def status_payload(sub: Submission) -> dict[str, Any]:
-    """``to_status_dict`` plus what the status page shows: queue position, elapsed time, report link."""
-    data = sub.to_status_dict()
+def status_payload(sub: Any) -> dict[str, Any]:
+    """``status_dict`` plus what the status page shows: queue position, elapsed time, report link."""
+    data = status_dict(sub)
     data["queue_position"] = queue_position(sub)
     data["elapsed_s"] = elapsed_s(sub)
     if sub.status in (SubmissionStatus.GRADED.value, SubmissionStatus.ERROR.value):
@@ -27,8 +29,23 @@ def status_payload(sub: Submission) -> dict[str, Any]:
     return data
 
 
+def visible_status_row(submission_id: int, user_id: int) -> Any:
+    """The submission's status columns if ``user_id`` owns it or teaches its course, else None.
+
+    Every open status page polls this once a second, so it is one indexed query returning a
+    plain row: no user object, no ORM instance, no file or report columns.
+    """
+    teaches = exists().where(Membership.user_id == user_id, Membership.course_id == Submission.course_id,
+                             Membership.role == Role.INSTRUCTOR.value)
+    query = (select(*(getattr(Submission, c) for c in STATUS_COLUMNS))
+             .where(Submission.id == submission_id, or_(Submission.user_id == user_id, teaches)))
+    return db.session.execute(query).first()
+
+
 @bp.route("/submissions/<int:submission_id>")
 def submission_status(submission_id: int):
     """The submission's status as JSON (never cached: it changes every second while running)."""
-    sub = submission_or_404(submission_id)
-    return status_payload(sub), 200, {"Cache-Control": "no-store"}
+    row = visible_status_row(submission_id, int(session_user_id()))
+    if row is None:
+        abort(404)  # 404, not 403: other students' ids reveal nothing
+    return status_payload(row), 200, {"Cache-Control": "no-store"}
