@@ -21,11 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from graders import sandbox
+from graders import sandbox, untrusted
 
 HARNESS_DIR = Path(__file__).resolve().parent / "harness"
 MAX_STREAM_BYTES = 64 * 1024 * 1024  # per rank; real records are far smaller
 LOG_TAIL = 4000
+MAX_CHANNEL_ENTRIES = 4096  # names listed in the channel folder (students may create files there)
+MAX_STACK_FILES = 8  # dumps kept per rank: the rank and a few of its children
+_STACK_FILE = re.compile(r"stack-rank\d+(?:-child\d+)?\.txt")
 # torchrun's failure summary (ChildFailedError): "rank : 1 (local_rank: 1)" then "exitcode : -6 (pid: 52)"
 _FAILED_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank:[^)]*\)\s*\n\s*exitcode\s*:\s*(-?\d+)", re.MULTILINE)
 
@@ -224,27 +227,44 @@ def run(script: Path, nproc: int, *, root: Path, data_dir: Path, epochs: int, li
                              gpus=gpus if mode == "gpu" else None)
     finally:
         server.close()
-    return TorchrunRun(nproc=nproc, result=result, ranks=server.streams, stacks=_read_stacks(server.dir),
+    return TorchrunRun(nproc=nproc, result=result, ranks=server.streams, stacks=_read_stacks(server.dir, nproc),
                        logs=_read_logs(logs, nproc, result), tampering=server.tampering)
 
 
-def _read_stacks(chan: Path) -> dict[str, str]:
+def _read_stacks(chan: Path, nproc: int) -> dict[str, str]:
+    """The head of each rank's (and rank child's) faulthandler dump in the channel folder.
+
+    Student processes create these files, so they are read through ``graders.untrusted``:
+    no symlinks, FIFOs or hard links, a bounded size, a bounded number of files.
+    """
     stacks = {}
-    for p in sorted(chan.glob("stack-rank*.txt")):
-        txt = p.read_text(errors="replace")[:LOG_TAIL * 4]  # the current thread comes first
-        if txt.strip():
-            stacks[p.stem.removeprefix("stack-")] = txt
+    with untrusted.open_dir(chan) as fd:
+        if fd is None:
+            return stacks
+        names = [n for n in untrusted.list_names(fd, MAX_CHANNEL_ENTRIES) if _STACK_FILE.fullmatch(n)]
+        names.sort(key=lambda n: ("-child" in n, n))  # the ranks' own dumps before their children's
+        for name in names[:MAX_STACK_FILES * nproc]:
+            txt = untrusted.read_text(name, LOG_TAIL * 4, dir_fd=fd)  # the current thread comes first
+            if txt and txt.strip():
+                stacks[name.removeprefix("stack-").removesuffix(".txt")] = txt
     return stacks
 
 
 def _read_logs(logs: Path, nproc: int, result: sandbox.SandboxResult) -> dict[str, str]:
-    """Per-rank tails of stdout + stderr from torchrun's ``--log-dir``, plus the launcher's."""
+    """Per-rank tails of stdout + stderr from torchrun's ``--log-dir``, plus the launcher's.
+
+    The layout is ``<run id>/attempt_0/<rank>/{stdout,stderr}.log``; every part of it is
+    student-writable, so it is walked without following symlinks and read with a cap.
+    """
     out = {}
+    with untrusted.open_dir(logs) as fd:
+        run_ids = untrusted.list_names(fd, 8) if fd is not None else []
     for rank in range(nproc):
         parts = []
-        for name in ("stdout.log", "stderr.log"):
-            for p in sorted(logs.glob(f"**/attempt_0/{rank}/{name}")):
-                parts.append(p.read_text(errors="replace")[-LOG_TAIL:])
+        for run_id in run_ids:
+            for name in ("stdout.log", "stderr.log"):
+                txt = untrusted.read_under(logs, [run_id, "attempt_0", str(rank), name], LOG_TAIL, tail=True)
+                parts.append(txt or "")
         out[f"rank{rank}"] = _clean("".join(parts))[-LOG_TAIL:]
     out["launcher"] = _clean(result.stderr)[-LOG_TAIL:]
     return out
