@@ -135,14 +135,17 @@ def default_hide_paths() -> list[str]:
     return [str(JOBS_ROOT), var_dir, str(REPO_ROOT / "instance"), "/root", "/run"]
 
 
-def gpu_setup(gpus: Sequence[int], dev_dir: str = "/dev") -> tuple[list[str], dict[str, str]]:
+def gpu_setup(gpus: Sequence[int], dev_dir: str = "/dev", *,
+              isolated: bool = True) -> tuple[list[str], dict[str, str]]:
     """bwrap args that expose only the chosen GPUs' device nodes, and the env that selects them.
 
-    CUDA only enumerates the GPUs whose ``/dev/nvidiaN`` it can open, so inside the
-    sandbox the chosen ones are numbered 0..n-1 (as under Slurm's ConstrainDevices);
-    host indices would select nothing for ``gpus=[2, 3]``. The host numbers stay in
-    DISTGRADE_HOST_GPUS for logs. CUDA_DEVICE_ORDER=PCI_BUS_ID keeps that numbering in
-    the order of the device minors. Not yet verified on a multi-GPU host.
+    The sandbox owns CUDA_VISIBLE_DEVICES (runners must not set it in GPU mode).
+    CUDA only enumerates the GPUs whose ``/dev/nvidiaN`` it can open, so inside bwrap
+    (``isolated``) the chosen ones are numbered 0..n-1 (as under Slurm's
+    ConstrainDevices); host indices would select nothing for ``gpus=[2, 3]``. Without
+    bwrap every device node is visible, so the host numbers select them. The host
+    numbers stay in DISTGRADE_HOST_GPUS for logs. CUDA_DEVICE_ORDER=PCI_BUS_ID keeps
+    that numbering in the order of the device minors. Not yet verified on a multi-GPU host.
     """
     dev = Path(dev_dir)
     nodes = [dev / "nvidiactl", *sorted(dev.glob("nvidia-uvm*"))] + [dev / f"nvidia{i}" for i in gpus]
@@ -151,7 +154,8 @@ def gpu_setup(gpus: Sequence[int], dev_dir: str = "/dev") -> tuple[list[str], di
         if node.exists():
             inside = f"/dev/{node.name}"
             args += ["--dev-bind", str(node), inside]
-    env = {"CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in range(len(gpus))),
+    visible = range(len(gpus)) if isolated else gpus
+    env = {"CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in visible),
            "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "DISTGRADE_HOST_GPUS": ",".join(str(i) for i in gpus)}
     return args, env
 
@@ -340,7 +344,7 @@ def run(argv: Sequence[str], *, workdir: Path, limits: Limits, env: dict[str, st
     try:
         gpu_args: list[str] = []
         if gpus:
-            gpu_args, gpu_env = gpu_setup(gpus)
+            gpu_args, gpu_env = gpu_setup(gpus, isolated=why_not is None)
             env.update(gpu_env)
             layers.append("gpu:" + ",".join(str(g) for g in gpus))
         if why_not is None:

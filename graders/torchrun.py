@@ -169,8 +169,12 @@ class ChannelServer:
             t.join(timeout=2.0)
 
 
-def rank_env(*, channel: Path, mode: str, synthetic: bool, gpus: list[int] | None) -> dict[str, str]:
-    """The environment of the job: harness on PYTHONPATH, 1 thread per rank on CPU."""
+def rank_env(*, channel: Path, mode: str, synthetic: bool) -> dict[str, str]:
+    """The environment of the job: harness on PYTHONPATH, 1 thread per rank on CPU.
+
+    In GPU mode CUDA_VISIBLE_DEVICES is left to ``graders.sandbox``, which alone knows
+    whether the chosen GPUs are renumbered 0..n-1 inside (bwrap) or keep host numbers.
+    """
     env = {
         "PATH": os.path.dirname(sys.executable) + ":/usr/local/bin:/usr/bin:/bin",
         "PYTHONPATH": str(HARNESS_DIR),
@@ -184,8 +188,6 @@ def rank_env(*, channel: Path, mode: str, synthetic: bool, gpus: list[int] | Non
     }
     if mode == "cpu":
         env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")
-    else:
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus or [])
     return env
 
 
@@ -217,7 +219,7 @@ def run(script: Path, nproc: int, *, root: Path, data_dir: Path, epochs: int, li
     argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
             "--log-dir", str(logs), "--redirects", "3", str(script),
             *(script_args if script_args is not None else ["--data-dir", str(data_dir), "--epochs", str(epochs)])]
-    env = {**rank_env(channel=server.dir, mode=mode, synthetic=synthetic, gpus=gpus),
+    env = {**rank_env(channel=server.dir, mode=mode, synthetic=synthetic),
            **(extra_env or {}), "HOME": str(work), "TMPDIR": str(work)}
     try:
         result = sandbox.run(argv, workdir=work, limits=limits, env=env,

@@ -280,6 +280,17 @@ def test_address_space_limit_never_with_gpus(job: Path, monkeypatch: pytest.Monk
     assert gpu.stdout.split() == [str(resource.RLIM_INFINITY), "0,1"] and "rlimit-as" not in gpu.layers
 
 
+@pytest.mark.parametrize("mode, visible", [("bwrap", "0,1"), ("none", "2,3")])
+def test_the_sandbox_owns_cuda_visible_devices(job: Path, monkeypatch: pytest.MonkeyPatch, mode: str,
+                                               visible: str) -> None:
+    """Inside bwrap only the chosen device nodes exist (renumbered 0..n-1); without it, host numbers."""
+    monkeypatch.setenv("DISTGRADE_SANDBOX", mode)
+    code = "import os; print(os.environ['CUDA_VISIBLE_DEVICES'], os.environ['DISTGRADE_HOST_GPUS'])"
+    r = sandbox.run([VENV_PY, "-c", code], workdir=job / "run", limits=Limits(wall_s=20),
+                    env=dict(ENV, CUDA_VISIBLE_DEVICES="7"), gpus=[2, 3])
+    assert r.stdout.split() == [visible, "2,3"]
+
+
 def test_gpu_arguments_bind_only_the_chosen_devices(tmp_path: Path) -> None:
     for n in ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset", "nvidia0", "nvidia1", "nvidia2"):
         (tmp_path / n).touch()
