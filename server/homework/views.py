@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from flask import Blueprint, current_app, flash, redirect, render_template, request, url_for
+from flask import (Blueprint, abort, current_app, flash, redirect, render_template, request,
+                   send_from_directory, url_for)
 from flask_babel import gettext as _
 from flask_login import current_user
 from flask_wtf import FlaskForm
@@ -85,8 +86,27 @@ def assignment(code: str, assignment_id: str):
                                     Submission.assignment_id == hw.assignment.id)
         .order_by(Submission.id.desc())).all()
     return render_template("homework/assignment.html", hw=hw, form=form, spec=spec_html(hw.assignment.path),
-                           history=history, refusal=upload_refusal(hw),
+                           history=history, refusal=upload_refusal(hw), files=student_files(hw.assignment.path),
                            staff=is_instructor_of(hw.course.id)), status
+
+
+# Only these folders of an assignment are for students; solution/ and samples/ never leave the server.
+STUDENT_FOLDERS = ("starter", "release")
+
+
+def student_files(path: Path) -> list[str]:
+    """Downloadable files of an assignment, as ``folder/name`` (starter code, released notebooks)."""
+    return [f"{folder}/{p.name}" for folder in STUDENT_FOLDERS if (path / folder).is_dir()
+            for p in sorted((path / folder).iterdir()) if p.is_file() and not p.name.startswith(".")]
+
+
+@bp.route("/homework/<code>/<assignment_id>/files/<folder>/<name>")
+def download(code: str, assignment_id: str, folder: str, name: str):
+    """A starter file or released notebook of a homework the user is enrolled in."""
+    hw = homework_or_404(current_user, code, assignment_id)
+    if folder not in STUDENT_FOLDERS or f"{folder}/{name}" not in student_files(hw.assignment.path):
+        abort(404)
+    return send_from_directory(hw.assignment.path / folder, name, as_attachment=True)
 
 
 def store_submission(hw, filename: str, data: bytes) -> Submission:
