@@ -109,7 +109,7 @@ def seed_class(students: int, seed: int = 7, code: str = "BENCH", reports: bool 
                                                 "set_at": DEADLINE} for u in picked])
     manual_for = db.session.scalars(db.select(Submission.id).where(
         Submission.course_id == course.id, Submission.assignment_id == HOMEWORK[2],
-        Submission.status == "graded").limit(students // 10)).all()
+        Submission.status == "graded").order_by(Submission.id).limit(students // 10)).all()
     if manual_for:
         db.session.execute(insert(ManualCellScore), [{"submission_id": s, "cell_id": "q1", "score": 2.0,
                                                       "max_points": 5.0, "comment": "", "graded_by": teacher,
@@ -130,7 +130,8 @@ def _answers(rng: random.Random, course_id: int) -> None:
     rows = []
     for att_id, uid, score in db.session.execute(db.select(QuizAttempt.id, QuizAttempt.user_id, QuizAttempt.score)
                                                  .where(QuizAttempt.course_id == course_id,
-                                                        QuizAttempt.quiz_id == quiz.id)):
+                                                        QuizAttempt.quiz_id == quiz.id)
+                                                 .order_by(QuizAttempt.id)):
         for pos, q in enumerate(questions):
             right = rng.random() < 0.2 + 0.07 * score
             options = [o["id"] for o in q.info.get("options") or []]
