@@ -26,6 +26,7 @@ from graders import sandbox, untrusted
 HARNESS_DIR = Path(__file__).resolve().parent / "harness"
 MAX_STREAM_BYTES = 64 * 1024 * 1024  # per rank; real records are far smaller
 LOG_TAIL = 4000
+SCAN_TAIL = 64 * 1024  # what checks may search (a spawn worker's traceback precedes the rank's own)
 MAX_CHANNEL_ENTRIES = 4096  # names listed in the channel folder (students may create files there)
 MAX_STACK_FILES = 8  # dumps kept per rank: the rank and a few of its children
 _STACK_FILE = re.compile(r"stack-rank\d+(?:-child\d+)?\.txt")
@@ -66,6 +67,7 @@ class TorchrunRun:
     stacks: dict[str, str]
     logs: dict[str, str]
     tampering: list[str]
+    scan_logs: dict[str, str] = field(default_factory=dict)  # longer tails for checks; never in the report
 
     @property
     def all_finished(self) -> bool:
@@ -229,8 +231,10 @@ def run(script: Path, nproc: int, *, root: Path, data_dir: Path, epochs: int, li
                              gpus=gpus if mode == "gpu" else None)
     finally:
         server.close()
+    scan = _read_logs(logs, nproc, result, SCAN_TAIL)
     return TorchrunRun(nproc=nproc, result=result, ranks=server.streams, stacks=_read_stacks(server.dir, nproc),
-                       logs=_read_logs(logs, nproc, result), tampering=server.tampering)
+                       logs={k: v[-LOG_TAIL:] for k, v in scan.items()}, tampering=server.tampering,
+                       scan_logs=scan)
 
 
 def _read_stacks(chan: Path, nproc: int) -> dict[str, str]:
@@ -252,7 +256,7 @@ def _read_stacks(chan: Path, nproc: int) -> dict[str, str]:
     return stacks
 
 
-def _read_logs(logs: Path, nproc: int, result: sandbox.SandboxResult) -> dict[str, str]:
+def _read_logs(logs: Path, nproc: int, result: sandbox.SandboxResult, tail: int = LOG_TAIL) -> dict[str, str]:
     """Per-rank tails of stdout + stderr from torchrun's ``--log-dir``, plus the launcher's.
 
     The layout is ``<run id>/attempt_0/<rank>/{stdout,stderr}.log``; every part of it is
@@ -265,10 +269,10 @@ def _read_logs(logs: Path, nproc: int, result: sandbox.SandboxResult) -> dict[st
         parts = []
         for run_id in run_ids:
             for name in ("stdout.log", "stderr.log"):
-                txt = untrusted.read_under(logs, [run_id, "attempt_0", str(rank), name], LOG_TAIL, tail=True)
+                txt = untrusted.read_under(logs, [run_id, "attempt_0", str(rank), name], tail, tail=True)
                 parts.append(txt or "")
-        out[f"rank{rank}"] = _clean("".join(parts))[-LOG_TAIL:]
-    out["launcher"] = _clean(result.stderr)[-LOG_TAIL:]
+        out[f"rank{rank}"] = _clean("".join(parts))[-tail:]
+    out["launcher"] = _clean(result.stderr)[-tail:]
     return out
 
 

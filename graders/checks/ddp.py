@@ -72,14 +72,42 @@ def _rank_epochs(run) -> dict[int, list[dict]]:
     return {r: epochs_of(run.ranks[r]) for r in range(run.nproc) if r in run.ranks}
 
 
-def _stuck_in(stack: str) -> str | None:
-    """The collective a faulthandler dump shows the main thread waiting in."""
+_FRAME = re.compile(r'File "([^"]+)", line \d+ in (\S+)')
+_DATALOADER_WAIT = {"_try_get_data", "_get_data", "_next_data"}  # the main process waiting for a worker's batch
+SPAWN_RERUN = "_fixup_main_from_path"  # multiprocessing's spawn child executing the main script again
+
+
+def _main_thread(stack: str) -> list[tuple[str, str]]:
+    """(file, function) frames of the dump's current thread, most recent call first."""
     blocks = re.split(r"\n(?=(?:Current thread|Thread) 0x)", stack)
     main = next((b for b in blocks if b.startswith("Current thread")), blocks[0] if blocks else "")
-    for m in re.finditer(r'File "([^"]+)", line \d+ in (\w+)', main):  # most recent call first
-        if m.group(2) in COLLECTIVES and ("torch" in m.group(1)):
-            return COLLECTIVES[m.group(2)]
-    return None
+    return _FRAME.findall(main)
+
+
+def _stuck_in(stack: str) -> str | None:
+    """What a faulthandler dump shows the process waiting in, or None if nothing known.
+
+    The innermost known frame wins: a collective (init_process_group, barrier, DDP's
+    construction broadcasts, the backward all-reduce) or the DataLoader waiting for a
+    worker's batch. A spawn child that re-ran the script's top level says so first.
+    """
+    frames = _main_thread(stack)
+    what = None
+    for path, func in frames:
+        if func in COLLECTIVES and "torch" in path:
+            what = COLLECTIVES[func]
+            break
+        if func in _DATALOADER_WAIT and "torch/utils/data" in path:
+            what = "waiting for a batch from its DataLoader worker"
+            break
+    if any(func == SPAWN_RERUN for _, func in frames):
+        return f"a spawned worker re-running the script's top level, in {what or 'its own start-up'}"
+    return what
+
+
+def _helper_process(stack: str) -> bool:
+    """multiprocessing's resource tracker: a child of every rank that uses spawn, never the culprit."""
+    return any(path.endswith("multiprocessing/resource_tracker.py") for path, _ in _main_thread(stack))
 
 
 def own_exit(run) -> tuple[str, int] | None:
@@ -126,15 +154,15 @@ def check_run(run, fast_timeout: float | None = None) -> Finding:
     for r, exc in raised:
         if exc:
             ev["exception"] = exc
-            log = run.logs.get(f"rank{r}", "")
-            spawn = "DataLoader worker" in exc["message"] and "init_process_group" in log + "".join(run.stacks.values())
+            log = run.scan_logs.get(f"rank{r}", "") or run.logs.get(f"rank{r}", "")
+            spawn = "DataLoader worker" in exc["message"] and SPAWN_RERUN in log + "".join(run.stacks.values())
             return Finding(CheckStatus.FAIL, "raised_spawn" if spawn else "raised", {"rank": r, "exc": exc["exc_type"],
                            "msg": exc["message"][:300], "line": exc.get("line"), "code": exc.get("code", "")}, ev)
     if run.result.timed_out:
-        stuck = {name: _stuck_in(txt) for name, txt in run.stacks.items()}
+        stuck = {name: _stuck_in(txt) for name, txt in run.stacks.items() if not _helper_process(txt)}
         ev["stuck"] = stuck
         where = "; ".join(f"{name}: {what or 'unknown'}" for name, what in stuck.items()) or "no stack dump"
-        child = any("child" in name and what == COLLECTIVES["init_process_group"] for name, what in stuck.items())
+        child = any("child" in name and SPAWN_RERUN in run.stacks[name] for name in stuck)
         return Finding(CheckStatus.FAIL, "hang_spawn" if child else "hang",
                        {"wall": round(run.result.wall_s), "where": where}, ev)
     missing = [r for r in range(run.nproc) if r not in run.ranks or not run.ranks[r].finished]

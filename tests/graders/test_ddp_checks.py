@@ -1,7 +1,9 @@
 """Pure decisions of the ddp_speedup grader: GPU plan, speedup bands, stuck collective, CIFAR layout."""
 from __future__ import annotations
 
+import json
 import pickle
+from pathlib import Path
 
 import pytest
 
@@ -136,3 +138,39 @@ def test_no_training_findings_render_with_zero_points():
         f = ddp.check_run(_run(steps=0)) if check_id.startswith("run.") else ddp.NO_TRAINING
         res = _result(ccfg, check_id, f)
         assert res.points == 0 and "no training step was observed" in res.message["en"].lower(), check_id
+
+
+SPAWN_DUMPS = json.loads((Path(__file__).parents[1] / "fixtures" / "stacks" / "spawn_without_main_guard_n2.json")
+                         .read_text())
+
+
+def test_stuck_in_reads_the_real_dumps_of_a_spawn_worker_rerunning_the_script():
+    """Dumps of hang_spawn_without_main_guard (2 ranks) killed at the wall-clock limit."""
+    got = {name: ddp._stuck_in(txt) for name, txt in SPAWN_DUMPS.items()}
+    assert got["rank0"] == got["rank1"] == "waiting for a batch from its DataLoader worker"
+    assert got["rank0-child18"] == ("a spawned worker re-running the script's top level, "
+                                    "in init_process_group (rendezvous)")
+    assert got["rank1-child16"] == ("a spawned worker re-running the script's top level, "
+                                    "in DDP() construction (parameter check)")
+    assert ddp._helper_process(SPAWN_DUMPS["rank0-child14"])  # the resource tracker: not named
+
+
+def test_a_spawn_hang_is_named_in_the_verdict():
+    run = _run(steps=0, finished=False, rc=-9)
+    run.result.timed_out, run.result.killed_reason = True, "timeout"
+    run.stacks = SPAWN_DUMPS
+    f = ddp.check_run(run)
+    assert (f.status, f.key) == (CheckStatus.FAIL, "hang_spawn")
+    assert "unknown" not in f.params["where"] and "resource" not in f.params["where"]
+    assert "rank0-child18: a spawned worker re-running the script's top level, in init_process_group" in f.params["where"]
+
+
+def test_a_spawn_worker_crash_is_traced_to_the_missing_main_guard():
+    run = _run(steps=0, finished=False, rc=1)
+    run.ranks[0].records.append({"type": "exception", "exc_type": "RuntimeError",
+                                 "message": "DataLoader worker (pid(s) 18) exited unexpectedly", "line": 71})
+    assert ddp.check_run(run).key == "raised"
+    # the worker's own traceback, written before the rank's, is beyond the reported 4,000-character tail
+    run.scan_logs = {"rank0": '[rank0]:   File "/usr/lib/python3.11/multiprocessing/spawn.py", line 291, in '
+                              '_fixup_main_from_path\n' + "x" * 5000}
+    assert ddp.check_run(run).key == "raised_spawn"
