@@ -262,8 +262,10 @@ def check_rank0_io(run, epochs: int, extra_prints: int) -> Finding:
     if not trained(run):
         return NO_TRAINING
     saves = {r: len(run.ranks[r].of("save")) for r in run.ranks if r > 0}
-    prints = {r: sum(p["count"] for p in run.ranks[r].of("prints")) for r in run.ranks if r > 0}
-    ev = {"saves": saves, "prints": prints}
+    printed = {r: sum(p["count"] for p in run.ranks[r].of("prints")) for r in run.ranks if r > 0}
+    logged = {r: sum(p.get("logging", 0) for p in run.ranks[r].of("prints")) for r in run.ranks if r > 0}
+    prints = {r: printed[r] + logged[r] for r in printed}  # logging.info every step is the same noise
+    ev = {"saves": saves, "prints": printed, "logging": logged}
     bad_saves = {r: n for r, n in saves.items() if n}
     noisy = {r: n for r, n in prints.items() if n > epochs + extra_prints}
     if bad_saves:
@@ -272,7 +274,8 @@ def check_rank0_io(run, epochs: int, extra_prints: int) -> Finding:
         return Finding(CheckStatus.FAIL, key, {"rank": r, "saves": n, "prints": noisy.get(r, 0)}, ev)
     if noisy:
         r, n = next(iter(noisy.items()))
-        return Finding(CheckStatus.WARN, "prints", {"rank": r, "prints": n}, ev)
+        return Finding(CheckStatus.WARN, "prints", {"rank": r, "prints": n, "print_calls": printed[r],
+                       "logging_calls": logged[r]}, ev)
     return Finding(CheckStatus.PASS, "ok", {}, ev)
 
 

@@ -174,3 +174,12 @@ def test_a_spawn_worker_crash_is_traced_to_the_missing_main_guard():
     run.scan_logs = {"rank0": '[rank0]:   File "/usr/lib/python3.11/multiprocessing/spawn.py", line 291, in '
                               '_fixup_main_from_path\n' + "x" * 5000}
     assert ddp.check_run(run).key == "raised_spawn"
+
+
+def test_logging_on_a_nonzero_rank_counts_like_printing():
+    run = _run()
+    run.ranks[1].records.append({"type": "prints", "count": 2, "logging": 20, "tail": []})
+    f = ddp.check_rank0_io(run, epochs=2, extra_prints=3)
+    assert (f.status, f.key, f.params["prints"], f.params["logging_calls"]) == (CheckStatus.WARN, "prints", 22, 20)
+    res = _result(assignments.load("ddp_speedup").raw["checks"]["io.rank0_only"], "io.rank0_only", f)
+    assert "printed 22 lines (2 print() calls, 20 logging records)" in res.message["en"]

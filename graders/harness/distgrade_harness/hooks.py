@@ -6,7 +6,8 @@
 * Optimizer steps (global post-hook): time, samples consumed, loss of the last
   backward, backward passes and gradient all-reduce buckets since the previous step.
 * DDP construction: the model, its (Sync)BatchNorm layers and a counting comm hook.
-* ``torch.save`` calls, ``print`` calls, the uncaught exception, and at exit the
+* ``torch.save`` calls, ``print`` calls and ``logging`` records from the student's own
+  code (not libraries), the uncaught exception, and at exit the
   parameter digest plus the "finished" marker, sent *before* the extra
   barrier + destroy_process_group that avoids gloo's teardown abort.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import builtins
 import hashlib
+import logging
 import os
 import sys
 import time
@@ -67,6 +69,7 @@ class Observer:
         self.models: list[torch.nn.Module] = []
         self.optimizers: list[torch.optim.Optimizer] = []
         self.prints = 0
+        self.log_records = 0
         self.print_tail: list[str] = []
         self.exception: dict | None = None
 
@@ -245,8 +248,15 @@ class Observer:
                     line = " ".join(str(a) for a in args)[:200]
                     obs.print_tail = (obs.print_tail + [line])[-5:]
             return print_(*args, **kwargs)
+        handle = logging.Logger.handle
+
+        def hooked_handle(logger, record):  # called only for records at an enabled level
+            if not _is_library(record.pathname):  # torch's own logging is not the student's output
+                obs.log_records += 1
+            return handle(logger, record)
         torch.save = hooked_save
         builtins.print = hooked_print
+        logging.Logger.handle = hooked_handle
 
     # -- the end of the run -----------------------------------------------------
     def _record_exception(self, etype, value, tb) -> None:
@@ -267,7 +277,8 @@ class Observer:
         for ep in list(self.open_epochs):
             self._close_epoch(ep, complete=False)
         self._flush_steps()
-        self.stream.send({"type": "prints", "count": self.prints, "tail": self.print_tail})
+        self.stream.send({"type": "prints", "count": self.prints, "logging": self.log_records,
+                          "tail": self.print_tail})
 
     def at_exit(self) -> None:
         """Send the remaining records and the end marker, then tear down gloo cleanly."""
