@@ -132,7 +132,24 @@ def default_hide_paths() -> list[str]:
     if raw is not None:
         return [p for p in raw.split(os.pathsep) if p]
     var_dir = os.environ.get("DISTGRADE_VAR_DIR", str(REPO_ROOT / "var"))
-    return [str(JOBS_ROOT), var_dir, str(REPO_ROOT / "instance"), "/root", "/run"]
+    # Reference solutions are never served to students, so their code must not read them either.
+    solutions = sorted(str(p) for p in (REPO_ROOT / "assignments").glob("*/solution") if p.is_dir())
+    return [str(JOBS_ROOT), var_dir, str(REPO_ROOT / "instance"), "/root", "/run", *solutions]
+
+
+def runtime_binds() -> list[str]:
+    """Host folders the sandboxed Python needs that the private ``/tmp`` would cover.
+
+    A checkout (and its ``.venv``) under ``/tmp``, as in a CI clone, disappears behind the
+    sandbox's own ``/tmp``; binding them back read-only keeps the interpreter and the repo
+    visible, and the hidden paths are mounted after them, so ``var/`` stays hidden.
+    """
+    tmp = Path("/tmp").resolve()
+    found: list[str] = []
+    for path in (Path(sys.prefix), Path(sys.prefix).resolve(), REPO_ROOT):
+        if path.is_relative_to(tmp) and str(path) not in found:
+            found.append(str(path))
+    return found
 
 
 def gpu_setup(gpus: Sequence[int], dev_dir: str = "/dev", *,
@@ -204,7 +221,8 @@ def sandbox_hosts_file() -> str:
 def bwrap_argv(argv: Sequence[str], *, bwrap: str, workdir: Path | None, hide: Sequence[str],
                ro_binds: Sequence[tuple[str, str]] = (), rw_binds: Sequence[tuple[str, str]] = (),
                gpu_args: Sequence[str] = (), tmp_bytes: int = 512 * MiB,
-               system: Sequence[str] | None = None, hosts_file: str | None = None) -> list[str]:
+               system: Sequence[str] | None = None, hosts_file: str | None = None,
+               runtime: Sequence[str] = ()) -> list[str]:
     """The full bubblewrap command line for ``argv`` (pure: unit-tested without running it).
 
     Order matters: bwrap applies mounts in sequence, so hidden paths are covered first
@@ -216,6 +234,8 @@ def bwrap_argv(argv: Sequence[str], *, bwrap: str, workdir: Path | None, hide: S
            "--new-session", "--cap-drop", "ALL", "--hostname", "localhost",
            *(system_binds() if system is None else system), "--proc", "/proc", "--dev", "/dev",
            "--size", str(tmp_bytes), "--tmpfs", "/tmp"]
+    for path in runtime:  # the interpreter and repo, when they live under /tmp
+        cmd += ["--ro-bind", path, path]
     for path in hide:  # empty, read-only to the student, and too small to be scratch space
         if Path(path).is_file():  # a single file (an SQLite database): nodev /dev/null, unreadable
             cmd += ["--ro-bind", "/dev/null", path]
@@ -356,7 +376,8 @@ def run(argv: Sequence[str], *, workdir: Path, limits: Limits, env: dict[str, st
                     hide.append(p)
             cmd = bwrap_argv(argv, bwrap=str(bwrap), workdir=workdir, hide=hide,
                              ro_binds=ro_binds, rw_binds=rw_binds, gpu_args=gpu_args,
-                             tmp_bytes=limits.disk_bytes, hosts_file=sandbox_hosts_file())
+                             tmp_bytes=limits.disk_bytes, hosts_file=sandbox_hosts_file(),
+                             runtime=runtime_binds())
             layers += ["bwrap", "netns:loopback", "ro-root", "private-tmp"]
             layers += [f"hide:{p}" for p in hide]
         else:

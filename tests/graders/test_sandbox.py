@@ -124,6 +124,25 @@ def test_a_hidden_file_shows_no_data(job: Path) -> None:
     assert r.returncode == 0 and r.stdout.strip() in ("''", "PermissionError"), r.stderr
 
 
+def test_reference_solutions_are_hidden_from_student_code(job: Path) -> None:
+    solution = sandbox.REPO_ROOT / "assignments" / "ddp_speedup" / "solution" / "train.py"
+    assert str(solution.parent) in sandbox.default_hide_paths()
+    code = f"import os\nprint(os.listdir('{solution.parent}'))"
+    r = sandbox.run([VENV_PY, "-c", code], workdir=job / "run", limits=Limits(wall_s=20), env=ENV)
+    assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr
+
+
+def test_a_checkout_under_tmp_stays_visible_and_its_var_stays_hidden() -> None:
+    # A CI clone under /tmp: the private /tmp must not swallow the interpreter, but var/ is hidden.
+    cmd = sandbox.bwrap_argv(["python"], bwrap="bwrap", workdir=None, hide=["/tmp/ci/var"],
+                             runtime=["/tmp/ci", "/tmp/ci/.venv"], system=[])
+    tmpfs_tmp = cmd.index("/tmp", cmd.index("--tmpfs"))
+    bind_repo = cmd.index("/tmp/ci")
+    hide_var = cmd.index("/tmp/ci/var")
+    assert tmpfs_tmp < bind_repo < hide_var
+    assert cmd[bind_repo - 1] == "--ro-bind"
+
+
 @pytest.mark.parametrize("name, limits, reason", [
     ("fork_bomb", Limits(wall_s=20, nproc=128), "pids"),
     ("memory_bomb", Limits(wall_s=20, memory_bytes=256 * MiB), "memory"),
