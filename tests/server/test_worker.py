@@ -37,7 +37,7 @@ def probe(tmp_path, redis_server):
     svc.stop()
 
 
-def submit(app, body: str, username: str = "alice") -> int:
+def submit(app, body: str, username: str = "alice", resource: str = "cpu") -> int:
     """Store a probe submission and enqueue it, as the upload page does."""
     from server.extensions import db
     from server.models import Course, Submission, User
@@ -48,7 +48,7 @@ def submit(app, body: str, username: str = "alice") -> int:
         course = db.session.scalar(db.select(Course))
         data = body.encode()
         sub = Submission(user_id=user.id, course_id=course.id, assignment_id="probe", filename="s.txt",
-                         content=data, sha256=Submission.digest(data), size=len(data))
+                         content=data, sha256=Submission.digest(data), size=len(data), resource=resource)
         db.session.add(sub)
         db.session.commit()
         try_enqueue(sub)
@@ -144,3 +144,17 @@ def test_submit_while_redis_is_down_is_stored_and_graded_later(probe, redis_serv
     probe.start_worker()
     sub = wait_until(lambda: all_final(probe.app, [sid]), 60, "late grading")[sid]
     assert sub.status == "graded" and sub.results_stored == 1
+
+
+def test_queues_by_resource_class(probe):
+    """A CPU host never takes a 2-GPU job; a host with WORKER_GPUS=2 takes gpu2, gpu1 and cpu jobs."""
+    ids = {r: submit(probe.app, "score 1", resource=r) for r in ("cpu", "gpu1", "gpu2")}
+    probe.start_worker("cpu-host")
+    wait_until(lambda: rows(probe.app, [ids["cpu"]])[ids["cpu"]].status == "graded", 60, "the cpu job")
+    time.sleep(3)  # the reconciler runs every second: it must not hand GPU jobs to this host either
+    subs = rows(probe.app, list(ids.values()))
+    assert subs[ids["gpu1"]].status == subs[ids["gpu2"]].status == "queued"
+    probe.env["WORKER_GPUS"] = "2"
+    probe.start_worker("gpu-host")
+    subs = wait_until(lambda: all_final(probe.app, list(ids.values())), 60, "the GPU jobs")
+    assert all(s.status == "graded" and s.results_stored == 1 for s in subs.values())
