@@ -32,10 +32,16 @@ class Homework:
     pending: int = 0  # queued or running
     best: float | None = None
     max_score: float | None = None
+    extension: datetime | None = None  # this student's own later deadline, if granted
+
+    @property
+    def deadline(self) -> datetime | None:
+        """The deadline that applies to this student: their extension, else the course's."""
+        return self.extension or self.settings.deadline
 
     @property
     def past_deadline(self) -> bool:
-        return self.settings.deadline is not None and utcnow() > self.settings.deadline
+        return self.deadline is not None and utcnow() > self.deadline
 
     @property
     def attempts_left(self) -> int:
@@ -58,6 +64,8 @@ def attempt_counts(user_id: int, course_id: int, assignment_id: str) -> tuple[in
 
 def homework_for(user: User) -> list[Homework]:
     """Every homework of the user's courses (students see only published ones), by course then deadline."""
+    from server.dashboard.models import Extension  # here: the dashboard package imports homework views
+
     out: list[Homework] = []
     for m in sorted(user.memberships, key=lambda m: m.course.code):
         for ca in m.course.homework:
@@ -69,6 +77,8 @@ def homework_for(user: User) -> list[Homework]:
                 continue  # a folder removed from disk: nothing to show or submit
             hw = Homework(m.course, ca, assignment)
             hw.used, hw.pending, hw.best, hw.max_score = attempt_counts(user.id, m.course.id, ca.assignment_id)
+            hw.extension = db.session.scalar(db.select(Extension.deadline).where(
+                Extension.course_assignment_id == ca.id, Extension.user_id == user.id))
             out.append(hw)
     out.sort(key=lambda h: (h.course.code, h.settings.deadline or datetime.max, h.assignment.id))
     return out

@@ -160,3 +160,26 @@ def test_gradescope_and_jsonl(client, auth, make_sub):
     records = [json.loads(line) for line in lines]
     assert [r["status"] for r in records] == ["graded", "error"]
     assert records[0]["report"]["checks"][0]["id"] == "launch.ranks" and records[0]["username"] == "alice"
+
+
+def test_an_extension_reopens_uploads_for_that_student_only(app, client, auth, hw):
+    from datetime import timedelta
+
+    from server.dashboard.actions import set_extension
+    from server.models import CourseAssignment, User, utcnow
+
+    with app.app_context():
+        ca = db.session.get(CourseAssignment, hw)
+        ca.deadline, ca.late_penalty_per_day = utcnow() - timedelta(hours=1), 0.0
+        db.session.commit()
+        bob = db.session.scalar(db.select(User).where(User.username == "bob"))
+        set_extension(ca, bob.id, utcnow() + timedelta(days=2), "ill", bob.id)
+    upload = {"file": (io.BytesIO(b"print('hi')\n"), "train.py")}
+    auth.login()
+    assert client.post(f"/homework/DIST101/{PLACEHOLDER}", data=upload,
+                       content_type="multipart/form-data").status_code == 400
+    auth.logout()
+    auth.login("bob", "bob-pass")
+    upload = {"file": (io.BytesIO(b"print('hi')\n"), "train.py")}
+    assert client.post(f"/homework/DIST101/{PLACEHOLDER}", data=upload,
+                       content_type="multipart/form-data").status_code == 302
