@@ -84,4 +84,7 @@ def test_student_uploads_and_watches_grading(service, page, lang):
     sub_id = int(page.url.rsplit("/", 1)[1])
     api = json.loads(page.evaluate(f"fetch('/api/submissions/{sub_id}').then(r => r.text())"))
     assert api["status"] == "graded" and api["score"] == float(score)
+    # The reference solution is correct: it must get every point, not merely some.
+    assert api["score"] == api["max_score"] > 0, api
+    assert page.locator("ol.checks .badge-fail").count() == 0
     shot(page, f"report-{lang}")
