@@ -26,10 +26,20 @@ CHECKS = {"sampler.disjoint": 0.15, "sampler.reshuffle": 0.38, "ddp.grad_sync": 
           "memory.fit": 0.25}  # check id -> share of the class failing it
 
 
-def fake_report(rng: random.Random, score: float) -> dict:
-    """A small GradeReport dict with the DDP/FSDP check ids, a speed-up and per-rank peaks."""
+MANUAL_CELLS = [{"cell_id": "q1", "max_points": 5,
+                 "source": "# stage 3 shards parameters, gradients and optimizer states across ranks"}]
+
+
+def fake_report(rng: random.Random, score: float, manual: bool = False) -> dict:
+    """A small GradeReport dict with the DDP/FSDP check ids, a speed-up and per-rank peaks.
+
+    ``manual``: one check lists a free-text cell for a person to grade (``evidence.manual_cells``).
+    """
     checks = [{"id": cid, "title": {"zh": cid, "en": cid}, "status": "fail" if rng.random() < share else "pass",
                "points": 0, "max_points": 0, "evidence": {}} for cid, share in CHECKS.items()]
+    if manual:
+        checks.append({"id": "notebook.manual", "title": {"zh": "人工评分", "en": "Graded by hand"}, "status": "info",
+                       "points": 0, "max_points": 5, "evidence": {"manual_cells": MANUAL_CELLS}})
     t1 = rng.uniform(300, 500)
     peaks = [rng.uniform(3, 9) * 2 ** 30 for _ in range(2)]
     return {"assignment": "bench", "status": "graded", "score": score, "max_score": 100.0, "checks": checks,
@@ -88,7 +98,7 @@ def seed_class(students: int, seed: int = 7, code: str = "BENCH", reports: bool 
                              "max_score": 100.0, "enqueue_gen": 0, "infra_retries": 0, "grading_runs": 1,
                              "results_stored": 1})
                 if reports and status == "graded":
-                    subs[-1]["report_json"] = fake_report(rng, subs[-1]["score"])
+                    subs[-1]["report_json"] = fake_report(rng, subs[-1]["score"], ca.assignment_id == HOMEWORK[2])
         for q in QUIZZES:
             for n in range(1, rng.choice((0, 1, 2, 3)) + 1):
                 attempts.append({"user_id": u, "course_id": course.id, "quiz_id": q, "attempt_no": n,

@@ -92,8 +92,12 @@ def student(code: str, username: str):
     manual = {s.id: actions.manual_cells(s.report_json) for s in subs}
     extensions = {ca_id: ext for ca_id, ext in db.session.execute(
         db.select(Extension.course_assignment_id, Extension).where(Extension.user_id == user.id))}
-    audit = db.session.scalars(db.select(AuditEntry).where(
-        AuditEntry.course_id == course.id, AuditEntry.user_id == user.id).order_by(AuditEntry.at.desc())).all()
+    actor = db.aliased(User)
+    audit = db.session.execute(
+        db.select(AuditEntry, User.username, actor.username).join(User, User.id == AuditEntry.user_id)
+        .join(actor, actor.id == AuditEntry.actor_id)
+        .where(AuditEntry.course_id == course.id, AuditEntry.user_id == user.id)
+        .order_by(AuditEntry.at.desc(), AuditEntry.id.desc())).all()
     return render_template("dashboard/student.html", course=course, user=user, book=book, row=row,
                            attempts=attempts, subs=subs, reports=reports, manual=manual,
                            extensions=extensions, audit=audit)

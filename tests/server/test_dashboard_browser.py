@@ -108,3 +108,28 @@ def test_sort_and_override_by_keyboard(dashboard_service, page):
     assert "recorded in the audit log" in page.inner_text("main")
     page.goto(f"{dashboard_service.url}/dashboard/BENCH/audit?lang=en")
     assert "re-ran after the sampler fix" in page.inner_text("main")
+
+
+@pytest.mark.parametrize("lang, saved, queued", [("en", "Cell q1 graded.", "0 of 1 finished"),
+                                                 ("zh_CN", "单元格 q1 已评分。", "已完成 0 / 1")])
+def test_manual_cell_and_regrade_from_the_student_page(dashboard_service, page, tmp_path, lang, saved, queued):
+    _login(page, dashboard_service.url)
+    page.goto(f"{dashboard_service.url}/dashboard/BENCH/students/stu00005?lang={lang}")
+    sub = page.locator("details.sub-detail", has=page.locator("a[href$='/manual']")).first
+    sub.locator("> summary").click()
+    sub.locator("a[href$='/manual']").click()
+    page.wait_for_selector("#cell-q1")
+    assert "stage 3 shards parameters" in page.inner_text("#cell-q1 pre")
+    page.fill("#score-1", "4")
+    page.fill("#comment-1", "names all three states")
+    with page.expect_navigation():
+        page.press("#score-1", "Enter")
+    assert saved in page.inner_text("main")
+    page.screenshot(path=str(_shots(tmp_path) / f"manual-{lang}.png"), full_page=True)
+    page.goto(f"{dashboard_service.url}/dashboard/BENCH/students/stu00005?lang={lang}")
+    first = page.locator("details.sub-detail").first
+    first.locator("> summary").click()
+    with page.expect_navigation():
+        first.locator("form.regrade-form button").click()
+    assert queued in page.inner_text("main")  # no worker runs here: it waits in the normal queue
+    page.screenshot(path=str(_shots(tmp_path) / f"regrade-{lang}.png"), full_page=True)
