@@ -17,6 +17,7 @@ from flask_wtf import FlaskForm
 from flask_wtf.file import FileField, FileRequired
 
 from graders.assignments import load
+from graders.config_annotation.notebook import merge_manual_scores
 from graders.exceptions import AssignmentNotFound, SubmissionRejected
 from server.access import is_instructor_of, submission_or_404
 from server.extensions import db
@@ -121,9 +122,25 @@ def store_submission(hw, filename: str, data: bytes) -> Submission:
     return sub
 
 
+def with_manual_scores(submission_id: int, report: dict) -> dict:
+    """The report as the student should see it: free-text cells the instructor graded by hand
+    carry that score and comment (the same merge nbgrader's gradebook gets)."""
+    from server.dashboard.actions import cell_scores  # the dashboard package imports this module
+
+    scores = cell_scores(submission_id)
+    if not scores or not any(c.get("id", "").startswith("manual.") for c in report.get("checks", [])):
+        return report
+    try:
+        return merge_manual_scores(report, {cid: {"score": r.score, "comment": r.comment}
+                                            for cid, r in scores.items()})
+    except ValueError:  # a cell the regraded report no longer has: show the report as graded
+        current_app.logger.warning("manual scores of submission %s do not match its report", submission_id)
+        return report
+
+
 def report_context(sub: Submission) -> dict:
     """What the report fragment needs; the traceback only for the course's instructors."""
-    report = sub.report_json or {}
+    report = with_manual_scores(sub.id, sub.report_json or {})
     staff = is_instructor_of(sub.course_id)
     return dict(sub=sub, course=db.session.get(Course, sub.course_id), report=report, checks=report.get("checks", []), charts=charts_for(report.get("plots")),
                 staff=staff, traceback=(sub.error_detail or report.get("staff_traceback")) if staff else None,

@@ -183,3 +183,21 @@ def test_an_extension_reopens_uploads_for_that_student_only(app, client, auth, h
     upload = {"file": (io.BytesIO(b"print('hi')\n"), "train.py")}
     assert client.post(f"/homework/DIST101/{PLACEHOLDER}", data=upload,
                        content_type="multipart/form-data").status_code == 302
+
+
+def test_student_report_shows_the_instructors_manual_cell_score(app, client, auth, make_sub):
+    report = copy.deepcopy(SAMPLE_REPORT)
+    report["checks"].append({
+        "id": "manual.why-zero3", "title": {"zh": "人工评分", "en": "Graded by hand"}, "status": "skip",
+        "points": 0, "max_points": 3, "message": {"zh": "等待老师评分", "en": "Awaiting the instructor"},
+        "hint": {"zh": "", "en": ""},
+        "evidence": {"manual_cells": [{"cell_id": "why-zero3", "max_points": 3, "source": "ZeRO-3 shards"}]}})
+    sid = make_sub(report_json=report, max_score=13.0)
+    auth.login(*TEACHER)
+    assert client.post(f"/dashboard/DIST101/submissions/{sid}/manual",
+                       data={"cell_id": "why-zero3", "score": "2", "comment": "names parameters"}).status_code == 302
+    auth.logout()
+    auth.login()  # alice, the owner
+    page = client.get(f"/submissions/{sid}/report?lang=en").get_data(as_text=True)
+    assert "Instructor&#39;s score: 2/3. names parameters" in page or "Instructor's score: 2/3. names parameters" in page
+    assert "Awaiting the instructor" not in page
