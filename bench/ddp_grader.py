@@ -24,20 +24,33 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from graders import assignments, cifar, cli  # noqa: E402
+from graders import assignments, cifar, cli, torchrun  # noqa: E402
 from graders.ddp_speedup import calibration  # noqa: E402
 
 
+# PyTorch has SyncBatchNorm only for accelerators: without the harness's CPU version the
+# reference solution dies in DDP() within seconds, and the bare time measured nothing.
+SHIM = "from distgrade_harness import syncbn\nsyncbn.install()\n"
+
+
 def bare_run(solution: Path, data: Path, epochs: int) -> float:
-    """The grader's two torchrun commands without harness or sandbox."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
-    env.pop("PYTHONPATH", None)
+    """The grader's two torchrun commands without sandbox or observation hooks.
+
+    Only the CPU SyncBatchNorm shim is loaded, since the script cannot run on CPU without it;
+    a failed run raises rather than being timed.
+    """
     start = time.monotonic()
-    for n in (1, 2):
-        with tempfile.TemporaryDirectory() as work:
-            subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={n}",
-                            str(solution), "--data-dir", str(data), "--epochs", str(epochs)],
-                           cwd=work, env=env, capture_output=True, check=False)
+    with tempfile.TemporaryDirectory() as site:
+        Path(site, "sitecustomize.py").write_text(SHIM)
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "",
+               "PYTHONPATH": f"{site}:{torchrun.HARNESS_DIR}"}
+        for n in (1, 2):
+            with tempfile.TemporaryDirectory() as work:
+                proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                                       f"--nproc_per_node={n}", str(solution), "--data-dir", str(data),
+                                       "--epochs", str(epochs)], cwd=work, env=env, capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise RuntimeError(f"bare run with {n} process(es) failed:\n{proc.stderr[-2000:]}")
     return time.monotonic() - start
 
 
