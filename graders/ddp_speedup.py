@@ -66,7 +66,8 @@ def grade(assignment: Assignment, job: Path, files: list[Path], mode: str = "cpu
     def launch(n: int, tag: str):
         report_progress(f"run.{tag}", logs={})
         return torchrun.run(script, n, root=job / f"n{n}", data_dir=data_dir, epochs=epochs, limits=limits,
-                            mode=mode, synthetic=synthetic, gpus=list(range(n)) if mode == "gpu" else None)
+                            mode=mode, synthetic=synthetic, gpus=list(range(n)) if mode == "gpu" else None,
+                            progress=f"run.{tag}")
 
     run1 = launch(1, "single") if do_single else None
     run_n = launch(nproc, "distributed") if do_multi else None

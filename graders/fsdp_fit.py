@@ -91,7 +91,8 @@ def grade(assignment: Assignment, job: Path, files: list[Path], mode: str = "cpu
         report_progress(f"run.{tag}", logs={})
         return torchrun.run(script, n, root=job / f"n{n}", data_dir=script.parent, epochs=0, limits=limits,
                             mode=mode, gpus=list(range(n)) if mode == "gpu" else None,
-                            script_args=["--model-size", size, "--steps", str(k)], extra_env=env)
+                            script_args=["--model-size", size, "--steps", str(k)], extra_env=env,
+                            progress=f"run.{tag}")
 
     run = launch(nproc, steps, "distributed") if plan["main"] else None
     base = None

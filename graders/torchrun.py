@@ -22,10 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from graders import sandbox, untrusted
+from graders.progress import report_progress
 
 HARNESS_DIR = Path(__file__).resolve().parent / "harness"
 MAX_STREAM_BYTES = 64 * 1024 * 1024  # per rank; real records are far smaller
 LOG_TAIL = 4000
+PROGRESS_EVERY_S = 2.0
+PROGRESS_TAIL = 1500
 SCAN_TAIL = 64 * 1024  # what checks may search (a spawn worker's traceback precedes the rank's own)
 MAX_CHANNEL_ENTRIES = 4096  # names listed in the channel folder (students may create files there)
 MAX_STACK_FILES = 8  # dumps kept per rank: the rank and a few of its children
@@ -203,13 +206,15 @@ def make_limits(base: dict[str, Any], override: dict[str, Any] | None = None) ->
 
 def run(script: Path, nproc: int, *, root: Path, data_dir: Path, epochs: int, limits: sandbox.Limits,
         mode: str = "cpu", synthetic: bool = True, gpus: list[int] | None = None,
-        script_args: list[str] | None = None, extra_env: dict[str, str] | None = None) -> TorchrunRun:
+        script_args: list[str] | None = None, extra_env: dict[str, str] | None = None,
+        progress: str | None = None) -> TorchrunRun:
     """Run ``torchrun --standalone --nproc_per_node=nproc script`` from an empty directory.
 
     ``root`` is a fresh folder of the job; the run uses ``root/work`` (cwd),
     ``root/logs`` (per-rank output) and ``root/chan`` (the record channel).
     ``script_args`` replaces the default ``--data-dir D --epochs E``; ``extra_env`` is
-    added to the ranks' environment (e.g. ``DISTGRADE_FSDP=1``).
+    added to the ranks' environment (e.g. ``DISTGRADE_FSDP=1``). With ``progress`` (a phase
+    name), each rank's log tail is relayed to the status page every few seconds while it runs.
     """
     work, logs = root / "work", root / "logs"
     for d in (root, work, logs):
@@ -223,6 +228,7 @@ def run(script: Path, nproc: int, *, root: Path, data_dir: Path, epochs: int, li
             *(script_args if script_args is not None else ["--data-dir", str(data_dir), "--epochs", str(epochs)])]
     env = {**rank_env(channel=server.dir, mode=mode, synthetic=synthetic),
            **(extra_env or {}), "HOME": str(work), "TMPDIR": str(work)}
+    relay = _ProgressRelay(progress, logs, nproc) if progress else None
     try:
         result = sandbox.run(argv, workdir=work, limits=limits, env=env,
                              ro_binds=[(str(HARNESS_DIR), str(HARNESS_DIR)), (str(data_dir), str(data_dir)),
@@ -231,6 +237,8 @@ def run(script: Path, nproc: int, *, root: Path, data_dir: Path, epochs: int, li
                              gpus=gpus if mode == "gpu" else None)
     finally:
         server.close()
+        if relay:
+            relay.stop()
     scan = _read_logs(logs, nproc, result, SCAN_TAIL)
     return TorchrunRun(nproc=nproc, result=result, ranks=server.streams, stacks=_read_stacks(server.dir, nproc),
                        logs={k: v[-LOG_TAIL:] for k, v in scan.items()}, tampering=server.tampering,
@@ -262,6 +270,13 @@ def _read_logs(logs: Path, nproc: int, result: sandbox.SandboxResult, tail: int 
     The layout is ``<run id>/attempt_0/<rank>/{stdout,stderr}.log``; every part of it is
     student-writable, so it is walked without following symlinks and read with a cap.
     """
+    out = _rank_log_tails(logs, nproc, tail)
+    out["launcher"] = _clean(result.stderr)[-tail:]
+    return out
+
+
+def _rank_log_tails(logs: Path, nproc: int, tail: int) -> dict[str, str]:
+    """``rank<N>`` -> the tail of that rank's stdout + stderr so far (read as untrusted files)."""
     out = {}
     with untrusted.open_dir(logs) as fd:
         run_ids = untrusted.list_names(fd, 8) if fd is not None else []
@@ -272,8 +287,29 @@ def _read_logs(logs: Path, nproc: int, result: sandbox.SandboxResult, tail: int 
                 txt = untrusted.read_under(logs, [run_id, "attempt_0", str(rank), name], tail, tail=True)
                 parts.append(txt or "")
         out[f"rank{rank}"] = _clean("".join(parts))[-tail:]
-    out["launcher"] = _clean(result.stderr)[-tail:]
     return out
+
+
+class _ProgressRelay(threading.Thread):
+    """While the ranks run, send their log tails to the status page every ``PROGRESS_EVERY_S``."""
+
+    def __init__(self, phase: str, logs: Path, nproc: int):
+        super().__init__(daemon=True)
+        self.phase, self.logs, self.nproc = phase, logs, nproc
+        self._done = threading.Event()
+        self.start()
+
+    def run(self) -> None:
+        while not self._done.wait(PROGRESS_EVERY_S):
+            try:
+                tails = _rank_log_tails(self.logs, self.nproc, PROGRESS_TAIL)
+            except OSError:  # the job folder is being torn down
+                return
+            report_progress(self.phase, logs={f"n{self.nproc}.{k}": v for k, v in tails.items()})
+
+    def stop(self) -> None:
+        self._done.set()
+        self.join(timeout=5)
 
 
 def _clean(text: str) -> str:
