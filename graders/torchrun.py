@@ -96,12 +96,16 @@ class ChannelServer:
     def __init__(self, directory: Path, nproc: int):
         self.dir = directory
         directory.mkdir(parents=True)
-        os.chmod(directory, 0o733)  # ranks (another uid) may create stack files, not list
+        # Ranks (another uid) may create stack files but not list the folder; the sticky bit stops
+        # them from deleting or replacing the grader's socket with one of their own.
+        os.chmod(directory, 0o1733)
         self.tokens = {secrets.token_hex(16): r for r in range(nproc)}
         for token, rank in self.tokens.items():
             p = directory / f"token-{rank}"
             p.write_text(token)
-            os.chmod(p, 0o644)
+            os.chmod(p, 0o600)
+            if os.geteuid() == 0:  # the rank's harness must be able to read and then unlink it
+                os.chown(p, sandbox.SANDBOX_UID, sandbox.SANDBOX_GID)
         self.used: set[str] = set()
         self.streams: dict[int, RankStream] = {}
         self.tampering: list[str] = []
