@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from bench.common import free_port, percentile, wait_for_port
+from bench.common import free_port, percentile, print_table, wait_for_port
 
 REPO = Path(__file__).resolve().parent.parent
 GUNICORN_SETTINGS = ["-w", "2", "--threads", "8", "--worker-class", "gthread", "--keep-alive", "5"]
@@ -103,3 +103,13 @@ def gunicorn(app_spec: str, env: dict[str, str] | None = None) -> Iterator[int]:
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def print_vs_bare(title: str, bare: LoadResult, label: str, other: LoadResult) -> None:
+    """The side-by-side table of one endpoint against the bare baseline, and the shared goal."""
+    ratio = other.throughput / bare.throughput
+    rows = [["bare Flask /ping", bare.throughput, bare.p(50), bare.p(99), bare.errors, ""],
+            [label, other.throughput, other.p(50), other.p(99), other.errors, f"{ratio:.2f}x"]]
+    print_table(title, ["endpoint", "req/s", "p50 ms", "p99 ms", "errors", "vs bare"], rows)
+    ok = ratio >= 0.5 and other.p(99) < 100 and other.errors == 0
+    print(f"\n  goal: >= 0.5x bare throughput and p99 < 100 ms -> {'ok' if ok else 'MISSED'}")

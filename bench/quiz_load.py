@@ -16,8 +16,8 @@ import tempfile
 import urllib.parse
 from pathlib import Path
 
-from bench.common import print_table, redis_server
-from bench.loadgen import REPO, run_load, gunicorn
+from bench.common import redis_server
+from bench.loadgen import REPO, gunicorn, print_vs_bare, run_load
 from bench.web_status import login_cookie
 from graders.quiz.bank import load_question, load_quiz
 from graders.quiz.grading import make_variant
@@ -90,13 +90,8 @@ def main() -> int:
                     plan.append(("POST", f"{path}/answer/{pos}", answer_body(uid, qid, token), post))
                 plans.append(plan)
             quiz = run_load(port, lambda i: plans[i], clients=CLIENTS)
-    ratio = quiz.throughput / bare.throughput
-    rows = [["bare Flask /ping", bare.throughput, bare.p(50), bare.p(99), bare.errors, ""],
-            ["quiz page + answer", quiz.throughput, quiz.p(50), quiz.p(99), quiz.errors, f"{ratio:.2f}x"]]
-    print_table(f"quiz: {CLIENTS} students x {n_req} requests ({len(questions)} questions), same gunicorn settings",
-                ["endpoint", "req/s", "p50 ms", "p99 ms", "errors", "vs bare"], rows)
-    ok = ratio >= 0.5 and quiz.p(99) < 100 and quiz.errors == 0
-    print(f"\n  goal: >= 0.5x bare throughput and p99 < 100 ms -> {'ok' if ok else 'MISSED'}")
+    print_vs_bare(f"quiz: {CLIENTS} students x {n_req} requests ({len(questions)} questions), same gunicorn settings",
+                  bare, "quiz page + answer", quiz)
     return 0
 
 

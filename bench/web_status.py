@@ -15,8 +15,8 @@ import tempfile
 import urllib.parse
 from pathlib import Path
 
-from bench.common import print_table, redis_server
-from bench.loadgen import REPO, gunicorn, run_load
+from bench.common import redis_server
+from bench.loadgen import REPO, gunicorn, print_vs_bare, run_load
 
 CLIENTS = int(os.environ.get("BENCH_CLIENTS", "50"))
 PER_CLIENT = int(os.environ.get("BENCH_REQUESTS", "40"))
@@ -73,14 +73,8 @@ def main() -> int:
             plan = [("GET", f"/api/submissions/{sid}", None, {"Cookie": cookie})]
             run_load(port, lambda i: plan * 5, clients=CLIENTS)
             status = run_load(port, lambda i: plan * PER_CLIENT, clients=CLIENTS)
-    ratio = status.throughput / bare.throughput
-    rows = [["bare Flask /ping", bare.throughput, bare.p(50), bare.p(99), bare.errors, ""],
-            ["status API (logged in)", status.throughput, status.p(50), status.p(99), status.errors,
-             f"{ratio:.2f}x"]]
-    print_table(f"web: {CLIENTS} concurrent clients x {PER_CLIENT} requests, same gunicorn settings",
-                ["endpoint", "req/s", "p50 ms", "p99 ms", "errors", "vs bare"], rows)
-    ok = ratio >= 0.5 and status.p(99) < 100 and status.errors == 0
-    print(f"\n  goal: >= 0.5x bare throughput and p99 < 100 ms -> {'ok' if ok else 'MISSED'}")
+    print_vs_bare(f"web: {CLIENTS} concurrent clients x {PER_CLIENT} requests, same gunicorn settings",
+                  bare, "status API (logged in)", status)
     return 0
 
 
