@@ -20,6 +20,7 @@ from server.models import CourseAssignment, Submission, SubmissionStatus, User, 
 from server.queue import try_enqueue
 
 REGRADABLE = (SubmissionStatus.GRADED.value, SubmissionStatus.ERROR.value)
+REGRADE_INLINE = 100  # regraded submissions enqueued inside the request; the reconciler takes the rest
 
 
 class ActionError(ValueError):
@@ -52,7 +53,10 @@ def regrade(subs: list[Submission], actor_id: int) -> str:
         if won:
             requeued.append(sub)
     db.session.commit()
-    for sub in requeued:
+    # A whole class can be thousands of submissions: hand the first ones to Redis now and leave
+    # the rest queued in the database, where every worker's reconciler enqueues them within
+    # seconds. The web request stays short whatever the class size.
+    for sub in requeued[:REGRADE_INLINE]:
         db.session.refresh(sub)
         try_enqueue(sub)  # Redis down: the reconciler enqueues it later
     return batch

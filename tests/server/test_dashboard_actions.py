@@ -52,6 +52,21 @@ def test_regrade_all_goes_through_the_queue_and_shows_changes(app, client, auth,
         assert (sub.score, sub.results_stored) == (9.0, 1)
 
 
+def test_a_large_regrade_leaves_the_rest_to_the_reconciler(app, client, auth, make_sub, monkeypatch):
+    from server.dashboard import actions
+    from server.queue import queue_name, reconcile, redis_conn
+
+    monkeypatch.setattr(actions, "REGRADE_INLINE", 1)
+    ids = [make_sub("alice"), make_sub("bob"), make_sub("alice")]
+    auth.login(*TEACHER)
+    assert client.post(f"/dashboard/DIST101/homework/{PLACEHOLDER}/regrade").status_code == 302
+    with app.app_context():
+        queue = Queue(queue_name("cpu"), connection=redis_conn())
+        assert len(queue.job_ids) == 1  # only the first went to Redis inside the request
+        assert sorted(reconcile()) == ids[1:]  # the workers' reconciler enqueues the others
+        assert len(queue.job_ids) == 3
+
+
 def test_regrade_one_keeps_the_old_score(app, client, auth, make_sub):
     from server.dashboard.models import Regrade
 
