@@ -183,3 +183,16 @@ def test_logging_on_a_nonzero_rank_counts_like_printing():
     assert (f.status, f.key, f.params["prints"], f.params["logging_calls"]) == (CheckStatus.WARN, "prints", 22, 20)
     res = _result(assignments.load("ddp_speedup").raw["checks"]["io.rank0_only"], "io.rank0_only", f)
     assert "printed 22 lines (2 print() calls, 20 logging records)" in res.message["en"]
+
+
+@pytest.mark.parametrize("speedups, expected", [
+    ([0.94, 0.79, 0.41], None),  # the busy-host pair spreads the three too far: measure more
+    ([0.94, 0.79, 0.41, 0.86], 0.86),  # the tightest three settle; the outlier is ignored
+    ([1.5, 1.6, 1.55], 1.55),
+    ([1.5, 1.6], None),  # fewer than the pairs asked for
+])
+def test_calibration_settles_on_the_tightest_pairs(speedups, expected):
+    from graders.ddp_speedup import settled_speedup
+
+    got = settled_speedup(speedups, pairs=3, max_spread=1.3)
+    assert got == (pytest.approx(expected) if expected is not None else None)
