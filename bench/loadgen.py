@@ -113,3 +113,13 @@ def print_vs_bare(title: str, bare: LoadResult, label: str, other: LoadResult) -
     print_table(title, ["endpoint", "req/s", "p50 ms", "p99 ms", "errors", "vs bare"], rows)
     ok = ratio >= 0.5 and other.p(99) < 100 and other.errors == 0
     print(f"\n  goal: >= 0.5x bare throughput and p99 < 100 ms -> {'ok' if ok else 'MISSED'}")
+
+
+def prepare_database(env: dict[str, str], script: str) -> str:
+    """Migrate and seed a fresh database, then run ``script`` in the app's context; returns its output."""
+    flask = [sys.executable, "-m", "flask", "--app", "server"]
+    subprocess.run(flask + ["db", "upgrade"], env=env, cwd=REPO, check=True, capture_output=True)
+    subprocess.run(flask + ["seed-demo"], env=env, cwd=REPO, check=True, capture_output=True)
+    code = "from server import create_app\nfrom server.extensions import db\napp = create_app()\n" + script
+    return subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, check=True, capture_output=True,
+                          text=True).stdout

@@ -10,14 +10,12 @@ from __future__ import annotations
 import http.client
 import os
 import re
-import subprocess
-import sys
 import tempfile
 import urllib.parse
 from pathlib import Path
 
 from bench.common import redis_server
-from bench.loadgen import REPO, gunicorn, print_vs_bare, run_load
+from bench.loadgen import gunicorn, prepare_database, print_vs_bare, run_load
 from bench.web_status import login_cookie
 from graders.quiz.bank import load_question, load_quiz
 from graders.quiz.grading import make_variant
@@ -27,18 +25,14 @@ CLIENTS = int(os.environ.get("BENCH_CLIENTS", "50"))
 QUIZ = "ch7_3_practice"
 
 
-def prepare_database(env: dict[str, str]) -> dict[str, int]:
-    """Migrate, seed, and enrol one student per simulated client; returns username -> user id."""
-    flask = [sys.executable, "-m", "flask", "--app", "server"]
-    subprocess.run(flask + ["db", "upgrade"], env=env, cwd=REPO, check=True, capture_output=True)
-    subprocess.run(flask + ["seed-demo"], env=env, cwd=REPO, check=True, capture_output=True)
-    code = ("from server import create_app\nfrom server.extensions import db\nfrom server.roster import enrol\n"
-            "from server.models import Course, Role\napp = create_app()\nwith app.app_context():\n"
-            "    c = db.session.scalar(db.select(Course))\n"
-            f"    users = [enrol(c, f'student{{i}}', role=Role.STUDENT, password='pw')[0] for i in range({CLIENTS})]\n"
-            "    db.session.commit()\n    print(' '.join(f'{u.username}={u.id}' for u in users))\n")
-    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, check=True, capture_output=True, text=True)
-    return {k: int(v) for k, v in (p.split("=") for p in out.stdout.split()[-CLIENTS:])}
+def enrol_students(env: dict[str, str]) -> dict[str, int]:
+    """A fresh database with one student per simulated client; returns username -> user id."""
+    out = prepare_database(env, (
+        "from server.roster import enrol\nfrom server.models import Course, Role\nwith app.app_context():\n"
+        "    c = db.session.scalar(db.select(Course))\n"
+        f"    users = [enrol(c, f'student{{i}}', role=Role.STUDENT, password='pw')[0] for i in range({CLIENTS})]\n"
+        "    db.session.commit()\n    print(' '.join(f'{u.username}={u.id}' for u in users))\n"))
+    return {k: int(v) for k, v in (p.split("=") for p in out.split()[-CLIENTS:])}
 
 
 def start_attempt(port: int, cookie: str) -> tuple[str, str]:
@@ -72,7 +66,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp, redis_server() as redis_url:
         env = dict(os.environ, DATABASE_URL=f"sqlite:///{Path(tmp) / 'bench.db'}", REDIS_URL=redis_url,
                    DISTGRADE_VAR_DIR=tmp, SECRET_KEY="bench")
-        users = prepare_database(env)
+        users = enrol_students(env)
         n_req = 2 * len(questions)
         with gunicorn("bench.bare_app:app") as port:
             run_load(port, lambda i: [("GET", "/ping", None, {})] * 5, clients=CLIENTS)

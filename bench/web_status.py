@@ -9,14 +9,12 @@ from __future__ import annotations
 import http.client
 import os
 import re
-import subprocess
-import sys
 import tempfile
 import urllib.parse
 from pathlib import Path
 
 from bench.common import redis_server
-from bench.loadgen import REPO, gunicorn, print_vs_bare, run_load
+from bench.loadgen import gunicorn, prepare_database, print_vs_bare, run_load
 
 CLIENTS = int(os.environ.get("BENCH_CLIENTS", "50"))
 PER_CLIENT = int(os.environ.get("BENCH_REQUESTS", "40"))
@@ -42,29 +40,23 @@ def login_cookie(port: int, username: str, password: str) -> str:
     return new_cookie or cookie
 
 
-def prepare_database(env: dict[str, str]) -> int:
-    """Migrate, seed, and store one graded submission for alice; returns its id."""
-    flask = [sys.executable, "-m", "flask", "--app", "server"]
-    subprocess.run(flask + ["db", "upgrade"], env=env, cwd=REPO, check=True, capture_output=True)
-    subprocess.run(flask + ["seed-demo"], env=env, cwd=REPO, check=True, capture_output=True)
-    code = ("from server import create_app\nfrom server.extensions import db\n"
-            "from server.models import Submission, User, Course\n"
-            "app = create_app()\nwith app.app_context():\n"
-            "    u = db.session.scalar(db.select(User).where(User.username == 'alice'))\n"
-            "    c = db.session.scalar(db.select(Course))\n"
-            "    s = Submission(user_id=u.id, course_id=c.id, assignment_id='ddp_speedup', filename='t.py',"
-            " content=b'x', sha256='0'*64, size=1, status='graded', score=1.0, max_score=2.0)\n"
-            "    db.session.add(s); db.session.commit(); print(s.id)\n")
-    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, check=True, capture_output=True,
-                         text=True)
-    return int(out.stdout.strip().splitlines()[-1])
+def store_graded_submission(env: dict[str, str]) -> int:
+    """A fresh database with one graded submission for alice; returns its id."""
+    out = prepare_database(env, (
+        "from server.models import Submission, User, Course\nwith app.app_context():\n"
+        "    u = db.session.scalar(db.select(User).where(User.username == 'alice'))\n"
+        "    c = db.session.scalar(db.select(Course))\n"
+        "    s = Submission(user_id=u.id, course_id=c.id, assignment_id='ddp_speedup', filename='t.py',"
+        " content=b'x', sha256='0'*64, size=1, status='graded', score=1.0, max_score=2.0)\n"
+        "    db.session.add(s); db.session.commit(); print(s.id)\n"))
+    return int(out.strip().splitlines()[-1])
 
 
 def main() -> int:
     with tempfile.TemporaryDirectory() as tmp, redis_server() as redis_url:
         env = dict(os.environ, DATABASE_URL=f"sqlite:///{Path(tmp) / 'bench.db'}", REDIS_URL=redis_url,
                    DISTGRADE_VAR_DIR=tmp, SECRET_KEY="bench")
-        sid = prepare_database(env)
+        sid = store_graded_submission(env)
         with gunicorn("bench.bare_app:app") as port:
             run_load(port, lambda i: [("GET", "/ping", None, {})] * 5, clients=CLIENTS)  # warm-up
             bare = run_load(port, lambda i: [("GET", "/ping", None, {})] * PER_CLIENT, clients=CLIENTS)

@@ -59,7 +59,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import lru_cache

@@ -10,7 +10,6 @@ from __future__ import annotations
 import ast
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from graders import memory_calc

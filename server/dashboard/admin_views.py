@@ -13,10 +13,10 @@ from server.dashboard import actions
 from server.dashboard.gradebook import build_gradebook
 from server.dashboard.models import AuditEntry, Extension
 from server.dashboard.queue_health import queue_health
-from server.dashboard.views import bp, settings_or_404, student_or_404
+from server.dashboard.views import bp, course_submission_or_404, settings_or_404, student_or_404
 from server.extensions import db
 from server.homework.views import report_context
-from server.models import Submission, User
+from server.models import User
 
 
 def _messages() -> dict[str, str]:
@@ -65,18 +65,11 @@ def override(code: str, username: str):
     return redirect(url_for("dashboard.student", code=code, username=username, _anchor="items"))
 
 
-def _course_submission_or_404(course_id: int, submission_id: int) -> Submission:
-    sub = db.session.get(Submission, submission_id)
-    if sub is None or sub.course_id != course_id:
-        abort(404)
-    return sub
-
-
 @bp.route("/<code>/submissions/<int:submission_id>/manual", methods=["GET", "POST"])
 def manual_grading(code: str, submission_id: int):
     """Grade the free-text cells a grader left for a person (``evidence.manual_cells``)."""
     course = course_or_404(code, instructor=True)
-    sub = _course_submission_or_404(course.id, submission_id)
+    sub = course_submission_or_404(course.id, submission_id)
     cells = actions.manual_cells(sub.report_json)
     status = 200
     if request.method == "POST":

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import DateTime, and_, case, func, literal, or_
+from sqlalchemy import DateTime, and_, case, func, literal
 
 from graders.assignments import load as load_assignment
 from graders.exceptions import AssignmentNotFound

@@ -11,7 +11,7 @@ from server.access import course_or_404
 from server.dashboard import actions, stats
 from server.dashboard.gradebook import build_gradebook
 from server.dashboard.models import Extension
-from server.dashboard.views import bp, settings_or_404
+from server.dashboard.views import bp, course_submission_or_404, settings_or_404
 from server.extensions import db
 from server.homework.charts import bar_chart
 from server.models import Submission, User
@@ -87,9 +87,7 @@ def regrade_all(code: str, assignment_id: str):
 def regrade_one(code: str, submission_id: int):
     """Regrade one submission through the normal queue."""
     course = course_or_404(code, instructor=True)
-    sub = db.session.get(Submission, submission_id)
-    if sub is None or sub.course_id != course.id:
-        abort(404)
+    sub = course_submission_or_404(course.id, submission_id)
     if sub.status not in actions.REGRADABLE:
         flash(_("This submission is still waiting or running; it will be graded anyway."), "info")
         return redirect(url_for("dashboard.student", code=code, username=sub.user.username))

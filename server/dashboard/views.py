@@ -131,13 +131,19 @@ def export_reports(code: str):
     return _download(body, f"{course.code}-reports.jsonl", "application/x-ndjson")
 
 
+def course_submission_or_404(course_id: int, submission_id: int) -> Submission:
+    """A submission of this course, or 404 (ids from other courses reveal nothing)."""
+    sub = db.session.get(Submission, submission_id)
+    if sub is None or sub.course_id != course_id:
+        abort(404)
+    return sub
+
+
 @bp.route("/<code>/submissions/<int:submission_id>/gradescope.json")
 def export_gradescope(code: str, submission_id: int):
     """One submission's report in Gradescope's results.json format."""
     course = course_or_404(code, instructor=True)
-    sub = db.session.get(Submission, submission_id)
-    if sub is None or sub.course_id != course.id:
-        abort(404)
+    sub = course_submission_or_404(course.id, submission_id)
     body = json.dumps(exports.gradescope_results(sub, lang_key()), ensure_ascii=False, indent=1)
     return _download(body, f"results-{sub.id}.json", "application/json")
 

@@ -7,7 +7,7 @@ import io
 import pytest
 
 from server.extensions import db
-from server.models import Membership, User
+from server.models import User
 
 
 def post_csv(client, data: bytes, lang: str = "en"):
