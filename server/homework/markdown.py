@@ -1,7 +1,7 @@
 """A tiny, safe Markdown subset for assignment specs: no dependency, no raw HTML.
 
-Everything is escaped first; only headings, paragraphs, lists, fenced code,
-inline code, bold and http(s)/relative links are turned into tags. Anything else
+Everything is escaped first; only headings, paragraphs, lists, pipe tables, fenced
+code, inline code, bold, italics and http(s)/relative links are turned into tags. Anything else
 shows as the text it is, which is the right failure for a spec.
 """
 from __future__ import annotations
@@ -15,6 +15,8 @@ _BULLET = re.compile(r"^\s*[-*]\s+(.*)$")
 _NUMBERED = re.compile(r"^\s*\d+[.)]\s+(.*)$")
 _CODE = re.compile(r"`([^`]+)`")
 _BOLD = re.compile(r"\*\*(.+?)\*\*")
+_ITALIC = re.compile(r"(?<![*\w])\*(?!\s)([^*]+?)(?<!\s)\*(?![*\w])")
+_TABLE_RULE = re.compile(r"^\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
 _LINK = re.compile(r"\[([^\]]+)\]\(((?:https?://|/|#)[^)\s]*)\)")
 
 
@@ -27,9 +29,23 @@ def inline(text: str) -> str:
             continue
         s = str(escape(chunk))
         s = _BOLD.sub(r"<strong>\1</strong>", s)
+        s = _ITALIC.sub(r"<em>\1</em>", s)
         s = _LINK.sub(r'<a href="\2">\1</a>', s)  # \2 is already escaped and scheme-checked
         parts.append(s)
     return "".join(parts)
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def table(rows: list[str]) -> str:
+    """A pipe table; the row after the header must be the ``|---|`` rule, else it stays text."""
+    if len(rows) < 2 or not _TABLE_RULE.match(rows[1].strip()):
+        return "<p>" + " ".join(inline(r) for r in rows) + "</p>"
+    head = "".join(f'<th scope="col">{inline(c)}</th>' for c in _cells(rows[0]))
+    body = "".join("<tr>" + "".join(f"<td>{inline(c)}</td>" for c in _cells(r)) + "</tr>" for r in rows[2:])
+    return f'<div class="table-scroll"><table class="table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
 def render(source: str) -> Markup:
@@ -37,11 +53,15 @@ def render(source: str) -> Markup:
     out: list[str] = []
     para: list[str] = []
     items: list[str] = []
+    rows: list[str] = []
     list_tag = ""
     code: list[str] | None = None
 
     def flush() -> None:
         nonlocal list_tag
+        if rows:
+            out.append(table(rows))
+            rows.clear()
         if para:
             out.append("<p>" + " ".join(inline(p) for p in para) + "</p>")
             para.clear()
@@ -63,6 +83,10 @@ def render(source: str) -> Markup:
             code = []
         elif not line.strip():
             flush()
+        elif line.lstrip().startswith("|"):
+            if para or items:
+                flush()
+            rows.append(line)
         elif m := _HEADING.match(line):
             flush()
             level = len(m.group(1)) + 1  # the page title is the h1
@@ -76,7 +100,7 @@ def render(source: str) -> Markup:
         elif items and line.startswith("  "):
             items[-1] += " " + line.strip()  # a wrapped list item
         else:
-            if items:
+            if items or rows:
                 flush()
             para.append(line.strip())
     if code is not None:  # an unclosed fence still shows its code

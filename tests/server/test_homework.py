@@ -212,3 +212,14 @@ def test_markdown_is_escaped_and_links_are_checked():
     assert "<strong>b</strong>" in html and "<code>&lt;c&gt;</code>" in html
     assert '<a href="https://a.b">ok</a>' in html and "javascript:" not in html.split("[bad]")[0]
     assert 'href="javascript' not in html
+
+
+def test_markdown_tables_and_italics_as_the_specs_use_them():
+    from server.homework.markdown import render
+
+    html = str(render("Grade *this value*, not 2*3*4.\n\n| Part | Points |\n|---|---:|\n| A <b> | 10 |\n"
+                      "after the table\n\n| not | a table |\n| because | no rule |\n"))
+    assert "<em>this value</em>" in html and "2*3*4" in html
+    assert '<th scope="col">Part</th>' in html and "<td>A &lt;b&gt;</td><td>10</td>" in html
+    assert "<p>after the table</p>" in html
+    assert html.count("<table") == 1  # rows without a |---| rule stay text
