@@ -131,9 +131,13 @@ def default_hide_paths() -> list[str]:
     if raw is not None:
         return [p for p in raw.split(os.pathsep) if p]
     var_dir = os.environ.get("DISTGRADE_VAR_DIR", str(REPO_ROOT / "var"))
-    # Reference solutions are never served to students, so their code must not read them either.
-    solutions = sorted(str(p) for p in (REPO_ROOT / "assignments").glob("*/solution") if p.is_dir())
-    return [str(JOBS_ROOT), var_dir, str(REPO_ROOT / "instance"), "/root", "/run", *solutions]
+    # Reference solutions, samples, answer keys and the graders' own code are not the student's to
+    # read; what a run needs from them (the rank harness) is bound back explicitly by its runner.
+    return [str(JOBS_ROOT), var_dir, str(REPO_ROOT / "instance"), "/root", "/run", *GRADING_DATA]
+
+
+# Hidden by default; a runner whose in-sandbox code must import them passes its own hide list.
+GRADING_DATA = [str(REPO_ROOT / "assignments"), str(REPO_ROOT / "graders")]
 
 
 def runtime_binds() -> list[str]:

@@ -124,12 +124,17 @@ def test_a_hidden_file_shows_no_data(job: Path) -> None:
     assert r.returncode == 0 and r.stdout.strip() in ("''", "PermissionError"), r.stderr
 
 
-def test_reference_solutions_are_hidden_from_student_code(job: Path) -> None:
-    solution = sandbox.REPO_ROOT / "assignments" / "ddp_speedup" / "solution" / "train.py"
-    assert str(solution.parent) in sandbox.default_hide_paths()
-    code = f"import os\nprint(os.listdir('{solution.parent}'))"
-    r = sandbox.run([VENV_PY, "-c", code], workdir=job / "run", limits=Limits(wall_s=20), env=ENV)
-    assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr
+def test_grading_data_is_hidden_but_a_bound_harness_is_visible(job: Path) -> None:
+    # Solutions, samples, answer keys and grader code: none of it is the student's to read.
+    assignments, graders = sandbox.REPO_ROOT / "assignments", sandbox.REPO_ROOT / "graders"
+    harness = graders / "harness"
+    code = (f"import os\nprint(os.listdir('{assignments}'), os.listdir('{graders}'))\n"
+            f"print('sitecustomize.py' in os.listdir('{harness}'))")
+    r = sandbox.run([VENV_PY, "-c", code], workdir=job / "run", limits=Limits(wall_s=20), env=ENV,
+                    ro_binds=[(str(harness), str(harness))])
+    assert r.returncode == 0, r.stdout + r.stderr
+    listed, harness_seen = r.stdout.strip().splitlines()
+    assert listed == "[] ['harness']" and harness_seen == "True"  # only the mount point of the bind
 
 
 def test_a_checkout_under_tmp_stays_visible_and_its_var_stays_hidden() -> None:
