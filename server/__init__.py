@@ -5,21 +5,22 @@ import os
 from typing import Any
 
 from flask import Flask, request, session
-from flask_login import current_user
 
 from server.config import Config
 from server.extensions import babel, csrf, db, login_manager, migrate
 
 
 def select_locale() -> str:
-    """The ?lang= switch, else the remembered choice, else the user's, else the browser's."""
+    """The ?lang= switch, else the session's choice, else the browser's.
+
+    The account's language reaches the session at sign-in (``auth.login``) and every switch
+    updates both, so no request has to load the user to pick a language.
+    """
     langs = ["zh_CN", "en"]
     if request.args.get("lang") in langs:
         session["lang"] = request.args["lang"]
     if session.get("lang") in langs:
         return session["lang"]
-    if current_user and getattr(current_user, "is_authenticated", False) and current_user.locale in langs:
-        return current_user.locale
     return request.accept_languages.best_match(langs) or "zh_CN"
 
 

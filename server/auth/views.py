@@ -42,18 +42,30 @@ def session_user_id() -> str | None:
     return session.get("_user_id")
 
 
+def session_auth(view):
+    """Authorise a hot endpoint from the signed session cookie alone, without loading the user.
+
+    For endpoints hit many times a minute by every student (the status poll, the quiz page and
+    its answers): each such view must check ownership in its own query, by ``session_user_id``.
+    """
+    view.session_auth = True
+    return view
+
+
 @bp.before_app_request
 def require_login():
     """Send anonymous visitors of any page but the public ones to the login page.
 
-    JSON API calls get 401 instead of a redirect. They are authorised from the signed session
-    cookie alone (its user id) and each API query checks ownership or course role itself, so
-    the status poll every open page sends each second skips loading the user object.
+    JSON API calls get 401 instead of a redirect. API calls and ``session_auth`` views are
+    authorised from the signed session cookie alone (its user id) and check ownership or course
+    role in their own query, so the busiest requests skip loading the user object.
     """
     if request.endpoint in PUBLIC_ENDPOINTS or request.endpoint is None:
         return None
     if request.blueprint == "api":
         return None if session_user_id() else ({"error": "login required"}, 401)
+    if getattr(current_app.view_functions[request.endpoint], "session_auth", False) and session_user_id():
+        return None
     if current_user.is_authenticated:
         return None
     return current_app.login_manager.unauthorized()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
+from typing import Any
 
 from graders.quiz.bank import Quiz, load_question
 from graders.quiz.grading import grade, make_variant
@@ -12,7 +13,8 @@ from graders.quiz.result import AnswerStatus, QuestionResult
 from graders.quiz.seeds import variant_seed
 from server.extensions import db
 from server.models import utcnow
-from server.quiz.models import AttemptStatus, QuizAnswer, QuizAttempt
+from server.quiz import store
+from server.quiz.models import AttemptStatus, QuizAttempt
 
 
 class QuizRuleError(Exception):
@@ -66,16 +68,16 @@ def start_attempt(quiz: Quiz, user_id: int, course_id: int | None) -> QuizAttemp
     return attempt
 
 
-def _expired(attempt: QuizAttempt) -> bool:
+def _expired(attempt: Any) -> bool:
     return attempt.closes_at is not None and utcnow() >= attempt.closes_at
 
 
-def seed_for(attempt: QuizAttempt, question_id: str) -> int:
+def seed_for(attempt: Any, question_id: str) -> int:
     """The variant this student sees for this question in this attempt (reproducible)."""
     return variant_seed(attempt.user_id, question_id, attempt.attempt_no)
 
 
-def variant_for(attempt: QuizAttempt, question_id: str):
+def variant_for(attempt: Any, question_id: str):
     """The concrete question (numbers, option order) shown in this attempt."""
     return cached_variant(question_id, seed_for(attempt, question_id))
 
@@ -92,36 +94,41 @@ def cached_variant(question_id: str, seed: int):
 @dataclass
 class AnswerOutcome:
     result: QuestionResult
-    answer: QuizAnswer | None  # None for a format error (nothing stored, no attempt used)
+    answer: dict[str, Any] | None  # the stored row's values with its id; None for a format error (nothing stored)
+    attempt_score: float  # the attempt's running score after this answer
 
 
-def answer_question(attempt: QuizAttempt, question_id: str, raw: str, lang: str) -> AnswerOutcome:
-    """Grade and store one answer; a format error is returned but not stored."""
-    if not attempt.is_open:
+def answer_question(attempt: Any, question_id: str, raw: str, lang: str) -> AnswerOutcome:
+    """Grade and store one answer; a format error is returned but not stored.
+
+    ``attempt`` is the attempt's row as ``store.attempt_view`` reads it (any object with the
+    attempt's columns); storing goes through ``store.store_answer``, which re-checks that the
+    attempt is still open and that the question has no answer yet, atomically.
+    """
+    if attempt.status != AttemptStatus.OPEN.value:
         raise QuizRuleError("attempt_closed")
     if _expired(attempt):
-        finish_attempt(attempt, AttemptStatus.EXPIRED)
+        finish_attempt(db.session.get(QuizAttempt, attempt.id), AttemptStatus.EXPIRED)
         raise QuizRuleError("closed")
     if question_id not in attempt.question_ids:
         raise QuizRuleError("unknown_question")
-    if attempt.answer_for(question_id) is not None:
-        raise QuizRuleError("already_answered")
     seed = seed_for(attempt, question_id)
     result = grade(load_question(question_id), seed, raw)
     if result.status == AnswerStatus.FORMAT_ERROR:
         _count_format_error(attempt, question_id)
-        return AnswerOutcome(result, None)
-    answer = QuizAnswer(attempt_id=attempt.id, user_id=attempt.user_id, quiz_id=attempt.quiz_id,
-                        question_id=question_id, position=attempt.question_ids.index(question_id), seed=seed,
-                        lang=lang, raw_answer=raw[:4000], score=result.score, max_score=result.max_score,
-                        fraction=result.fraction, correct=result.correct,
-                        format_errors=_pending_format_errors.pop((attempt.id, question_id), 0),
-                        details_json=result.details, feedback_json=result.feedback)
-    answer.attempt = attempt  # appends to attempt.answers, so the running score includes it
-    db.session.add(answer)
-    attempt.score = round(sum(a.score for a in attempt.answers), 4)
-    db.session.commit()
-    return AnswerOutcome(result, answer)
+        return AnswerOutcome(result, None, attempt.score)
+    key = (attempt.id, question_id)
+    answer = {"attempt_id": attempt.id, "user_id": attempt.user_id, "quiz_id": attempt.quiz_id,
+              "question_id": question_id, "position": attempt.question_ids.index(question_id), "seed": seed,
+              "lang": lang, "raw_answer": raw[:4000], "score": result.score, "max_score": result.max_score,
+              "fraction": result.fraction, "correct": result.correct, "format_errors": _pending_format_errors.get(key, 0),
+              "details_json": result.details, "feedback_json": result.feedback}
+    try:
+        answer["id"] = store.store_answer(answer)
+    except store.AnswerRefused as err:
+        raise QuizRuleError(err.code) from None
+    _pending_format_errors.pop(key, None)
+    return AnswerOutcome(result, answer, round(attempt.score + result.score, 4))
 
 
 # Format errors are counted per process until the real answer arrives (statistics only; losing

@@ -6,17 +6,18 @@ Every question posts on its own (Enter submits), so feedback is immediate per qu
 """
 from __future__ import annotations
 
-from functools import lru_cache
+from typing import Any
 
 from flask import Blueprint, abort, flash, jsonify, redirect, render_template, request, url_for
 from flask_babel import gettext as _
 from flask_login import current_user
-from markupsafe import Markup
 
 from graders.quiz.bank import BankError, all_quiz_ids, load_question, load_quiz, sections
 from graders.quiz.result import AnswerStatus
+from server.auth.views import session_auth, session_user_id
 from server.extensions import db
 from server.quiz import attempts as rules
+from server.quiz import pages, store
 from server.quiz.models import QuizAttempt
 from server.ui import lang_key
 
@@ -37,10 +38,18 @@ def _quiz_or_404(quiz_id: str):
         abort(404)
 
 
+def _attempt_view_or_404(attempt_id: int) -> Any:
+    """The signed-in student's attempt as the hot paths read it (``store.attempt_view``)."""
+    att = store.attempt_view(attempt_id, int(session_user_id()))
+    if att is None:
+        abort(404)  # 404, not 403: other students' attempt ids reveal nothing
+    return att
+
+
 def _own_attempt_or_404(attempt_id: int) -> QuizAttempt:
     attempt = db.session.get(QuizAttempt, attempt_id)
     if attempt is None or attempt.user_id != current_user.id:
-        abort(404)  # 404, not 403: other students' attempt ids reveal nothing
+        abort(404)
     return attempt
 
 
@@ -80,45 +89,12 @@ def start(quiz_id: str):
     return redirect(url_for("quiz.attempt", attempt_id=attempt.id))
 
 
-def _question_cards(attempt: QuizAttempt, errors: dict[int, str] | None = None,
-                    drafts: dict[int, str] | None = None) -> list[dict]:
-    lang = lang_key()
-    cards = []
-    for pos, qid in enumerate(attempt.question_ids):
-        seed = rules.seed_for(attempt, qid)
-        answer = attempt.answer_for(qid)
-        draft = (drafts or {}).get(pos, "")
-        render = _render_fragments if draft else _cached_fragments  # drafts are free text: never cache
-        header, inputs, qtype = render(qid, seed, pos, lang, draft)
-        card = {"pos": pos, "header": header, "inputs": inputs, "type": qtype, "answer": answer,
-                "error": (errors or {}).get(pos)}
-        if answer:
-            variant = rules.cached_variant(qid, seed)
-            card.update(explanation=load_question(qid).text("explanation", lang),
-                        reference=variant.reference(lang))
-        cards.append(card)
-    return cards
-
-
-def _render_fragments(qid: str, seed: int, pos: int, lang: str, draft: str) -> tuple[Markup, Markup, str]:
-    """The title/prompt and the inputs of one question variant as HTML."""
-    variant = rules.cached_variant(qid, seed)
-    c = {"pos": pos, "q": variant.public(lang), "draft": draft}
-    return (Markup(render_template("quiz/_question_header.html", c=c)),
-            Markup(render_template("quiz/_question_inputs.html", c=c)), variant.question.type)
-
-
-# A 40-question page re-renders every question on each load; a variant's HTML depends only on
-# these keys, so each is rendered once per process (the attempt page got ~10x cheaper).
-_cached_fragments = lru_cache(maxsize=16384)(_render_fragments)
-
-
 @bp.route("/attempt/<int:attempt_id>")
+@session_auth
 def attempt(attempt_id: int):
     """All questions of the attempt; answered ones show their feedback and explanation."""
-    att = _own_attempt_or_404(attempt_id)
-    quiz = _quiz_or_404(att.quiz_id)
-    return render_template("quiz/attempt.html", attempt=att, quiz=quiz, cards=_question_cards(att))
+    att = _attempt_view_or_404(attempt_id)
+    return pages.attempt_page(att, _quiz_or_404(att.quiz_id), lang_key())
 
 
 def _raw_answer(qtype: str, options: list[str]) -> str:
@@ -142,9 +118,10 @@ def _wants_json() -> bool:
 
 
 @bp.post("/attempt/<int:attempt_id>/answer/<int:pos>")
+@session_auth
 def answer(attempt_id: int, pos: int):
     """Grade one question now; format errors come back without using the question."""
-    att = _own_attempt_or_404(attempt_id)
+    att = _attempt_view_or_404(attempt_id)
     if not 0 <= pos < len(att.question_ids):
         abort(404)
     qid = att.question_ids[pos]
@@ -161,15 +138,18 @@ def answer(attempt_id: int, pos: int):
     result = outcome.result
     if _wants_json():
         body = {"status": result.status.value, "score": result.score, "max_score": result.max_score,
-                "correct": result.correct, "feedback": result.feedback_text(lang), "attempt_score": att.score}
-        if result.status == AnswerStatus.GRADED:
+                "correct": result.correct, "feedback": result.feedback_text(lang), "attempt_score": outcome.attempt_score}
+        if outcome.answer is not None:
             body["explanation"] = variant.question.text("explanation", lang)
             body["reference"] = variant.reference(lang)
-        return jsonify(body), (200 if result.status == AnswerStatus.GRADED else 422)
+            # the answered card as the page shows it: quiz.js swaps it in without a reload, and
+            # the next full page load finds it rendered already
+            body["card_html"] = pages.answered_card(att, pos, lang, outcome.answer["id"], result.score,
+                                                    lambda: outcome.answer)
+        return jsonify(body), (200 if outcome.answer is not None else 422)
     if result.status == AnswerStatus.FORMAT_ERROR:
-        quiz = _quiz_or_404(att.quiz_id)
-        cards = _question_cards(att, errors={pos: " ".join(result.feedback_text(lang))}, drafts={pos: raw})
-        return render_template("quiz/attempt.html", attempt=att, quiz=quiz, cards=cards, focus=pos), 422
+        error = " ".join(result.feedback_text(lang))
+        return pages.attempt_page(att, _quiz_or_404(att.quiz_id), lang, override=(pos, error, raw)), 422
     return redirect(url_for("quiz.attempt", attempt_id=att.id, _anchor=f"q{pos}"))
 
 

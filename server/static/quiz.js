@@ -1,6 +1,59 @@
-// Quiz page: Enter submits a free-text answer (Shift+Enter keeps a new line); after a
-// format error the cursor returns to the field that needs fixing.
+// Quiz page. Each question's form is posted in the background and its card is replaced by the
+// graded card the server returns, so answering never reloads the 40-question page or loses the
+// reader's place. Without JavaScript (or when the request fails) the form posts normally and the
+// server answers with the whole page. Enter submits a free-text answer (Shift+Enter keeps a new
+// line); after a format error the cursor returns to the field that needs fixing.
 (function () {
+  "use strict";
+  var score = document.getElementById("attempt-score");
+
+  function firstField(form) {
+    return form.querySelector("[name=answer], input, select");
+  }
+
+  function showError(form, message) {
+    var note = form.querySelector(".field-error");
+    if (!note) {
+      note = document.createElement("p");
+      note.className = "field-error";
+      note.setAttribute("role", "alert");
+      form.insertBefore(note, form.querySelector("button"));
+    }
+    note.textContent = message;
+    var field = firstField(form);
+    if (field) { field.focus(); }
+  }
+
+  function showGraded(form, body) {
+    var card = form.closest("section.quizq");
+    card.insertAdjacentHTML("afterend", body.card_html);
+    var graded = card.nextElementSibling;
+    card.remove();
+    if (score) { score.textContent = String(Number(body.attempt_score.toPrecision(6))); }
+    var feedback = graded.querySelector(".feedback");
+    if (feedback) { feedback.tabIndex = -1; feedback.focus(); }  // Tab goes on to the next question
+  }
+
+  function submitInBackground(event) {
+    var form = event.target;
+    if (!window.fetch || !window.FormData) { return; }
+    event.preventDefault();
+    var button = form.querySelector("button");
+    button.disabled = true;
+    fetch(form.action, {method: "POST", body: new FormData(form), credentials: "same-origin",
+                        headers: {"Accept": "application/json"}})
+      .then(function (resp) { return resp.json(); })
+      .then(function (body) {
+        if (body.card_html) { showGraded(form, body); return; }
+        button.disabled = false;
+        showError(form, body.message || (body.feedback || []).join(" "));
+      })
+      .catch(function () { form.submit(); });  // not JSON (e.g. an error page): post the usual way
+  }
+
+  document.querySelectorAll("form.qform").forEach(function (form) {
+    form.addEventListener("submit", submitInBackground);
+  });
   document.querySelectorAll("textarea[data-enter-submits]").forEach(function (area) {
     area.addEventListener("keydown", function (e) {
       if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {

@@ -137,3 +137,53 @@ def test_cli_grades_one_answer(app) -> None:
     out = runner.invoke(args=["quiz", "grade", "ch7_3/selftest_6", "--answer", "没有用 DistributedSampler，每卡吃全量数据", "--seed", "5"])
     body = json.loads(out.output)
     assert body["score"] == body["max_score"] == 1
+
+
+def test_form_post_without_javascript_redirects_to_the_graded_page(client, auth) -> None:
+    auth.login()
+    attempt_id = _start(client, "ch7_3_selftest")
+    resp = client.post(f"/quiz/attempt/{attempt_id}/answer/0?lang=en", data={"answer": "throughput; capacity"})
+    assert resp.status_code == 302 and resp.headers["Location"].endswith(f"/quiz/attempt/{attempt_id}#q0")
+    page = client.get(f"/quiz/attempt/{attempt_id}?lang=en").get_data(as_text=True)
+    card = page.split('id="q0"')[1].split("</section>")[0]
+    assert "Your answer" in card and "throughput; capacity" in card and "<form" not in card
+    assert page.count('class="qform"') == 5  # the other five questions still have their forms
+
+
+def test_json_answer_returns_the_card_the_page_shows(client, auth) -> None:
+    auth.login()
+    attempt_id = _start(client, "ch7_3_selftest")
+    client.get(f"/quiz/attempt/{attempt_id}?lang=en")  # the open cards are rendered and kept
+    code, body = _answer(client, attempt_id, 0, answer="数据并行解决吞吐，模型并行解决容量")
+    assert code == 200 and body["attempt_score"] == 1
+    assert body["card_html"].startswith('<section class="card quizq" id="q0"') and "<form" not in body["card_html"]
+    page = client.get(f"/quiz/attempt/{attempt_id}?lang=en").get_data(as_text=True)
+    assert body["card_html"] in page
+    assert 'id="attempt-score">1</strong>' in page
+    client.get(f"/quiz/attempt/{attempt_id}?lang=zh_CN")
+    zh = client.get(f"/quiz/attempt/{attempt_id}").get_data(as_text=True)
+    assert "参考答案" in zh and "Reference answer" not in zh  # cached pieces are per language
+
+
+def test_answers_after_finish_or_twice_are_refused_and_not_counted(app, client, auth) -> None:
+    auth.login()
+    attempt_id = _start(client, "ch7_3_selftest")
+    assert _answer(client, attempt_id, 0, answer="吞吐/容量")[0] == 200
+    code, body = _answer(client, attempt_id, 0, answer="吞吐/容量")
+    assert code == 409 and body["error"] == "already_answered"
+    client.post(f"/quiz/attempt/{attempt_id}/finish")
+    code, body = _answer(client, attempt_id, 1, answer="等价于单卡大 batch，前提是数据切分且梯度同步")
+    assert code == 409 and body["error"] == "attempt_closed"
+    with app.app_context():
+        att = db.session.get(QuizAttempt, attempt_id)
+        assert att.score == 1 and [a.position for a in att.answers] == [0]
+
+
+def test_finished_page_shows_unanswered_cards_without_forms(client, auth) -> None:
+    auth.login()
+    attempt_id = _start(client, "ch7_3_selftest")
+    open_page = client.get(f"/quiz/attempt/{attempt_id}?lang=en").get_data(as_text=True)
+    assert open_page.count('class="qform"') == 6 and 'id="finish-quiz"' in open_page
+    client.post(f"/quiz/attempt/{attempt_id}/finish")
+    done = client.get(f"/quiz/attempt/{attempt_id}?lang=en").get_data(as_text=True)
+    assert 'class="qform"' not in done and done.count("Not answered.") == 6 and 'id="finish-quiz"' not in done

@@ -1,0 +1,130 @@
+"""The attempt page, assembled from cached HTML pieces.
+
+A 40-question page is reloaded after every answer (the no-JavaScript flow posts the form and
+follows the redirect), so rendering it from scratch each time was the quiz's bottleneck. Every
+piece of it is a pure function of a few keys, and each is rendered once per process:
+
+* the page around the questions (header, navigation, language switch) per attempt, viewer,
+  language, path and session CSRF secret, with the running score as a slot;
+* an open question's card per attempt, position, variant, language and CSRF secret;
+* an answered card per stored answer (answers never change once stored) and language.
+
+A page with a flashed message, or a card with a draft and its format error, is rendered
+directly: those are one-off.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Hashable
+
+from flask import current_app, render_template, request, session
+from flask_wtf.csrf import generate_csrf
+from markupsafe import Markup
+
+from graders.quiz.bank import Quiz, load_question
+from server.quiz import attempts as rules
+from server.quiz import store
+from server.quiz.models import AttemptStatus
+
+_SCORE_SLOT, _CARDS_SLOT = "\x00score\x00", "\x00cards\x00"
+
+
+class FragmentCache:
+    """A bounded map of rendered HTML; the oldest entries go first when it is full."""
+
+    def __init__(self, size: int):
+        self.size, self._items, self._lock = size, {}, threading.Lock()
+
+    def get(self, key: Hashable, build: Callable[[], Any]) -> Any:
+        hit = self._items.get(key)
+        if hit is None:
+            hit = build()
+            with self._lock:
+                while len(self._items) >= self.size:
+                    self._items.pop(next(iter(self._items)))
+                self._items[key] = hit
+        return hit
+
+
+def _caches() -> tuple[FragmentCache, FragmentCache]:
+    """(cards, page shells) of this app: per app, so a fresh database never meets old pages."""
+    caches = current_app.extensions.get("quiz_pages")
+    if caches is None:
+        # ~1-2 kB per card: 8192 cards are ~200 open 40-question attempts per process in ~16 MB.
+        caches = current_app.extensions.setdefault("quiz_pages", (FragmentCache(8192), FragmentCache(1024)))
+    return caches
+
+
+def _ident(att: Any) -> tuple:
+    """What fixes an attempt's questions and variants (its row id alone could be reused by a new database)."""
+    return att.id, att.user_id, att.attempt_no, att.quiz_id
+
+
+def csrf_secret() -> str:
+    """The session's raw CSRF secret: any token signed from it stays valid, so it keys the cache."""
+    if "csrf_token" not in session:
+        generate_csrf()
+    return session["csrf_token"]
+
+
+def render_card(att: Any, pos: int, lang: str, answer: Any = None, error: str | None = None,
+                draft: str = "") -> Markup:
+    """One question card: its form while open, its feedback once answered.
+
+    Rendered from the template itself rather than through ``render_template``: the context
+    processors there would load the signed-in user for every card, and a card needs nothing
+    from them (the filters and ``_``, ``url_for`` and ``csrf_token`` are template globals).
+    """
+    qid = att.question_ids[pos]
+    variant = rules.cached_variant(qid, rules.seed_for(att, qid))
+    c = {"pos": pos, "q": variant.public(lang), "draft": draft,
+         "answer": answer, "error": error}
+    if answer is not None:
+        c.update(explanation=load_question(qid).text("explanation", lang), reference=variant.reference(lang))
+    template = current_app.jinja_env.get_template("quiz/_card.html")
+    return Markup(template.render(c=c, attempt_id=att.id, is_open=att.status == AttemptStatus.OPEN.value))
+
+
+def answered_card(att: Any, pos: int, lang: str, answer_id: int, score: float,
+                  answer: Callable[[], Any]) -> str:
+    """The card of a stored answer (stored answers never change); ``answer`` reads it on a miss."""
+    return _caches()[0].get(("answered", _ident(att), pos, answer_id, score, lang),
+                            lambda: render_card(att, pos, lang, answer=answer()))
+
+
+def _open_card(att: Any, pos: int, lang: str, secret: str) -> str:
+    return _caches()[0].get(("open", _ident(att), att.status, pos, lang, secret), lambda: render_card(att, pos, lang))
+
+
+def _page(att: Any, quiz: Quiz, cards: str, focus: int | None) -> Markup:
+    return Markup(render_template("quiz/attempt.html", attempt=att, quiz=quiz, is_open=att.status == AttemptStatus.OPEN.value,
+                                  score_html=f"{att.score:g}", cards_html=Markup(cards), focus=focus))
+
+
+def attempt_page(att: Any, quiz: Quiz, lang: str, override: tuple[int, str, str] | None = None) -> str:
+    """The whole attempt page; ``override`` is (position, error, draft) after a format error."""
+    secret = csrf_secret()
+    answered = store.answered(att.id)
+    cards = []
+    for pos in range(len(att.question_ids)):
+        if override and override[0] == pos:
+            cards.append(render_card(att, pos, lang, error=override[1], draft=override[2]))
+        elif pos in answered:
+            stored = answered[pos]
+            cards.append(answered_card(att, pos, lang, stored.id, stored.score, lambda: store.answer_row(stored.id)))
+        else:
+            cards.append(_open_card(att, pos, lang, secret))
+    if override or session.get("_flashes"):
+        return _page(att, quiz, "".join(cards), override[0] if override else None)
+    key = (att.id, att.attempt_no, att.quiz_id, att.status, att.max_score, att.user_id, att.username,
+           att.display_name, att.is_instructor, lang, request.full_path, secret)
+    head, middle, tail = _caches()[1].get(key, lambda: _split_shell(att, quiz))
+    return "".join((head, f"{att.score:g}", middle, *cards, tail))
+
+
+def _split_shell(att: Any, quiz: Quiz) -> tuple[str, str, str]:
+    page = render_template("quiz/attempt.html", attempt=att, quiz=quiz, is_open=att.status == AttemptStatus.OPEN.value,
+                           score_html=Markup(_SCORE_SLOT), cards_html=Markup(_CARDS_SLOT), focus=None)
+    head, rest = page.split(_SCORE_SLOT)
+    middle, tail = rest.split(_CARDS_SLOT)
+    return head, middle, tail

@@ -1,0 +1,83 @@
+"""The two hot quiz paths in SQL: reading an attempt page's state and storing one answer.
+
+Fifty students answering at once make the attempt page and the answer post the busiest
+endpoints of the service. Both are plain Core statements built once, with bound parameters:
+the ORM's identity map, lazy loads and per-call statement compilation were most of their cost
+(start, finish, history and the gradebook stay on the ORM in ``attempts``).
+
+Storing an answer is race-safe without reading every answer back: the score is an increment
+on the attempt row guarded by ``status = 'open'`` (so an answer cannot land after the attempt
+was finished in another tab), and the unique (attempt, question) index refuses a second answer.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import bindparam, exists, insert, select, update
+from sqlalchemy.exc import IntegrityError
+
+from server.extensions import db
+from server.models import Membership, Role, User, utcnow
+from server.quiz.models import AttemptStatus, QuizAnswer, QuizAttempt
+
+_att, _ans, _user, _member = (QuizAttempt.__table__, QuizAnswer.__table__, User.__table__,
+                              Membership.__table__)
+
+# The attempt (only its owner's) with what the page header shows about that owner.
+_ATTEMPT_VIEW = (
+    select(_att.c.id, _att.c.user_id, _att.c.quiz_id, _att.c.attempt_no, _att.c.status, _att.c.question_ids,
+           _att.c.closes_at, _att.c.score, _att.c.max_score, _user.c.username, _user.c.display_name,
+           exists().where(_member.c.user_id == _user.c.id,
+                          _member.c.role == Role.INSTRUCTOR.value).label("is_instructor"))
+    .join(_user, _user.c.id == _att.c.user_id)
+    .where(_att.c.id == bindparam("aid"), _att.c.user_id == bindparam("uid")))
+
+_ANSWERED = select(_ans.c.position, _ans.c.id, _ans.c.score).where(_ans.c.attempt_id == bindparam("aid"))
+_ANSWER = select(_ans).where(_ans.c.id == bindparam("id"))
+_INSERT = insert(_ans)
+_ADD_SCORE = (update(_att).where(_att.c.id == bindparam("aid"), _att.c.status == AttemptStatus.OPEN.value)
+              .values(score=_att.c.score + bindparam("points")))
+
+
+class AnswerRefused(Exception):
+    """The answer could not be stored; ``code`` is ``attempt_closed`` or ``already_answered``."""
+
+    def __init__(self, code: str):
+        super().__init__(code)
+        self.code = code
+
+
+def attempt_view(attempt_id: int, user_id: int) -> Any:
+    """The attempt's row if ``user_id`` owns it, else None (404 either way for anyone else)."""
+    return db.session.connection().execute(_ATTEMPT_VIEW, {"aid": attempt_id, "uid": user_id}).first()
+
+
+def answered(attempt_id: int) -> dict[int, Any]:
+    """position -> (position, id, score) of every stored answer of the attempt."""
+    return {r.position: r for r in db.session.connection().execute(_ANSWERED, {"aid": attempt_id})}
+
+
+def answer_row(answer_id: int) -> Any:
+    """Every column of one stored answer."""
+    return db.session.connection().execute(_ANSWER, {"id": answer_id}).first()
+
+
+def store_answer(values: dict[str, Any]) -> int:
+    """Insert one graded answer and add its score to the open attempt, in one transaction; its id.
+
+    The score update runs first: it takes the attempt's row lock (PostgreSQL) or the write lock
+    (SQLite), so two answers of one attempt are counted one after the other, never lost.
+    """
+    conn = db.session.connection()
+    try:
+        if conn.execute(_ADD_SCORE, {"aid": values["attempt_id"], "points": values["score"]}).rowcount != 1:
+            raise AnswerRefused("attempt_closed")
+        answer_id = conn.execute(_INSERT, {**values, "created_at": utcnow()}).inserted_primary_key[0]
+        db.session.commit()
+    except IntegrityError:
+        db.session.rollback()
+        raise AnswerRefused("already_answered") from None
+    except BaseException:
+        db.session.rollback()
+        raise
+    return answer_id
