@@ -101,7 +101,7 @@ class AnswerOutcome:
 def answer_question(attempt: Any, question_id: str, raw: str, lang: str) -> AnswerOutcome:
     """Grade and store one answer; a format error is returned but not stored.
 
-    ``attempt`` is the attempt's row as ``store.attempt_view`` reads it (any object with the
+    ``attempt`` is the attempt's row as ``store.attempt_row`` reads it (any object with the
     attempt's columns); storing goes through ``store.store_answer``, which re-checks that the
     attempt is still open and that the question has no answer yet, atomically.
     """

@@ -23,14 +23,17 @@ from server.quiz.models import AttemptStatus, QuizAnswer, QuizAttempt
 _att, _ans, _user, _member = (QuizAttempt.__table__, QuizAnswer.__table__, User.__table__,
                               Membership.__table__)
 
-# The attempt (only its owner's) with what the page header shows about that owner.
+_OWNED = (_att.c.id == bindparam("aid"), _att.c.user_id == bindparam("uid"))
+_ATTEMPT_COLUMNS = (_att.c.id, _att.c.user_id, _att.c.quiz_id, _att.c.attempt_no, _att.c.status, _att.c.question_ids,
+                    _att.c.closes_at, _att.c.score, _att.c.max_score)
+# The attempt (only its owner's), for answering it.
+_ATTEMPT = select(*_ATTEMPT_COLUMNS).where(*_OWNED)
+# The same with what the page header shows about the owner.
 _ATTEMPT_VIEW = (
-    select(_att.c.id, _att.c.user_id, _att.c.quiz_id, _att.c.attempt_no, _att.c.status, _att.c.question_ids,
-           _att.c.closes_at, _att.c.score, _att.c.max_score, _user.c.username, _user.c.display_name,
+    select(*_ATTEMPT_COLUMNS, _user.c.username, _user.c.display_name,
            exists().where(_member.c.user_id == _user.c.id,
                           _member.c.role == Role.INSTRUCTOR.value).label("is_instructor"))
-    .join(_user, _user.c.id == _att.c.user_id)
-    .where(_att.c.id == bindparam("aid"), _att.c.user_id == bindparam("uid")))
+    .join(_user, _user.c.id == _att.c.user_id).where(*_OWNED))
 
 _ANSWERED = select(_ans.c.position, _ans.c.id, _ans.c.score).where(_ans.c.attempt_id == bindparam("aid"))
 _ANSWER = select(_ans).where(_ans.c.id == bindparam("id"))
@@ -47,9 +50,11 @@ class AnswerRefused(Exception):
         self.code = code
 
 
-def attempt_view(attempt_id: int, user_id: int) -> Any:
-    """The attempt's row if ``user_id`` owns it, else None (404 either way for anyone else)."""
-    return db.session.connection().execute(_ATTEMPT_VIEW, {"aid": attempt_id, "uid": user_id}).first()
+def attempt_row(attempt_id: int, user_id: int, for_page: bool = False) -> Any:
+    """The attempt's row if ``user_id`` owns it, else None (404 either way for anyone else);
+    ``for_page`` adds the owner's name and whether they teach anywhere (the page header)."""
+    return db.session.connection().execute(_ATTEMPT_VIEW if for_page else _ATTEMPT,
+                                           {"aid": attempt_id, "uid": user_id}).first()
 
 
 def answered(attempt_id: int) -> dict[int, Any]:

@@ -38,9 +38,9 @@ def _quiz_or_404(quiz_id: str):
         abort(404)
 
 
-def _attempt_view_or_404(attempt_id: int) -> Any:
-    """The signed-in student's attempt as the hot paths read it (``store.attempt_view``)."""
-    att = store.attempt_view(attempt_id, int(session_user_id()))
+def _attempt_row_or_404(attempt_id: int, for_page: bool = False) -> Any:
+    """The signed-in student's attempt as the hot paths read it (``store.attempt_row``)."""
+    att = store.attempt_row(attempt_id, int(session_user_id()), for_page)
     if att is None:
         abort(404)  # 404, not 403: other students' attempt ids reveal nothing
     return att
@@ -93,7 +93,7 @@ def start(quiz_id: str):
 @session_auth
 def attempt(attempt_id: int):
     """All questions of the attempt; answered ones show their feedback and explanation."""
-    att = _attempt_view_or_404(attempt_id)
+    att = _attempt_row_or_404(attempt_id, for_page=True)
     return pages.attempt_page(att, _quiz_or_404(att.quiz_id), lang_key())
 
 
@@ -121,7 +121,7 @@ def _wants_json() -> bool:
 @session_auth
 def answer(attempt_id: int, pos: int):
     """Grade one question now; format errors come back without using the question."""
-    att = _attempt_view_or_404(attempt_id)
+    att = _attempt_row_or_404(attempt_id)
     if not 0 <= pos < len(att.question_ids):
         abort(404)
     qid = att.question_ids[pos]
@@ -149,7 +149,8 @@ def answer(attempt_id: int, pos: int):
         return jsonify(body), (200 if outcome.answer is not None else 422)
     if result.status == AnswerStatus.FORMAT_ERROR:
         error = " ".join(result.feedback_text(lang))
-        return pages.attempt_page(att, _quiz_or_404(att.quiz_id), lang, override=(pos, error, raw)), 422
+        page_att = _attempt_row_or_404(attempt_id, for_page=True)
+        return pages.attempt_page(page_att, _quiz_or_404(att.quiz_id), lang, override=(pos, error, raw)), 422
     return redirect(url_for("quiz.attempt", attempt_id=att.id, _anchor=f"q{pos}"))
 
 

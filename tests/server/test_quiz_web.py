@@ -187,3 +187,23 @@ def test_finished_page_shows_unanswered_cards_without_forms(client, auth) -> Non
     client.post(f"/quiz/attempt/{attempt_id}/finish")
     done = client.get(f"/quiz/attempt/{attempt_id}?lang=en").get_data(as_text=True)
     assert 'class="qform"' not in done and done.count("Not answered.") == 6 and 'id="finish-quiz"' not in done
+
+
+def test_flashed_refusal_shows_once_and_does_not_stick_to_the_cached_page(client, auth) -> None:
+    auth.login()
+    attempt_id = _start(client, "ch7_3_selftest")
+    client.get(f"/quiz/attempt/{attempt_id}?lang=en")  # the page shell is cached now
+    client.post(f"/quiz/attempt/{attempt_id}/answer/0?lang=en", data={"answer": "throughput; capacity"})
+    resp = client.post(f"/quiz/attempt/{attempt_id}/answer/0?lang=en", data={"answer": "again"})
+    assert resp.status_code == 302  # without JavaScript a refusal is flashed on the page
+    assert "You already answered this question." in client.get(f"/quiz/attempt/{attempt_id}?lang=en").get_data(as_text=True)
+    assert "You already answered this question." not in client.get(f"/quiz/attempt/{attempt_id}?lang=en").get_data(as_text=True)
+
+
+def test_attempt_pages_need_a_login(client, auth) -> None:
+    auth.login()
+    attempt_id = _start(client, "ch7_3_selftest")
+    auth.logout()
+    resp = client.get(f"/quiz/attempt/{attempt_id}")
+    assert resp.status_code == 302 and "/login" in resp.headers["Location"]
+    assert client.post(f"/quiz/attempt/{attempt_id}/answer/0", data={"answer": "x"}).status_code in (302, 400)
