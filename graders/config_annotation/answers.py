@@ -1,16 +1,17 @@
-"""Scores of the notebook's structured answers, computed the same way in two places.
+"""The notebook's structured answers, read and scored outside the kernel.
 
-The notebook's hidden test cells call these inside the sandboxed kernel, so nbgrader's
-gradebook records the numbers; the worker calls them again outside the sandbox on answers
-read statically from the upload (``ast.literal_eval``, never executed), and counts the lower
-of the two: student code that fakes a passing test cell cannot raise its own score.
+The worker reads each answer statically from the upload (``ast.literal_eval``, never
+executed) and scores it here against ``answer_key.json``; the sandboxed kernel never sees the
+key. The notebook's test cells only check each answer's format, and ``format_problem`` is the
+same check on the literal, so a run whose format test passed for an answer that is malformed
+as written shows that the kernel was fooled.
 """
 from __future__ import annotations
 
 import ast
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Collection
 
 from graders import memory_calc
 from graders.assignments import ASSIGNMENTS_DIR
@@ -79,14 +80,38 @@ def grade_scenario(answer: Any, max_points: float) -> AnswerScore:
                        {"parts": parts, "gb_per_card": gb})
 
 
-def mapping_score(answer: Any, max_points: float) -> float:
-    """For the hidden test cell: the mapping's points (its value becomes nbgrader's partial credit)."""
-    return grade_mapping(answer, max_points).points
+BATCH_FIELDS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
 
 
-def scenario_score(answer: Any, max_points: float) -> float:
-    """For the hidden test cell: the scenario config's points."""
-    return grade_scenario(answer, max_points).points
+def format_problem(answer_id: str, value: Any, menu: Collection[str]) -> tuple[str, dict[str, Any]] | None:
+    """What is malformed in an answer, as (code, facts), or None when it is well-formed.
+
+    The same checks, in the same order, as the notebook's test cells (which cannot import this
+    module); ``menu`` is the concept ids of the notebook's locked ``CONCEPT_MENU``."""
+    if answer_id == "mapping":
+        if not isinstance(value, dict):
+            return "not_dict", {}
+        not_text = [k for k in value if not isinstance(k, str)]
+        if not_text:
+            return "key_not_str", {"keys": not_text}
+        unknown = {k: v for k, v in value.items() if not isinstance(v, str) or v not in menu}
+        if unknown:
+            return "not_in_menu", {"unknown": unknown}
+    elif answer_id == "scenario":
+        if not isinstance(value, dict):
+            return "not_dict", {}
+        if not isinstance(value.get("zero_optimization"), dict):
+            return "no_zero_optimization", {}
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError) as e:
+            return "not_json", {"error": str(e)}
+        not_int = {k: value[k] for k in BATCH_FIELDS if k in value and type(value[k]) is not int}
+        if not_int:
+            return "batch_not_int", {"fields": not_int}
+    elif answer_id == "annotated" and (not isinstance(value, str) or not value.strip()):
+        return "empty_text", {}
+    return None
 
 
 def literal_assignment(source: str, name: str) -> tuple[bool, Any]:

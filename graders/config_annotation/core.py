@@ -1,8 +1,8 @@
 """The grading core shared by both routes: an annotated config text -> GradeReport checks.
 
 ``grade_config_text`` is pure (no sandbox, no files): the plain-file route calls it on the
-upload, the notebook route on the ``ANNOTATED_CONFIG`` cell, and the notebook's own test
-cell calls ``annotation_score`` so nbgrader's gradebook records the same number.
+upload, the notebook route on the ``ANNOTATED_CONFIG`` cell read statically from the upload
+(the sandboxed kernel never imports it: the catalogue says what a right annotation is).
 """
 from __future__ import annotations
 
@@ -193,8 +193,7 @@ def annotation_checks(source: str) -> list[CheckResult]:
 
 
 def annotation_points(source: str, max_points: float) -> float:
-    """The annotated config's share of ``max_points`` (the notebook's hidden test cell prints it,
-    so nbgrader's gradebook records the same number the worker computes)."""
+    """The annotated config's share of ``max_points``: the notebook's ``test_annotated`` points."""
     checks = annotation_checks(source)
     total = sum(c.max_points for c in checks)
     return round(max_points * sum(c.points for c in checks) / total, 2) if total else 0.0

@@ -9,10 +9,14 @@ Pipeline for one upload (each step small and in order):
                     is overwritten), runs the notebook with the kernel inside the sandbox under
                     the outer wall-clock limit, and saves scores to its gradebook;
 3. ``read_grades``  every grade cell from the gradebook, autograded and manual;
-4. checks           each autograded cell counts the lower of nbgrader's score and the score of
-                    the answer read statically from the upload (``answers.py``); a kernel killed
-                    by the wall clock counts zero for all of them; manual cells are listed with
-                    their max points for the instructor (``report.plots["manual_cells"]``).
+4. checks           the kernel never sees the answer key: its test cells only check each
+                    answer's format (nbgrader gives full points when they pass). Each autograded
+                    cell counts the score of the answer read statically from the upload
+                    (``answers.py``) when the run's format check passed, zero when it failed;
+                    a format check that passed for an answer malformed as written is reported
+                    as tampering. A kernel killed by the wall clock counts zero for all of them;
+                    manual cells are listed with their max points for the instructor
+                    (``report.plots["manual_cells"]``).
 """
 from __future__ import annotations
 
@@ -188,14 +192,10 @@ def grade_notebook(assignment: Assignment, job: Path, upload: Path, mode: str) -
     report.add(CheckResult(id="notebook.execute", title=ex["title"], status=CheckStatus.PASS if ran else CheckStatus.FAIL,
                            message=msg, evidence={"nbgrader_log_tail": (result.get("log") or "")[-3000:]}))
     report.logs["kernel"] = kernel.get("stderr_tail", "")
-    grades = read_grades(root, name) if ran else []
-    by_cell = {g["cell_id"]: g for g in grades}
-    statics = static_answers(nb, {gid: nbcfg["answers"][gid] for gid in nbcfg["answers"]})
     source_cells = _cells_by_id(json.loads((assignment.path / "source" / name / f"{name}.ipynb").read_text()))
-    for test_id, answer_id in nbcfg["test_cells"].items():
-        max_pts = float(source_cells[test_id]["metadata"]["nbgrader"]["points"])
-        report.add(_autograded_check(checks_cfg["nb"], test_id, answer_id, max_pts, by_cell.get(test_id),
-                                     statics[answer_id], nbcfg["answers"][answer_id], ran))
+    statics = static_answers(nb, {gid: nbcfg["answers"][gid] for gid in nbcfg["answers"]})
+    for check in autograded_checks(checks_cfg["nb"], nbcfg, root, name, ran, statics, source_cells):
+        report.add(check)
     found, config_text = statics["annotated"]
     if found and isinstance(config_text, str):
         for c in core.annotation_checks(config_text):  # the field-by-field feedback; points sit on test_annotated
@@ -212,35 +212,96 @@ def grade_notebook(assignment: Assignment, job: Path, upload: Path, mode: str) -
     return report
 
 
-def _autograded_check(spec: dict, test_id: str, answer_id: str, max_pts: float, grade: dict | None,
-                      static: tuple[bool, Any], var: str, ran: bool) -> CheckResult:
-    title = _fmt(spec["title"], cell=test_id)
-    found, value = static
-    scorer = {"mapping": answers.grade_mapping, "scenario": answers.grade_scenario}.get(answer_id)
-    if not found:
-        truth, details = 0.0, {"error": f"{var} is not a literal assignment in cell {answer_id}"}
-    elif scorer:
-        s = scorer(value, max_pts)
-        truth, details = s.points, s.details
+def autograded_checks(spec: dict, nbcfg: dict, root: Path, name: str, ran: bool,
+                      statics: dict[str, tuple[bool, Any]], source_cells: dict[str, dict[str, Any]]) -> list[CheckResult]:
+    """One ``nb.<test cell>`` check per autograded cell (see ``_autograded_check``)."""
+    by_cell = {g["cell_id"]: g for g in read_grades(root, name)} if ran else {}
+    errors = cell_errors(root, name) if ran else {}
+    menu = answers.literal_assignment(_source(source_cells[nbcfg["menu"]["cell"]]), nbcfg["menu"]["var"])[1]
+    out = []
+    for test_id, answer_id in nbcfg["test_cells"].items():
+        max_pts = float(source_cells[test_id]["metadata"]["nbgrader"]["points"])
+        found, value = statics[answer_id]
+        problem = answers.format_problem(answer_id, value, menu) if found else ("not_literal", {})
+        grade = by_cell.get(test_id)
+        out.append(_autograded_check(
+            spec, test_id, max_pts, nb_score=grade.get("auto_score") if grade else None, ran=ran,
+            problem=(problem[0], {"var": nbcfg["answers"][answer_id], **problem[1]}) if problem else None,
+            scored=None if problem else _static_score(answer_id, value, max_pts), kernel_error=errors.get(test_id)))
+    return out
+
+
+def cell_errors(root: Path, name: str) -> dict[str, str]:
+    """grade_id -> the error a cell raised in the run (``AssertionError: ...``), from the notebook
+    nbgrader's autograde wrote back with the kernel's outputs."""
+    path = root / "autograded" / STUDENT / name / f"{name}.ipynb"
+    if not path.is_file():
+        return {}
+    out = {}
+    for gid, cell in _cells_by_id(json.loads(path.read_text(encoding="utf-8"))).items():
+        for o in cell.get("outputs", []):
+            if o.get("output_type") == "error":
+                out[gid] = _short(f"{o.get('ename')}: {o.get('evalue')}")
+    return out
+
+
+def _short(value: Any, limit: int = 300) -> str:
+    """A fact for a message: dicts as ``key: value`` pairs, cut at ``limit`` characters."""
+    if isinstance(value, dict):
+        s = ", ".join(f"{k}: {v!r}" for k, v in value.items())
+    elif isinstance(value, list):
+        s = ", ".join(repr(v) for v in value)
     else:
-        truth = core.annotation_points(value, max_pts) if isinstance(value, str) else 0.0
-        details = {}
-    nb_score = grade.get("auto_score") if grade else None
+        s = str(value)
+    return s if len(s) <= limit else s[:limit - 1] + "…"
+
+
+def _static_score(answer_id: str, value: Any, max_pts: float) -> tuple[float, dict[str, Any]]:
+    """The points of a well-formed answer as written, and what was right and wrong in it."""
+    scorer = {"mapping": answers.grade_mapping, "scenario": answers.grade_scenario}.get(answer_id)
+    if scorer:
+        s = scorer(value, max_pts)
+        return s.points, s.details
+    return core.annotation_points(value, max_pts), {}
+
+
+def _autograded_check(spec: dict, test_id: str, max_pts: float, *, nb_score: float | None, ran: bool,
+                      problem: tuple[str, dict[str, Any]] | None, scored: tuple[float, dict[str, Any]] | None,
+                      kernel_error: str | None) -> CheckResult:
+    """One test cell: the static score when the run's format check passed, else zero and why.
+
+    ``problem`` is what is malformed in the answer as written (None when well-formed, and then
+    ``scored`` holds its static points); ``kernel_error`` is what the test cell raised in the run."""
+    title = _fmt(spec["title"], cell=test_id)
+    evidence: dict[str, Any] = {"nbgrader_points": nb_score, "format_problem": problem[0] if problem else None}
+    if kernel_error:
+        evidence["kernel_error"] = kernel_error
     if not ran or nb_score is None:
         return CheckResult(id=f"nb.{test_id}", title=title, status=CheckStatus.FAIL, max_points=max_pts,
-                           message=_fmt(spec["messages"]["not_run"]), evidence={"static_points": truth, **details})
-    points = round(min(float(nb_score), truth), 2)
+                           message=_fmt(spec["messages"]["not_run"]), evidence=evidence)
+    passed = float(nb_score) >= max_pts - 0.01  # a format check gives all its points or none
+    if not passed or problem:
+        # passed in the run yet malformed as written: the kernel was fooled (a check redefined,
+        # the answer replaced at run time), and only the written answer counts
+        key = "tampered" if passed else "malformed"
+        if problem:
+            detail = _fmt(spec["formats"][problem[0]], **{k: _short(v) for k, v in problem[1].items()})
+        else:
+            detail = _fmt(spec["formats"]["run_failed"],
+                          error=kernel_error or f"nbgrader gave {float(nb_score):g}/{max_pts:g}")
+        return CheckResult(id=f"nb.{test_id}", title=title, status=CheckStatus.FAIL, max_points=max_pts,
+                           message={lang: spec["messages"][key][lang].format(detail=detail[lang])
+                                    for lang in ("zh", "en")}, evidence=evidence)
+    points, details = scored if scored else (0.0, {})
+    points = round(points, 2)
     key = "ok" if points >= max_pts else "partial"
-    if float(nb_score) > truth + 0.01:
-        key = "tampered"
     detail = _detail(details)
     return CheckResult(id=f"nb.{test_id}", title=title,
                        status=CheckStatus.PASS if points >= max_pts else CheckStatus.FAIL,
                        points=points, max_points=max_pts,
                        message={lang: spec["messages"][key][lang].format(
-                           score=f"{points:g}", max=f"{max_pts:g}", nb_score=f"{float(nb_score):g}",
-                           detail=detail[lang]) for lang in ("zh", "en")},
-                       evidence={"nbgrader_points": nb_score, "static_points": truth, **details})
+                           score=f"{points:g}", max=f"{max_pts:g}", detail=detail[lang]) for lang in ("zh", "en")},
+                       evidence={**evidence, "static_points": points, **details})
 
 
 PART_NAMES = {"batch": ("batch 三个字段对不上", "The three batch fields do not multiply out"),

@@ -1,13 +1,16 @@
 """Homework 2's grading core without a sandbox: parsing comments, judging annotations,
-validating configs, upload rejection and the manual-score merge."""
+validating configs, upload rejection, the manual-score merge, and how an autograded
+notebook cell is scored from the run's format check and the static answer."""
 from __future__ import annotations
 
+import ast
 import json
+import re
 
 import pytest
 
 from graders import assignments
-from graders.config_annotation import annotate, catalogue, core, notebook, validate
+from graders.config_annotation import annotate, answers, catalogue, core, notebook, validate
 from graders.config_annotation.parse import ConfigSyntaxError, parse, strip_json_comments
 from graders.exceptions import SubmissionRejected
 
@@ -175,3 +178,81 @@ def test_static_answers_are_read_without_running_code() -> None:
     got = notebook.static_answers(nb, {"mapping": "FIELD_CONCEPTS", "scenario": "SCENARIO_CONFIG"})
     assert got["mapping"] == (True, None)  # the answer cell's own literal wins
     assert got["scenario"] == (False, None)  # a call is never evaluated
+
+
+SOURCE_CELLS = notebook._cells_by_id(json.loads((assignments.load("config_annotation").path / "source" / "config_annotation"
+                                                 / "config_annotation.ipynb").read_text(encoding="utf-8")))
+MENU = answers.literal_assignment(notebook._source(SOURCE_CELLS["concept_menu"]), "CONCEPT_MENU")[1]
+KEY = json.loads(answers.ANSWER_KEY.read_text(encoding="utf-8"))
+TEST_CELLS = {"mapping": ("test_mapping", "FIELD_CONCEPTS"), "scenario": ("test_scenario", "SCENARIO_CONFIG"),
+              "annotated": ("test_annotated", "ANNOTATED_CONFIG")}
+
+
+@pytest.mark.parametrize("answer_id,value,problem", [
+    ("mapping", KEY["mapping"], None),
+    ("mapping", {}, None),  # missing fields are wrong answers, not a malformed one
+    ("mapping", {"fsdp": "fsdp_strategy", "bf16.enabled": None}, "not_in_menu"),
+    ("mapping", {"fsdp": "no_such_concept"}, "not_in_menu"),
+    ("mapping", {"fsdp": ["fsdp_strategy"]}, "not_in_menu"),
+    ("mapping", {3: "zero_stage"}, "key_not_str"),
+    ("mapping", [("fsdp", "fsdp_strategy")], "not_dict"),
+    ("scenario", {"zero_optimization": {"stage": 3}}, None),
+    ("scenario", {"train_batch_size": 64, "bf16": {"enabled": True}, "zero_optimization": {}}, None),
+    ("scenario", {}, "no_zero_optimization"),
+    ("scenario", {"zero_optimization": 3}, "no_zero_optimization"),
+    ("scenario", {"zero_optimization": {"stage": 3}, "tags": {1, 2}}, "not_json"),
+    ("scenario", {"zero_optimization": {}, "train_batch_size": "64"}, "batch_not_int"),
+    ("scenario", {"zero_optimization": {}, "gradient_accumulation_steps": True}, "batch_not_int"),
+    ("scenario", {"zero_optimization": {}, "train_micro_batch_size_per_gpu": 2.0}, "batch_not_int"),
+    ("scenario", "stage 3", "not_dict"),
+    ("annotated", "{}  // x", None),
+    ("annotated", "  \n", "empty_text"),
+    ("annotated", {"stage": 3}, "empty_text"),
+])
+def test_static_format_check_agrees_with_the_notebook_test_cell(answer_id: str, value, problem: str | None) -> None:
+    # the test cell runs in the kernel and cannot import the grader: both copies must say the same
+    test_id, var = TEST_CELLS[answer_id]
+    got = answers.format_problem(answer_id, value, MENU)
+    assert (got[0] if got else None) == problem
+    try:
+        exec(notebook._source(SOURCE_CELLS[test_id]), {"CONCEPT_MENU": dict(MENU), var: value})
+        in_kernel = None
+    except AssertionError as e:
+        in_kernel = str(e)
+    assert (in_kernel is None) == (problem is None), in_kernel
+
+
+def test_the_test_cells_import_nothing_and_hide_nothing() -> None:
+    for test_id, _ in TEST_CELLS.values():
+        source = notebook._source(SOURCE_CELLS[test_id])
+        tree = ast.parse(source)
+        imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
+                    for a in n.names} | {n.module.split(".")[0] for n in ast.walk(tree)
+                                         if isinstance(n, ast.ImportFrom) and n.module}
+        assert imported <= {"json"}, (test_id, imported)
+        assert "HIDDEN TESTS" not in source and "answer_key" not in source and "catalogue" not in source
+
+
+NB_SPEC = assignments.load("config_annotation").raw["checks"]["nb"]
+
+
+@pytest.mark.parametrize("nb_score,ran,problem,scored,status,points,words", [
+    (10.0, True, None, (7.33, {"wrong": {"fsdp": {}}}), "fail", 7.33, "7.33/10 points. wrong fields: fsdp"),
+    (10.0, True, None, (10.0, {}), "pass", 10.0, "10/10 points"),
+    (0.0, True, ("not_in_menu", {"var": "FIELD_CONCEPTS", "unknown": {"fsdp": None}}), None, "fail", 0.0,
+     "malformed, so this part gets 0 points: these concept ids are not in the menu: fsdp: none"),
+    # well-formed as written, yet the run's check failed (the answer was changed at run time)
+    (0.0, True, None, (10.0, {}), "fail", 0.0, "format check failed when the notebook ran (assertionerror: x)"),
+    # the run's check passed for an answer malformed as written: the kernel was fooled
+    (10.0, True, ("no_zero_optimization", {"var": "SCENARIO_CONFIG"}), None, "fail", 0.0,
+     "passed when the notebook ran, yet the answer as written is malformed: scenario_config needs"),
+    (None, True, None, (10.0, {}), "fail", 0.0, "no result from the run"),
+    (10.0, False, None, (10.0, {}), "fail", 0.0, "no result from the run"),
+])
+def test_an_autograded_cell_counts_the_static_score_only_after_the_runs_format_check(
+        nb_score, ran: bool, problem, scored, status: str, points: float, words: str) -> None:
+    c = notebook._autograded_check(NB_SPEC, "test_mapping", 10.0, nb_score=nb_score, ran=ran, problem=problem,
+                                   scored=scored, kernel_error="AssertionError: x")
+    assert (c.status.value, c.points, c.max_points) == (status, points, 10.0)
+    assert words in c.message["en"].lower() and c.message["zh"]
+    assert not re.search(r"\{[a-z_]+\}", c.message["zh"] + c.message["en"])  # every placeholder filled
