@@ -3,7 +3,10 @@
 ``python -m graders.config_annotation.kernel_sandbox -f CONNECTION_FILE [ipykernel args]``
 
 nbgrader, nbclient and the gradebook stay in the grader process; only the kernel, which runs
-the student's cells, goes into ``graders.sandbox`` with the job's outer wall-clock limit.
+the student's cells, goes into ``graders.sandbox`` with the job's outer wall-clock limit and
+the default hide list: the answer key, the catalogue and the graders are out of its sight. The
+notebook's test cells only check each answer's format; the scores are computed outside the
+sandbox on the answers read from the upload (``notebook.py``).
 The kernel talks ZeroMQ over unix sockets (``transport: ipc``) in a folder bound into the
 sandbox, since the sandbox's network namespace cannot reach the host's loopback. When the
 run ends the launcher writes how it ended to ``$DISTGRADE_NB_RESULT`` (a path outside the
@@ -19,13 +22,13 @@ import sys
 from pathlib import Path
 
 from graders import sandbox
-from graders.assignments import REPO_ROOT
 
 
 def kernel_env(workdir: Path) -> dict[str, str]:
-    """The kernel's environment: nothing of the service's, the repo importable for hidden tests."""
+    """The kernel's environment: nothing of the service's, and not the repo (the test cells
+    import nothing from it)."""
     return {"PATH": os.path.dirname(sys.executable) + ":/usr/bin:/bin", "HOME": str(workdir),
-            "PYTHONPATH": str(REPO_ROOT), "IPYTHONDIR": str(workdir / ".ipython"),
+            "IPYTHONDIR": str(workdir / ".ipython"),
             "JUPYTER_RUNTIME_DIR": str(workdir / ".runtime"), "MPLBACKEND": "Agg",
             "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8", "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
 
@@ -56,10 +59,7 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     result = sandbox.run([sys.executable, "-m", "ipykernel_launcher", "-f", str(inner_conn), *extra],
                          workdir=workdir, limits=_limits(), env=kernel_env(workdir),
-                         rw_binds=[(str(ipc_dir), str(ipc_dir))],
-                         # nbgrader's hidden tests import graders.config_annotation (answer key and
-                         # catalogue): the kernel keeps seeing them, a known limit of this homework
-                         hide_paths=[p for p in sandbox.default_hide_paths() if p not in sandbox.GRADING_DATA])
+                         rw_binds=[(str(ipc_dir), str(ipc_dir))])
     out = os.environ.get("DISTGRADE_NB_RESULT")
     if out:
         Path(out).write_text(json.dumps({

@@ -1,9 +1,10 @@
 """Homework 2's notebook route with the real nbgrader and the real sandboxed kernel.
 
-The samples walk covers the outcomes (complete, partly wrong, tampered, endless loop,
-malformed); these tests check what the samples cannot: the committed release is what
-nbgrader generates now, the kernel really ran inside the sandbox, and the instructor's
-manual scores give the same total in nbgrader's gradebook and in our report.
+The samples walk covers the outcomes (complete, partly wrong, tampered, format check faked,
+reads the answer key, endless loop, malformed); these tests check what the samples cannot:
+the committed release is what nbgrader generates now, the kernel really ran inside the
+sandbox and could read none of the grading data, and the instructor's manual scores give the
+same total in nbgrader's gradebook and in our report.
 """
 from __future__ import annotations
 
@@ -17,7 +18,26 @@ import pytest
 from graders import assignments
 from graders.config_annotation import notebook, release
 
-SAMPLES = Path(__file__).resolve().parents[2] / "assignments" / "config_annotation" / "samples"
+REPO = Path(__file__).resolve().parents[2]
+SAMPLES = REPO / "assignments" / "config_annotation" / "samples"
+
+
+def _grade_sample(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("DISTGRADE_VAR_DIR", str(tmp_path / "var"))
+    job = tmp_path / "job"
+    job.mkdir()
+    upload = job / "submission.ipynb"
+    shutil.copyfile(SAMPLES / name / "submission.ipynb", upload)
+    return notebook.grade_notebook(assignments.load("config_annotation"), job, upload, "cpu"), job
+
+
+def _grading_secrets() -> list[str]:
+    """Lines only the grading data holds: none may reach the kernel's outputs or the report."""
+    folder = REPO / "assignments" / "config_annotation"
+    key_lines = [l.strip().rstrip(",") for l in (folder / "answer_key.json").read_text(encoding="utf-8").splitlines()
+                 if '": "' in l]  # every reference pair: "fp16.loss_scale": "loss_scaling"
+    return [*key_lines, "max_gb_per_card", "# Homework 2 catalogue", "negators:", "### BEGIN SOLUTION",
+            "def grade_scenario"]
 
 
 @pytest.mark.slow
@@ -34,16 +54,35 @@ def test_release_has_no_solutions_or_hidden_tests() -> None:
 
 
 @pytest.mark.slow
+def test_the_kernel_cannot_read_the_answer_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    report, job = _grade_sample("notebook_reads_answer_key", tmp_path, monkeypatch)
+
+    assert report.check("notebook.execute").status.value == "pass"
+    graded = (job / "course" / "autograded" / notebook.STUDENT / "config_annotation" / "config_annotation.ipynb"
+              ).read_text(encoding="utf-8")
+    outputs = ["".join(o.get("text", "")) for c in json.loads(graded)["cells"] for o in c.get("outputs", [])]
+    printed = [t.split("HOSTILE-RESULT ", 1)[1].splitlines()[0] for t in outputs if "HOSTILE-RESULT " in t]
+    assert printed, "the hostile cell printed nothing: it did not run"
+    attempts = json.loads(printed[0])
+    assert str(REPO / "assignments" / "config_annotation" / "answer_key.json") in attempts  # it looked in the right place
+    assert str(REPO / "assignments" / "config_annotation" / "catalogue.yaml") in attempts
+    read = {path: how for path, how in attempts.items() if not how.startswith("failed")}
+    assert read == {}, f"the kernel read grading data: {list(read)}"
+    assert attempts["import"].startswith("failed: ModuleNotFoundError"), attempts["import"]
+    if os.geteuid() == 0 and shutil.which("bwrap"):
+        assert f"hide:{REPO / 'assignments'}" in report.sandbox["layers"]
+        assert f"hide:{REPO / 'graders'}" in report.sandbox["layers"]
+    shown = json.dumps(report.to_dict(), ensure_ascii=False) + graded
+    assert "HOSTILE-LEAK {}" in report.logs["kernel"]  # what it found, on the kernel's stderr: nothing
+    leaked = [s for s in _grading_secrets() if s in shown]
+    assert leaked == []
+
+
+@pytest.mark.slow
 def test_manual_scores_agree_with_nbgrader_gradebook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from nbgrader.api import Gradebook
 
-    monkeypatch.setenv("DISTGRADE_VAR_DIR", str(tmp_path / "var"))
-    job = tmp_path / "job"
-    job.mkdir()
-    upload = job / "submission.ipynb"
-    shutil.copyfile(SAMPLES / "notebook_complete" / "submission.ipynb", upload)
-    assignment = assignments.load("config_annotation")
-    report = notebook.grade_notebook(assignment, job, upload, "cpu")
+    report, job = _grade_sample("notebook_complete", tmp_path, monkeypatch)
 
     assert report.check("notebook.execute").status.value == "pass"
     if os.geteuid() == 0 and shutil.which("bwrap"):
