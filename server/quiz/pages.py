@@ -85,10 +85,9 @@ def render_card(att: Any, pos: int, lang: str, answer: Any = None, error: str | 
     return Markup(template.render(c=c, attempt_id=att.id, is_open=att.status == AttemptStatus.OPEN.value))
 
 
-def answered_card(att: Any, pos: int, lang: str, answer_id: int, score: float,
-                  answer: Callable[[], Any]) -> str:
+def answered_card(att: Any, pos: int, lang: str, answer_id: int, answer: Callable[[], Any]) -> str:
     """The card of a stored answer (stored answers never change); ``answer`` reads it on a miss."""
-    return _caches()[0].get(("answered", _ident(att), pos, answer_id, score, lang),
+    return _caches()[0].get(("answered", _ident(att), pos, answer_id, lang),
                             lambda: render_card(att, pos, lang, answer=answer()))
 
 
@@ -104,14 +103,14 @@ def _page(att: Any, quiz: Quiz, cards: str, focus: int | None) -> Markup:
 def attempt_page(att: Any, quiz: Quiz, lang: str, override: tuple[int, str, str] | None = None) -> str:
     """The whole attempt page; ``override`` is (position, error, draft) after a format error."""
     secret = csrf_secret()
-    answered = store.answered(att.id)
+    answered = store.answered(att)
     cards = []
     for pos in range(len(att.question_ids)):
         if override and override[0] == pos:
             cards.append(render_card(att, pos, lang, error=override[1], draft=override[2]))
         elif pos in answered:
-            stored = answered[pos]
-            cards.append(answered_card(att, pos, lang, stored.id, stored.score, lambda: store.answer_row(stored.id)))
+            answer_id = answered[pos]
+            cards.append(answered_card(att, pos, lang, answer_id, lambda: store.answer_row(answer_id)))
         else:
             cards.append(_open_card(att, pos, lang, secret))
     if override or session.get("_flashes"):

@@ -144,8 +144,7 @@ def answer(attempt_id: int, pos: int):
             body["reference"] = variant.reference(lang)
             # the answered card as the page shows it: quiz.js swaps it in without a reload, and
             # the next full page load finds it rendered already
-            body["card_html"] = pages.answered_card(att, pos, lang, outcome.answer["id"], result.score,
-                                                    lambda: outcome.answer)
+            body["card_html"] = pages.answered_card(att, pos, lang, outcome.answer["id"], lambda: outcome.answer)
         return jsonify(body), (200 if outcome.answer is not None else 422)
     if result.status == AnswerStatus.FORMAT_ERROR:
         error = " ".join(result.feedback_text(lang))

@@ -98,3 +98,39 @@ def test_migrations_seed_and_grading_cas_on_postgres(postgres_url, redis_server,
         db.session.expire_all()
         row = db.session.get(Submission, sub.id)
         assert (row.status, row.score, row.results_stored, row.report_json["max_score"]) == ("graded", 1.0, 1, 2.0)
+
+
+def test_quiz_page_and_answers_on_postgres(postgres_url, redis_server, tmp_path):
+    from flask_migrate import upgrade
+
+    from server import create_app
+    from server.extensions import db
+    from server.quiz.models import QuizAttempt
+
+    app = create_app({"SQLALCHEMY_DATABASE_URI": postgres_url, "REDIS_URL": redis_server.url,
+                      "VAR_DIR": str(tmp_path), "WTF_CSRF_ENABLED": False})
+    with app.app_context():
+        upgrade()
+        assert app.test_cli_runner().invoke(args=["seed-demo"]).exit_code == 0
+    client = app.test_client()
+    assert client.post("/login", data={"username": "bob", "password": "bob-pass"}).status_code == 302
+    attempt_id = int(client.post("/quiz/ch7_3_selftest/start").headers["Location"].rstrip("/").split("/")[-1])
+
+    def answer(pos: int, text: str):
+        resp = client.post(f"/quiz/attempt/{attempt_id}/answer/{pos}?lang=en", data={"answer": text},
+                           headers={"Accept": "application/json"})
+        return resp.status_code, resp.get_json()
+
+    assert client.get(f"/quiz/attempt/{attempt_id}?lang=en").get_data(as_text=True).count('class="qform"') == 6
+    assert answer(0, "data parallel: throughput; model parallel: capacity")[0] == 200
+    code, body = answer(1, "like one card with the large batch")
+    assert code == 200 and 0 < body["score"] < 1
+    assert answer(1, "again")[1]["error"] == "already_answered"  # the unique index, on PostgreSQL
+    page = client.get(f"/quiz/attempt/{attempt_id}?lang=en").get_data(as_text=True)
+    assert page.count('class="qform"') == 4 and body["card_html"] in page  # the aggregated answer list
+    client.post(f"/quiz/attempt/{attempt_id}/finish")
+    assert answer(2, "ZeRO-3 shards parameters")[1]["error"] == "attempt_closed"
+    with app.app_context():
+        att = db.session.get(QuizAttempt, attempt_id)
+        assert att.status == "submitted" and len(att.answers) == 2
+        assert att.score == round(1 + body["score"], 4)
