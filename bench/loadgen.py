@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import random
 import subprocess
 import sys
 import threading
@@ -15,7 +16,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, NamedTuple
 
 from bench.common import free_port, percentile, print_table, wait_for_port
 
@@ -30,6 +31,12 @@ class LoadResult:
     latencies_ms: list[float] = field(default_factory=list)
     errors: int = 0
     wall_s: float = 0.0
+    server_cpu_s: float | None = None  # CPU time the server's processes spent during the run
+
+    @property
+    def server_cpu_ms_per_request(self) -> float | None:
+        n = len(self.latencies_ms) + self.errors
+        return None if self.server_cpu_s is None or not n else self.server_cpu_s / n * 1000
 
     @property
     def throughput(self) -> float:
@@ -43,9 +50,31 @@ class LoadResult:
 Request = tuple[str, str, bytes | None, dict[str, str]]
 
 
-def run_load(port: int, requests_for_client: Callable[[int], list[Request]], clients: int = 50,
-             deadline_s: float = 60.0) -> LoadResult:
-    """Run ``clients`` concurrent keep-alive clients against 127.0.0.1:port."""
+class Server(NamedTuple):
+    port: int
+    pid: int
+
+
+def process_tree_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process and its children (gunicorn's master and workers)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    for p in [pid, *map(int, children)]:
+        fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def run_load(server: Server, requests_for_client: Callable[[int], list[Request]], clients: int = 50,
+             deadline_s: float = 60.0, think_s: float = 0.0) -> LoadResult:
+    """Run ``clients`` concurrent keep-alive clients against the server on 127.0.0.1.
+
+    With ``think_s`` each client pauses a random 0.5-1.5x ``think_s`` before every request, like a
+    person reading (so a class also arrives spread out); without it the clients send back to
+    back from the same instant (the server runs saturated).
+    """
+    port = server.port
     result = LoadResult()
     lock = threading.Lock()
     stop_at = time.monotonic() + deadline_s
@@ -54,9 +83,12 @@ def run_load(port: int, requests_for_client: Callable[[int], list[Request]], cli
     def client(i: int) -> None:
         plan = requests_for_client(i)
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        pause = random.Random(i)
         start_gate.wait()
         local, errors = [], 0
         for method, path, body, headers in plan:
+            if think_s:
+                time.sleep(think_s * pause.uniform(0.5, 1.5))
             if time.monotonic() > stop_at:
                 break
             t0 = time.perf_counter()
@@ -83,36 +115,49 @@ def run_load(port: int, requests_for_client: Callable[[int], list[Request]], cli
     for t in threads:
         t.start()
     start_gate.wait()
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), process_tree_cpu_s(server.pid)
     for t in threads:
         t.join(timeout=deadline_s + 15)
     result.wall_s = time.perf_counter() - t0
+    result.server_cpu_s = process_tree_cpu_s(server.pid) - cpu0
     return result
 
 
 @contextmanager
-def gunicorn(app_spec: str, env: dict[str, str] | None = None) -> Iterator[int]:
-    """Serve ``app_spec`` with the benchmark's gunicorn settings; yields the port."""
+def gunicorn(app_spec: str, env: dict[str, str] | None = None) -> Iterator[Server]:
+    """Serve ``app_spec`` with the benchmark's gunicorn settings; yields its port and pid."""
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "gunicorn", *GUNICORN_SETTINGS, "-b", f"127.0.0.1:{port}",
                              app_spec], cwd=REPO, env=dict(os.environ, **(env or {})),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_for_port(port, timeout=60)
-        yield port
+        yield Server(port, proc.pid)
     finally:
         proc.terminate()
         proc.wait(timeout=20)
 
 
-def print_vs_bare(title: str, bare: LoadResult, label: str, other: LoadResult) -> None:
-    """The side-by-side table of one endpoint against the bare baseline, and the shared goal."""
-    ratio = other.throughput / bare.throughput
-    rows = [["bare Flask /ping", bare.throughput, bare.p(50), bare.p(99), bare.errors, ""],
-            [label, other.throughput, other.p(50), other.p(99), other.errors, f"{ratio:.2f}x"]]
-    print_table(title, ["endpoint", "req/s", "p50 ms", "p99 ms", "errors", "vs bare"], rows)
-    ok = ratio >= 0.5 and other.p(99) < 100 and other.errors == 0
-    print(f"\n  goal: >= 0.5x bare throughput and p99 < 100 ms -> {'ok' if ok else 'MISSED'}")
+def meets_goal(bare: LoadResult, other: LoadResult) -> bool:
+    """The web goal: >= 0.5x the bare endpoint's throughput, p99 < 100 ms, no errors."""
+    return other.throughput / bare.throughput >= 0.5 and other.p(99) < 100 and other.errors == 0
+
+
+def print_vs_bare(title: str, bare: LoadResult, measured: list[tuple[str, LoadResult, bool]]) -> None:
+    """The side-by-side table of endpoints against the bare baseline; ``measured`` holds
+    (label, result, whether the goal applies to it), and the goal line names each one it applies to."""
+    def cpu(r: LoadResult) -> str:
+        ms = r.server_cpu_ms_per_request
+        return "" if ms is None else f"{ms:.3f}"
+
+    rows = [["bare Flask /ping", bare.throughput, bare.p(50), bare.p(99), bare.errors, cpu(bare), ""]]
+    rows += [[label, r.throughput, r.p(50), r.p(99), r.errors, cpu(r), f"{r.throughput / bare.throughput:.2f}x"]
+             for label, r, _ in measured]
+    print_table(title, ["endpoint", "req/s", "p50 ms", "p99 ms", "errors", "server CPU ms/req", "vs bare"], rows)
+    print("\n  goal: >= 0.5x bare throughput and p99 < 100 ms")
+    for label, r, applies in measured:
+        verdict = ("ok" if meets_goal(bare, r) else "MISSED") if applies else "(shown for reference)"
+        print(f"    {label}: {verdict}")
 
 
 def prepare_database(env: dict[str, str], script: str) -> str:

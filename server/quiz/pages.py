@@ -1,13 +1,15 @@
 """The attempt page, assembled from cached HTML pieces.
 
-A 40-question page is reloaded after every answer (the no-JavaScript flow posts the form and
-follows the redirect), so rendering it from scratch each time was the quiz's bottleneck. Every
-piece of it is a pure function of a few keys, and each is rendered once per process:
+Every reload of the attempt page, and every answer posted without JavaScript, shows all 40
+questions; rendering them from scratch each time was the quiz's bottleneck. Every piece of the
+page is a pure function of a few keys, and each is rendered once per process:
 
 * the page around the questions (header, navigation, language switch) per attempt, viewer,
   language, path and session CSRF secret, with the running score as a slot;
-* an open question's card per attempt, position, variant, language and CSRF secret;
-* an answered card per stored answer (answers never change once stored) and language.
+* an open question's card per attempt, position, language and CSRF secret (the attempt fixes
+  the question and its variant);
+* an answered card per stored answer (answers never change once stored) and language; the
+  answer post renders it first and returns it to the page's script.
 
 A page with a flashed message, or a card with a draft and its format error, is rendered
 directly: those are one-off.
