@@ -37,6 +37,9 @@ class FragmentCache:
     def __init__(self, size: int):
         self.size, self._items, self._lock = size, {}, threading.Lock()
 
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._items
+
     def get(self, key: Hashable, build: Callable[[], Any]) -> Any:
         hit = self._items.get(key)
         if hit is None:
@@ -87,10 +90,13 @@ def render_card(att: Any, pos: int, lang: str, answer: Any = None, error: str | 
     return Markup(template.render(c=c, attempt_id=att.id, is_open=att.status == AttemptStatus.OPEN.value))
 
 
+def _answered_key(att: Any, pos: int, answer_id: int, lang: str) -> tuple:
+    return "answered", _ident(att), pos, answer_id, lang
+
+
 def answered_card(att: Any, pos: int, lang: str, answer_id: int, answer: Callable[[], Any]) -> str:
     """The card of a stored answer (stored answers never change); ``answer`` reads it on a miss."""
-    return _caches()[0].get(("answered", _ident(att), pos, answer_id, lang),
-                            lambda: render_card(att, pos, lang, answer=answer()))
+    return _caches()[0].get(_answered_key(att, pos, answer_id, lang), lambda: render_card(att, pos, lang, answer=answer()))
 
 
 def _open_card(att: Any, pos: int, lang: str, secret: str) -> str:
@@ -106,13 +112,17 @@ def attempt_page(att: Any, quiz: Quiz, lang: str, override: tuple[int, str, str]
     """The whole attempt page; ``override`` is (position, error, draft) after a format error."""
     secret = csrf_secret()
     answered = store.answered(att)
+    cached = _caches()[0]
+    # answers this process has not rendered yet (after a restart, or served by another worker)
+    # are read in one query, not one per card
+    missing = store.answer_rows([i for pos, i in answered.items() if _answered_key(att, pos, i, lang) not in cached])
     cards = []
     for pos in range(len(att.question_ids)):
         if override and override[0] == pos:
             cards.append(render_card(att, pos, lang, error=override[1], draft=override[2]))
         elif pos in answered:
             answer_id = answered[pos]
-            cards.append(answered_card(att, pos, lang, answer_id, lambda: store.answer_row(answer_id)))
+            cards.append(answered_card(att, pos, lang, answer_id, lambda: missing.get(answer_id) or store.answer_row(answer_id)))
         else:
             cards.append(_open_card(att, pos, lang, secret))
     if override or session.get("_flashes"):

@@ -41,6 +41,7 @@ _ATTEMPT_VIEW = (
            _ANSWERED.label("answered"))
     .join(_user, _user.c.id == _att.c.user_id).where(*_OWNED))
 _ANSWER = select(_ans).where(_ans.c.id == bindparam("id"))
+_ANSWERS = select(_ans).where(_ans.c.id.in_(bindparam("ids", expanding=True)))
 _INSERT = insert(_ans)
 _ADD_SCORE = (update(_att).where(_att.c.id == bindparam("aid"), _att.c.status == AttemptStatus.OPEN.value)
               .values(score=_att.c.score + bindparam("points")))
@@ -70,6 +71,13 @@ def answered(page_row: Any) -> dict[int, int]:
 def answer_row(answer_id: int) -> Any:
     """Every column of one stored answer."""
     return db.session.connection().execute(_ANSWER, {"id": answer_id}).first()
+
+
+def answer_rows(answer_ids: list[int]) -> dict[int, Any]:
+    """Every column of several stored answers, by id (no query for none)."""
+    if not answer_ids:
+        return {}
+    return {r.id: r for r in db.session.connection().execute(_ANSWERS, {"ids": answer_ids})}
 
 
 def store_answer(values: dict[str, Any]) -> int:

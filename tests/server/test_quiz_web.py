@@ -207,3 +207,13 @@ def test_attempt_pages_need_a_login(client, auth) -> None:
     resp = client.get(f"/quiz/attempt/{attempt_id}")
     assert resp.status_code == 302 and "/login" in resp.headers["Location"]
     assert client.post(f"/quiz/attempt/{attempt_id}/answer/0", data={"answer": "x"}).status_code in (302, 400)
+
+
+def test_a_fresh_process_renders_stored_answers_identically(app, client, auth) -> None:
+    auth.login()
+    attempt_id = _start(client, "ch7_3_selftest")
+    cards = [_answer(client, attempt_id, pos, answer=text)[1]["card_html"]
+             for pos, text in ((0, "吞吐/容量"), (3, "用速度换显存"))]
+    app.extensions.pop("quiz_pages")  # as if another worker (or a restarted one) served the page
+    page = client.get(f"/quiz/attempt/{attempt_id}").get_data(as_text=True)
+    assert all(card in page for card in cards) and page.count('class="qform"') == 4
