@@ -7,6 +7,8 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
+from sqlalchemy import func
+
 from graders.quiz.bank import Quiz, load_question
 from graders.quiz.grading import grade, make_variant
 from graders.quiz.result import AnswerStatus, QuestionResult
@@ -14,7 +16,7 @@ from graders.quiz.seeds import variant_seed
 from server.extensions import db
 from server.models import utcnow
 from server.quiz import store
-from server.quiz.models import AttemptStatus, QuizAttempt
+from server.quiz.models import AttemptStatus, QuizAnswer, QuizAttempt
 
 
 class QuizRuleError(Exception):
@@ -144,12 +146,20 @@ def _count_format_error(attempt: QuizAttempt, question_id: str) -> None:
 
 
 def finish_attempt(attempt: QuizAttempt, status: AttemptStatus = AttemptStatus.SUBMITTED) -> QuizAttempt:
-    """Close the attempt; unanswered questions score zero."""
-    if attempt.is_open:
-        attempt.status = status.value
-        attempt.finished_at = utcnow()
-        attempt.score = round(sum(a.score for a in attempt.answers), 4)
-        db.session.commit()
+    """Close the attempt; unanswered questions score zero.
+
+    Closing comes first, guarded by ``status = 'open'`` like storing an answer: an answer being
+    stored in another tab either committed before (and is in the sum taken next) or is refused
+    after. The running score is then replaced by the exact sum of the answers.
+    """
+    closed = db.session.execute(db.update(QuizAttempt).where(
+        QuizAttempt.id == attempt.id, QuizAttempt.status == AttemptStatus.OPEN.value).values(
+        status=status.value, finished_at=utcnow())).rowcount
+    if closed:
+        total = db.session.scalar(db.select(func.coalesce(func.sum(QuizAnswer.score), 0.0))
+                                  .where(QuizAnswer.attempt_id == attempt.id))
+        db.session.execute(db.update(QuizAttempt).where(QuizAttempt.id == attempt.id).values(score=round(total, 4)))
+    db.session.commit()  # expires ``attempt``: it reloads with the stored values
     return attempt
 
 

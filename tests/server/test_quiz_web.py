@@ -217,3 +217,62 @@ def test_a_fresh_process_renders_stored_answers_identically(app, client, auth) -
     app.extensions.pop("quiz_pages")  # as if another worker (or a restarted one) served the page
     page = client.get(f"/quiz/attempt/{attempt_id}").get_data(as_text=True)
     assert all(card in page for card in cards) and page.count('class="qform"') == 4
+
+
+def test_finish_racing_answers_in_other_tabs_keeps_score_and_answers_consistent(app, client, auth) -> None:
+    import threading
+    import time
+
+    auth.login()
+    quiz = load_quiz("ch7_3_practice")
+    attempt_id = _start(client, "ch7_3_practice")
+    with app.app_context():
+        att = db.session.get(QuizAttempt, attempt_id)
+        refs = {pos: variant_for(att, qid) for pos, qid in enumerate(quiz.question_ids)}
+    numeric = [pos for pos, v in refs.items() if v.question.type == "numeric"]
+    codes: list[int] = []
+    sent: list[tuple[float, int]] = []  # (when the request started, its status)
+    some_stored = threading.Event()
+    tabs = []
+    for _ in range(3):  # other tabs: their own sessions, the same student
+        tabs.append(app.test_client())
+        tabs[-1].post("/login", data={"username": "alice", "password": "alice-pass"})
+
+    def answer_in(tab_client, positions: list[int]) -> None:
+        for pos in positions:
+            started = time.monotonic()
+            code = _answer(tab_client, attempt_id, pos, answer=refs[pos].reference("en"))[0]
+            codes.append(code)
+            sent.append((started, code))
+            if codes.count(200) >= 2:
+                some_stored.set()
+
+    threads = [threading.Thread(target=answer_in, args=(c, numeric[i::3])) for i, c in enumerate(tabs)]
+    for t in threads:
+        t.start()
+    assert some_stored.wait(30)
+    client.post(f"/quiz/attempt/{attempt_id}/finish")  # while the other tabs are still answering
+    finished = time.monotonic()
+    for t in threads:
+        t.join()
+    assert all(code == 409 for started, code in sent if started > finished)  # none lands after Finish
+    assert set(codes) <= {200, 409} and len(codes) == len(numeric)
+    with app.app_context():
+        att = db.session.get(QuizAttempt, attempt_id)
+        stored = att.answers
+        assert att.status == "submitted" and len(stored) == codes.count(200)
+        assert att.score == round(sum(a.score for a in stored), 4)  # every stored answer counted once
+
+
+def test_finish_counts_an_answer_stored_after_finish_read_the_attempt(app, client, auth) -> None:
+    from server.quiz.attempts import finish_attempt
+
+    auth.login()
+    attempt_id = _start(client, "ch7_3_selftest")
+    with app.app_context():
+        att = db.session.get(QuizAttempt, attempt_id)
+        assert att.answers == []  # the Finish request has read the attempt ...
+        assert _answer(client, attempt_id, 0, answer="吞吐/容量")[0] == 200  # ... when another tab stores one
+        finish_attempt(att)
+        assert (att.status, att.score, len(att.answers)) == ("submitted", 1, 1)
+    assert _answer(client, attempt_id, 1, answer="等价于大 batch")[1]["error"] == "attempt_closed"
