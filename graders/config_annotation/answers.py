@@ -15,6 +15,7 @@ from typing import Any, Collection
 
 from graders import memory_calc
 from graders.assignments import ASSIGNMENTS_DIR
+from graders.config_annotation.validate import get_path
 
 ANSWER_KEY = ASSIGNMENTS_DIR / "config_annotation" / "answer_key.json"
 
@@ -43,14 +44,6 @@ def grade_mapping(answer: Any, max_points: float) -> AnswerScore:
                        {"right": right, "wrong": wrong})
 
 
-def _get(d: Any, path: str, default: Any = None) -> Any:
-    for part in path.split("."):
-        if not isinstance(d, dict) or part not in d:
-            return default
-        d = d[part]
-    return d
-
-
 def grade_scenario(answer: Any, max_points: float) -> AnswerScore:
     """A DeepSpeed config for the scenario in ``answer_key.json``: batch arithmetic, precision,
     valid offload, and model states that fit the cards by the shared memory calculator."""
@@ -62,11 +55,11 @@ def grade_scenario(answer: Any, max_points: float) -> AnswerScore:
                                                    "train_batch_size"))
     parts["batch"] = (micro == sc["micro_batch"] and isinstance(accum, int) and total == sc["global_batch"]
                       and micro * accum * sc["cards"] == total)
-    bf16, fp16 = _get(answer, "bf16.enabled") is True, _get(answer, "fp16.enabled") is True
+    bf16, fp16 = get_path(answer, "bf16.enabled") is True, get_path(answer, "fp16.enabled") is True
     parts["precision"] = bf16 and not fp16
-    stage = _get(answer, "zero_optimization.stage", 0)
-    o_dev = str(_get(answer, "zero_optimization.offload_optimizer.device", "none")).lower()
-    p_dev = str(_get(answer, "zero_optimization.offload_param.device", "none")).lower()
+    stage = get_path(answer, "zero_optimization.stage", 0)
+    o_dev = str(get_path(answer, "zero_optimization.offload_optimizer.device", "none")).lower()
+    p_dev = str(get_path(answer, "zero_optimization.offload_param.device", "none")).lower()
     parts["offload_valid"] = stage in (0, 1, 2, 3) and (p_dev == "none" or stage == 3) and (o_dev == "none" or stage >= 1)
     gb = None
     if parts["offload_valid"]:

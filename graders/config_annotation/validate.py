@@ -84,7 +84,8 @@ def _type_findings(path: str, value: Any, line: int) -> list[Finding]:
     return []
 
 
-def _get(data: dict, path: str, default: Any = None) -> Any:
+def get_path(data: Any, path: str, default: Any = None) -> Any:
+    """``data["a"]["b"]`` for the dotted path ``"a.b"``; ``default`` where any step is missing."""
     node: Any = data
     for part in path.split("."):
         if not isinstance(node, dict) or part not in node:
@@ -113,10 +114,10 @@ def rule_findings(parsed: ParsedConfig, dialect: str) -> tuple[list[Finding], di
     """Cross-field rules; also returns facts worth showing (implied world size)."""
     data, out, facts = parsed.data, [], {}
     if dialect == "deepspeed":
-        stage = _get(data, "zero_optimization.stage", 0)
+        stage = get_path(data, "zero_optimization.stage", 0)
         stage = stage if isinstance(stage, int) else 0
-        p_dev = str(_get(data, "zero_optimization.offload_param.device", "none")).lower()
-        o_dev = str(_get(data, "zero_optimization.offload_optimizer.device", "none")).lower()
+        p_dev = str(get_path(data, "zero_optimization.offload_param.device", "none")).lower()
+        o_dev = str(get_path(data, "zero_optimization.offload_optimizer.device", "none")).lower()
         if p_dev != "none" and stage != 3:
             out.append(Finding("zero_optimization.offload_param", "offload_param_stage", text(
                 f"offload_param 只在 ZeRO-3 有效（只有 3 级才切分参数），而这里是 {stage} 级。",
@@ -125,7 +126,7 @@ def rule_findings(parsed: ParsedConfig, dialect: str) -> tuple[list[Finding], di
             out.append(Finding("zero_optimization.offload_optimizer", "offload_optimizer_stage", text(
                 "offload_optimizer 需要 ZeRO 1 级以上：0 级不切分优化器状态，无从卸载。",
                 "offload_optimizer needs ZeRO stage 1 or higher: stage 0 does not partition optimizer states.")))
-        stage3_keys = [k for k in (_get(data, "zero_optimization", {}) or {}) if str(k).startswith("stage3_")]
+        stage3_keys = [k for k in (get_path(data, "zero_optimization", {}) or {}) if str(k).startswith("stage3_")]
         if stage3_keys and stage != 3:
             out.append(Finding("zero_optimization", "stage3_keys_ignored", text(
                 f"{', '.join(stage3_keys)} 只在 3 级生效，{stage} 级下会被忽略。",
@@ -153,8 +154,8 @@ def rule_findings(parsed: ParsedConfig, dialect: str) -> tuple[list[Finding], di
             out.append(Finding("fsdp", "deepspeed_and_fsdp", text(
                 "deepspeed 和 fsdp 不能同时开启：二者是两套分片方案，只能选一个。",
                 "deepspeed and fsdp cannot both be set: they are two sharding schemes, pick one.")))
-        offload = _get(data, "fsdp_config.fsdp_offload_params") is True
-        strategy = str(data.get("fsdp") or _get(data, "fsdp_config.fsdp_sharding_strategy", "")).lower()
+        offload = get_path(data, "fsdp_config.fsdp_offload_params") is True
+        strategy = str(data.get("fsdp") or get_path(data, "fsdp_config.fsdp_sharding_strategy", "")).lower()
         if offload and "no_shard" in strategy:
             out.append(Finding("fsdp_config.fsdp_offload_params", "offload_no_shard", text(
                 "no_shard 不切分参数，参数卸载在这里没有意义。", "no_shard does not shard parameters; offloading them makes no sense here.")))
@@ -174,15 +175,15 @@ def memory_setup(parsed: ParsedConfig, dialect: str, params: float, cards: int) 
     precision = "bf16" if (_enabled(data, "bf16") or data.get("pure_bf16") or data.get("mixed_precision") == "bf16") \
         else "fp16" if (_enabled(data, "fp16") or data.get("mixed_precision") == "fp16") else "bf16"
     if dialect == "deepspeed":
-        stage = _get(data, "zero_optimization.stage", 0)
+        stage = get_path(data, "zero_optimization.stage", 0)
         stage = stage if stage in (0, 1, 2, 3) else 0
-        p_off = str(_get(data, "zero_optimization.offload_param.device", "none")).lower() != "none" and stage == 3
-        o_off = str(_get(data, "zero_optimization.offload_optimizer.device", "none")).lower() != "none" and stage >= 1
+        p_off = str(get_path(data, "zero_optimization.offload_param.device", "none")).lower() != "none" and stage == 3
+        o_off = str(get_path(data, "zero_optimization.offload_optimizer.device", "none")).lower() != "none" and stage >= 1
         return memory_calc.TrainingSetup(params=params, cards=cards, precision=precision, stage=stage,
                                          offload_optimizer=o_off, offload_params=p_off)
-    words = str(data.get("fsdp") or _get(data, "fsdp_config.fsdp_sharding_strategy", "")).lower()
+    words = str(data.get("fsdp") or get_path(data, "fsdp_config.fsdp_sharding_strategy", "")).lower()
     strategy = next((s for s in memory_calc.FsdpStrategy if s.value.lower() in words), None)
-    offload = (_get(data, "fsdp_config.fsdp_offload_params") is True or "offload" in words.split()) \
+    offload = (get_path(data, "fsdp_config.fsdp_offload_params") is True or "offload" in words.split()) \
         and strategy == memory_calc.FsdpStrategy.FULL_SHARD
     return memory_calc.TrainingSetup(params=params, cards=cards, precision=precision, fsdp=strategy,
                                      offload_optimizer=offload, offload_params=offload)
