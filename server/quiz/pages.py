@@ -103,9 +103,9 @@ def _open_card(att: Any, pos: int, lang: str, secret: str) -> str:
     return _caches()[0].get(("open", _ident(att), att.status, pos, lang, secret), lambda: render_card(att, pos, lang))
 
 
-def _page(att: Any, quiz: Quiz, cards: str, focus: int | None) -> Markup:
-    return Markup(render_template("quiz/attempt.html", attempt=att, quiz=quiz, is_open=att.status == AttemptStatus.OPEN.value,
-                                  score_html=f"{att.score:g}", cards_html=Markup(cards), focus=focus))
+def _page(att: Any, quiz: Quiz, score_html: str, cards_html: str, focus: int | None = None) -> str:
+    return render_template("quiz/attempt.html", attempt=att, quiz=quiz, is_open=att.status == AttemptStatus.OPEN.value,
+                           score_html=Markup(score_html), cards_html=Markup(cards_html), focus=focus)
 
 
 def attempt_page(att: Any, quiz: Quiz, lang: str, override: tuple[int, str, str] | None = None) -> str:
@@ -122,11 +122,13 @@ def attempt_page(att: Any, quiz: Quiz, lang: str, override: tuple[int, str, str]
             cards.append(render_card(att, pos, lang, error=override[1], draft=override[2]))
         elif pos in answered:
             answer_id = answered[pos]
-            cards.append(answered_card(att, pos, lang, answer_id, lambda: missing.get(answer_id) or store.answer_row(answer_id)))
+            # (read again only if its card was evicted since ``missing`` was taken)
+            cards.append(answered_card(att, pos, lang, answer_id,
+                                       lambda: missing.get(answer_id) or store.answer_rows([answer_id])[answer_id]))
         else:
             cards.append(_open_card(att, pos, lang, secret))
     if override or session.get("_flashes"):
-        return _page(att, quiz, "".join(cards), override[0] if override else None)
+        return _page(att, quiz, f"{att.score:g}", "".join(cards), override[0] if override else None)
     key = (att.id, att.attempt_no, att.quiz_id, att.status, att.max_score, att.user_id, att.username,
            att.display_name, att.is_instructor, lang, request.full_path, secret)
     head, middle, tail = _caches()[1].get(key, lambda: _split_shell(att, quiz))
@@ -134,8 +136,7 @@ def attempt_page(att: Any, quiz: Quiz, lang: str, override: tuple[int, str, str]
 
 
 def _split_shell(att: Any, quiz: Quiz) -> tuple[str, str, str]:
-    page = render_template("quiz/attempt.html", attempt=att, quiz=quiz, is_open=att.status == AttemptStatus.OPEN.value,
-                           score_html=Markup(_SCORE_SLOT), cards_html=Markup(_CARDS_SLOT), focus=None)
+    page = _page(att, quiz, _SCORE_SLOT, _CARDS_SLOT)
     head, rest = page.split(_SCORE_SLOT)
     middle, tail = rest.split(_CARDS_SLOT)
     return head, middle, tail

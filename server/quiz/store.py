@@ -40,7 +40,6 @@ _ATTEMPT_VIEW = (
                           _member.c.role == Role.INSTRUCTOR.value).label("is_instructor"),
            _ANSWERED.label("answered"))
     .join(_user, _user.c.id == _att.c.user_id).where(*_OWNED))
-_ANSWER = select(_ans).where(_ans.c.id == bindparam("id"))
 _ANSWERS = select(_ans).where(_ans.c.id.in_(bindparam("ids", expanding=True)))
 _INSERT = insert(_ans)
 _ADD_SCORE = (update(_att).where(_att.c.id == bindparam("aid"), _att.c.status == AttemptStatus.OPEN.value)
@@ -66,11 +65,6 @@ def answered(page_row: Any) -> dict[int, int]:
     """position -> answer id of every stored answer, from ``attempt_row(..., for_page=True)``."""
     pairs = (item.split(":") for item in (page_row.answered or "").split(",") if item)
     return {int(pos): int(answer_id) for pos, answer_id in pairs}
-
-
-def answer_row(answer_id: int) -> Any:
-    """Every column of one stored answer."""
-    return db.session.connection().execute(_ANSWER, {"id": answer_id}).first()
 
 
 def answer_rows(answer_ids: list[int]) -> dict[int, Any]:
