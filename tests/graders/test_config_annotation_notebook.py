@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from graders import assignments
+from graders import assignments, sandbox
 from graders.config_annotation import notebook, release
 
 REPO = Path(__file__).resolve().parents[2]
@@ -69,7 +69,7 @@ def test_the_kernel_cannot_read_the_answer_key(tmp_path: Path, monkeypatch: pyte
     read = {path: how for path, how in attempts.items() if not how.startswith("failed")}
     assert read == {}, f"the kernel read grading data: {list(read)}"
     assert attempts["import"].startswith("failed: ModuleNotFoundError"), attempts["import"]
-    if os.geteuid() == 0 and shutil.which("bwrap"):
+    if os.geteuid() == 0 and sandbox.find_bwrap():
         assert f"hide:{REPO / 'assignments'}" in report.sandbox["layers"]
         assert f"hide:{REPO / 'graders'}" in report.sandbox["layers"]
     shown = json.dumps(report.to_dict(), ensure_ascii=False) + graded
@@ -85,7 +85,7 @@ def test_manual_scores_agree_with_nbgrader_gradebook(tmp_path: Path, monkeypatch
     report, job = _grade_sample("notebook_complete", tmp_path, monkeypatch)
 
     assert report.check("notebook.execute").status.value == "pass"
-    if os.geteuid() == 0 and shutil.which("bwrap"):
+    if os.geteuid() == 0 and sandbox.find_bwrap():
         assert "bwrap" in report.sandbox["layers"] and any(l.startswith("uid:") for l in report.sandbox["layers"])
     manual = report.plots["manual_cells"]
     assert [m["cell_id"] for m in manual] == ["explain_tradeoff", "explain_choice"]

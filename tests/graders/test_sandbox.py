@@ -36,7 +36,7 @@ MiB = 1024 * 1024
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox drops to its uid only when started as root"),
-    pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed"),
+    pytest.mark.skipif(sandbox.find_bwrap() is None, reason="bubblewrap is not installed"),
 ]
 
 
