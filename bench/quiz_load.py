@@ -28,11 +28,13 @@ from bench.loadgen import Request, Server, gunicorn, prepare_database, print_vs_
 from bench.web_status import login_cookie
 from graders.quiz.bank import load_question, load_quiz
 from graders.quiz.grading import make_variant
-from graders.quiz.seeds import variant_seed
+from graders.quiz.seeds import seed_key, variant_seed
 
 CLIENTS = int(os.environ.get("BENCH_CLIENTS", "50"))
 QUIZ = "ch7_3_practice"
 THINK_S = float(os.environ.get("BENCH_THINK_S", "0.5"))
+# The bench server's key: seeds are an HMAC under it, so the simulated students need it to answer.
+SECRET_KEY = "bench-only-secret-key-0123456789"
 
 
 def enrol_students(env: dict[str, str]) -> dict[str, int]:
@@ -60,7 +62,7 @@ def start_attempt(port: int, cookie: str) -> tuple[str, str]:
 
 def answer_body(user_id: int, qid: str, token: str, attempt_no: int = 1) -> bytes:
     """The form a browser would post for this student's variant, with the reference answer."""
-    v = make_variant(load_question(qid), variant_seed(user_id, qid, attempt_no))
+    v = make_variant(load_question(qid), variant_seed(user_id, qid, attempt_no, key=seed_key(SECRET_KEY)))
     ref, qtype = v.reference("en"), v.question.type
     if qtype in ("single", "multiple"):
         fields = [("choice", i) for i in ref.split(",")]
@@ -115,7 +117,7 @@ def main() -> int:
     questions = load_quiz(QUIZ).question_ids
     with tempfile.TemporaryDirectory() as tmp, redis_server() as redis_url:
         env = dict(os.environ, DATABASE_URL=f"sqlite:///{Path(tmp) / 'bench.db'}", REDIS_URL=redis_url,
-                   DISTGRADE_VAR_DIR=tmp, SECRET_KEY="bench")
+                   DISTGRADE_VAR_DIR=tmp, SECRET_KEY=SECRET_KEY)
         users = enrol_students(env)
         with gunicorn("bench.bare_app:app") as server:
             run_load(server, lambda i: [("GET", "/ping", None, {})] * 5, clients=CLIENTS)

@@ -167,7 +167,7 @@ def make_app(db_path: str):
     from server import create_app
 
     app = create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{db_path}", "WTF_CSRF_ENABLED": False,
-                      "SECRET_KEY": "bench", "REDIS_URL": ""})
+                      "SECRET_KEY": "bench-only-secret-key-0123456789", "REDIS_URL": ""})
     with app.app_context():
         upgrade()
         app.test_cli_runner().invoke(args=["seed-demo"])

@@ -55,7 +55,7 @@ def store_graded_submission(env: dict[str, str]) -> int:
 def main() -> int:
     with tempfile.TemporaryDirectory() as tmp, redis_server() as redis_url:
         env = dict(os.environ, DATABASE_URL=f"sqlite:///{Path(tmp) / 'bench.db'}", REDIS_URL=redis_url,
-                   DISTGRADE_VAR_DIR=tmp, SECRET_KEY="bench")
+                   DISTGRADE_VAR_DIR=tmp, SECRET_KEY="bench-only-secret-key-0123456789")
         sid = store_graded_submission(env)
         with gunicorn("bench.bare_app:app") as server:
             run_load(server, lambda i: [("GET", "/ping", None, {})] * 5, clients=CLIENTS)  # warm-up

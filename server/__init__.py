@@ -6,7 +6,8 @@ from typing import Any
 
 from flask import Flask, request, session
 
-from server.config import Config
+from server.config import (Config, check_secret, ensure_private_dir, ensure_private_file,
+                           load_or_create_secret)
 from server.extensions import babel, csrf, db, login_manager, migrate
 
 
@@ -30,7 +31,9 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.config.from_object(Config)
     if test_config:
         app.config.update(test_config)
-    os.makedirs(app.config["VAR_DIR"], exist_ok=True)
+    ensure_private_dir(app.config["VAR_DIR"])  # 0700: the database, the session key, Redis's files
+    apply_secret(app)
+    _private_sqlite_file(app.config["SQLALCHEMY_DATABASE_URI"])
 
     db.init_app(app)
     migrate.init_app(app, db, directory=os.path.join(os.path.dirname(__file__), "migrations"))
@@ -44,11 +47,51 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
 
     @login_manager.user_loader
     def load_user(user_id: str) -> models.User | None:
-        return db.session.get(models.User, int(user_id))
+        """The signed-in user, unless their sessions were revoked since this one began."""
+        user = db.session.get(models.User, int(user_id))
+        if user is None or not session_version_matches(user.session_version):
+            return None
+        return user
 
     commands.register(app)
     _register_blueprints(app)
+    from server.auth import throttle
+
+    throttle.init_app(app)
     return app
+
+
+def apply_secret(app: Flask) -> None:
+    """Settle the session key and what derives from it; refuse an insecure one outside tests.
+
+    ``SECRET_KEY`` unset (None): the key in ``VAR_DIR/secret_key``, which ``./distgrade up``
+    generates before starting anything; a process started some other way on a fresh ``var/``
+    (the flask CLI, a worker) generates it the same way, atomically, so all share one.
+    """
+    from graders.quiz.seeds import seed_key
+
+    if app.config.get("SECRET_KEY") is None:
+        app.config["SECRET_KEY"] = load_or_create_secret(app.config["VAR_DIR"])
+    if not app.testing:
+        check_secret(app.config["SECRET_KEY"])
+    key = app.config["SECRET_KEY"]
+    app.config["QUIZ_SEED_KEY"] = seed_key(key) if key else None
+
+
+def session_version_matches(version: int) -> bool:
+    """Whether the session began at the user's current session version (bumped by logout and
+    password changes). A session without one (minted before versions existed) does not match."""
+    return session.get("_sv") == version
+
+
+def _private_sqlite_file(uri: str) -> None:
+    """Create the SQLite database file 0600 before SQLite does (it would follow the umask)."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(uri)
+    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:") \
+            and not url.database.startswith("file:"):
+        ensure_private_file(url.database)
 
 
 def _register_blueprints(app: Flask) -> None:

@@ -44,10 +44,16 @@ class User(UserMixin, db.Model):
     password_hash: Mapped[str] = mapped_column(String(256))
     locale: Mapped[str | None] = mapped_column(String(10), nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    # Stored in the session at sign-in; logout and a password change bump it, which ends every
+    # session begun before (``server.auth.views``: the user loader and the session-authorised paths).
+    session_version: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
     memberships: Mapped[list["Membership"]] = relationship(back_populates="user")
 
     def set_password(self, password: str) -> None:
+        """Set a new password; changing an existing one signs the user out everywhere."""
+        if self.password_hash:
+            self.session_version = (self.session_version or 0) + 1
         self.password_hash = generate_password_hash(password)
 
     def check_password(self, password: str) -> bool:

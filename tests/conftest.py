@@ -140,7 +140,7 @@ class Service:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = dict(os.environ, DATABASE_URL=f"sqlite:///{tmp / 'svc.db'}", REDIS_URL=redis_url,
-                        DISTGRADE_VAR_DIR=str(tmp / "var"), SECRET_KEY="svc-test", LEASE_S="6",
+                        DISTGRADE_VAR_DIR=str(tmp / "var"), SECRET_KEY="svc-test-only-secret-key-0123456789", LEASE_S="6",
                         RECONCILE_EVERY_S="1", PYTHONUNBUFFERED="1", **(extra_env or {}))
         self.procs: dict[str, subprocess.Popen] = {}
 

@@ -1,10 +1,27 @@
-"""Variant seeds: reproducible from (student, question, attempt), different across each of them."""
+"""Variant seeds: reproducible from (student, question, attempt), different across each of them,
+and secret: an HMAC under a key derived from the service's ``SECRET_KEY``.
+
+With a public salt anyone who has read this repository could compute every student's numbers
+and reference answers offline; with the key, only the service can. The same key always gives
+the same seeds, so an attempt's variants stay put across restarts and processes.
+"""
 from __future__ import annotations
 
 import hashlib
+import hmac
+
+_PURPOSE = b"distgrade quiz variant seed v1"
 
 
-def variant_seed(student: str | int, question_id: str, attempt: int, salt: str = "distgrade") -> int:
-    """A 31-bit seed; the same inputs always give the same variant."""
-    digest = hashlib.sha256(f"{salt}|{student}|{question_id}|{attempt}".encode()).digest()
+def seed_key(secret: str | bytes) -> bytes:
+    """The seed key for a service secret (a derived key, so the session key itself is never reused)."""
+    raw = secret.encode() if isinstance(secret, str) else bytes(secret)
+    if not raw:
+        raise ValueError("variant seeds need the service secret")
+    return hmac.new(raw, _PURPOSE, hashlib.sha256).digest()
+
+
+def variant_seed(student: str | int, question_id: str, attempt: int, *, key: bytes) -> int:
+    """A 31-bit seed; the same inputs and key always give the same variant."""
+    digest = hmac.new(key, f"{student}|{question_id}|{attempt}".encode(), hashlib.sha256).digest()
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF

@@ -13,6 +13,7 @@ from flask_babel import lazy_gettext as _l
 from flask_babel import refresh
 from flask_login import current_user, login_required, login_user, logout_user
 from flask_wtf import FlaskForm
+from sqlalchemy import bindparam, select, update
 from wtforms import PasswordField, StringField
 from wtforms.validators import DataRequired, Length
 
@@ -38,8 +39,31 @@ class LoginForm(FlaskForm):
 
 
 def session_user_id() -> str | None:
-    """The signed-in user's id from the signed session cookie, without loading the user."""
+    """The signed-in user's id from the signed session cookie, without loading the user.
+
+    Only meaningful after ``require_login`` has checked the session is current (it runs first).
+    """
     return session.get("_user_id")
+
+
+# Built once: one primary-key lookup of one integer column, no ORM instance.
+_SESSION_VERSION = select(User.__table__.c.session_version).where(User.__table__.c.id == bindparam("uid"))
+
+
+def session_is_current() -> bool:
+    """The session names a user and began at their current session version (not revoked since).
+
+    The check of the paths that skip loading the user: one indexed query, no cache, so a logout
+    or a password change takes effect on the very next request in every process.
+    """
+    uid, version = session.get("_user_id"), session.get("_sv")
+    if uid is None or version is None:
+        return False
+    try:
+        uid = int(uid)
+    except (TypeError, ValueError):
+        return False
+    return db.session.connection().execute(_SESSION_VERSION, {"uid": uid}).scalar() == version
 
 
 def session_auth(view):
@@ -63,8 +87,8 @@ def require_login():
     if request.endpoint in PUBLIC_ENDPOINTS or request.endpoint is None:
         return None
     if request.blueprint == "api":
-        return None if session_user_id() else ({"error": "login required"}, 401)
-    if getattr(current_app.view_functions[request.endpoint], "session_auth", False) and session_user_id():
+        return None if session_is_current() else ({"error": "login required"}, 401)
+    if getattr(current_app.view_functions[request.endpoint], "session_auth", False) and session_is_current():
         return None
     if current_user.is_authenticated:
         return None
@@ -90,6 +114,7 @@ def login():
         user = db.session.scalar(db.select(User).where(User.username == form.username.data.strip()))
         if user is not None and user.check_password(form.password.data):
             login_user(user)
+            session["_sv"] = user.session_version  # revoked when logout or a new password bumps it
             if session.get("lang") and user.locale != session["lang"]:
                 user.locale = session["lang"]  # chosen on the login page: keep it for next time
                 db.session.commit()
@@ -105,8 +130,16 @@ def login():
 @bp.route("/logout", methods=["POST"])
 @login_required
 def logout():
-    """Sign out (POST only, so a link on another site cannot sign anyone out)."""
+    """Sign out (POST only, so a link on another site cannot sign anyone out).
+
+    Bumping the session version ends this session everywhere it was copied to (a cookie replayed
+    after logout is refused), and the user's sessions on other devices with it.
+    """
+    db.session.execute(update(User).where(User.id == current_user.id)
+                       .values(session_version=User.session_version + 1))
+    db.session.commit()
     logout_user()
+    session.pop("_sv", None)
     flash(_("You are signed out."), "info")
     return redirect(url_for("auth.login"))
 

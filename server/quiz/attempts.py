@@ -7,6 +7,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
+from flask import current_app
 from sqlalchemy import func
 
 from graders.quiz.bank import Quiz, load_question
@@ -76,7 +77,7 @@ def _expired(attempt: Any) -> bool:
 
 def seed_for(attempt: Any, question_id: str) -> int:
     """The variant this student sees for this question in this attempt (reproducible)."""
-    return variant_seed(attempt.user_id, question_id, attempt.attempt_no)
+    return variant_seed(attempt.user_id, question_id, attempt.attempt_no, key=current_app.config["QUIZ_SEED_KEY"])
 
 
 def variant_for(attempt: Any, question_id: str):

@@ -21,7 +21,7 @@ def _snapshot(url: str) -> dict:
     from server.models import Course
 
     app = create_app({"SQLALCHEMY_DATABASE_URI": url, "SQLALCHEMY_ENGINE_OPTIONS": {}, "REDIS_URL": "",
-                      "SECRET_KEY": "t"})
+                      "SECRET_KEY": "test-only-secret-key-0123456789"})
     with app.app_context():
         upgrade()
         app.test_cli_runner().invoke(args=["seed-demo"])

@@ -18,7 +18,7 @@ def test_regrade_after_a_grader_change_through_the_real_worker(probe):  # noqa: 
     from server import create_app
 
     web = create_app({**{k: probe.app.config[k] for k in ("SQLALCHEMY_DATABASE_URI", "REDIS_URL", "VAR_DIR")},
-                      "WTF_CSRF_ENABLED": False, "SECRET_KEY": "t"})  # the pages, without CSRF tokens
+                      "WTF_CSRF_ENABLED": False, "SECRET_KEY": "test-only-secret-key-0123456789"})  # the pages, without CSRF tokens
     client = web.test_client()
     client.post("/login", data={"username": "teacher", "password": "teacher-pass"})
     r = client.post("/dashboard/DIST101/homework/probe/regrade")
