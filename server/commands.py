@@ -46,6 +46,24 @@ def register(app: Flask) -> None:
         db.session.commit()
         click.echo(f"{user.username} enrolled in {course.code} as {role}" + (f"; password: {pw}" if pw else ""))
 
+    @users.command("set-password")
+    @click.argument("username")
+    @click.option("--password", default=None, help="generated and printed if omitted")
+    def users_set_password(username: str, password: str | None) -> None:
+        """Give USERNAME a new password; every session of that account ends."""
+        import secrets
+
+        from server.models import User
+
+        user = db.session.scalar(db.select(User).where(User.username == username))
+        if user is None:
+            raise click.ClickException(f"no user {username}")
+        pw = password or secrets.token_urlsafe(9)
+        user.set_password(pw)
+        db.session.commit()
+        click.echo(f"{user.username}: password changed, every session signed out"
+                   + ("" if password else f"; new password: {pw}"))
+
     roster = click.Group("roster", help="Course rosters.")
     app.cli.add_command(roster)
 

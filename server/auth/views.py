@@ -15,7 +15,7 @@ from flask_login import current_user, login_required, login_user, logout_user
 from flask_wtf import FlaskForm
 from sqlalchemy import bindparam, select, update
 from wtforms import PasswordField, StringField
-from wtforms.validators import DataRequired, Length
+from wtforms.validators import DataRequired, EqualTo, Length
 
 from server.extensions import db
 from server.models import User
@@ -36,6 +36,12 @@ def _translate_login_prompt(state) -> None:
 class LoginForm(FlaskForm):
     username = StringField("username", validators=[DataRequired(), Length(max=80)])
     password = PasswordField("password", validators=[DataRequired(), Length(max=200)])
+
+
+class PasswordForm(FlaskForm):
+    current = PasswordField("current", validators=[DataRequired(), Length(max=200)])
+    new = PasswordField("new", validators=[DataRequired(), Length(min=8, max=200)])
+    confirm = PasswordField("confirm", validators=[DataRequired(), EqualTo("new")])
 
 
 def session_user_id() -> str | None:
@@ -142,6 +148,31 @@ def logout():
     session.pop("_sv", None)
     flash(_("You are signed out."), "info")
     return redirect(url_for("auth.login"))
+
+
+@bp.route("/password", methods=["GET", "POST"])
+@login_required
+def password():
+    """Change one's own password: this browser stays signed in, every other session ends.
+
+    Wrong current passwords are throttled like sign-ins (``throttle``), so a borrowed session
+    cannot be used to guess the password either.
+    """
+    form = PasswordForm()
+    status = 200
+    if form.validate_on_submit():
+        if current_user.check_password(form.current.data):
+            current_user.set_password(form.new.data)  # bumps the session version
+            db.session.commit()
+            session["_sv"] = current_user.session_version
+            flash(_("Password changed. Every other session of this account is signed out."), "info")
+            return redirect(url_for("homework.index"))
+        flash(_("The current password is wrong."), "error")
+        status = 401
+    elif request.method == "POST":
+        flash(_("The new password needs at least 8 characters, typed the same twice."), "error")
+        status = 400
+    return render_template("auth/password.html", form=form), status
 
 
 @bp.route("/lang", methods=["POST"])

@@ -321,3 +321,54 @@ def test_logout_in_one_browser_leaves_no_stale_fast_path(app, auth, make_sub):
         assert c.get(f"/api/submissions/{sid}").status_code == 200
     a.post("/logout")
     assert b.get(f"/api/submissions/{sid}").status_code == 401
+
+
+def test_password_page_keeps_this_session_and_ends_the_others(app, auth, make_sub):
+    sid = make_sub("alice")
+    here, elsewhere = app.test_client(), app.test_client()
+    for c in (here, elsewhere):
+        c.post("/login", data={"username": "alice", "password": "alice-pass"})
+    assert "Change password" in here.get("/password?lang=en").get_data(as_text=True)
+    assert "修改密码" in here.get("/password?lang=zh_CN").get_data(as_text=True)
+    assert 'href="/password"' in here.get("/homework/").get_data(as_text=True)  # reachable from every page
+    r = here.post("/password?lang=en", data={"current": "alice-pass", "new": "correct horse", "confirm": "correct horse"})
+    assert r.status_code == 302
+    assert here.get(f"/api/submissions/{sid}").status_code == 200  # this browser stays signed in
+    assert elsewhere.get(f"/api/submissions/{sid}").status_code == 401  # every other session ends
+    assert elsewhere.get("/homework/").status_code == 302
+    assert elsewhere.post("/login", data={"username": "alice", "password": "alice-pass"}).status_code == 401
+    assert elsewhere.post("/login", data={"username": "alice", "password": "correct horse"}).status_code == 302
+
+
+@pytest.mark.parametrize("form, status", [
+    ({"current": "wrong", "new": "correct horse", "confirm": "correct horse"}, 401),
+    ({"current": "alice-pass", "new": "short", "confirm": "short"}, 400),
+    ({"current": "alice-pass", "new": "correct horse", "confirm": "correct hose"}, 400),
+])
+def test_password_page_refusals_change_nothing(app, client, auth, form, status):
+    auth.login()
+    r = client.post("/password?lang=en", data=form)
+    assert r.status_code == status and 'name="current"' in r.get_data(as_text=True)
+    assert client.get("/homework/").status_code == 200  # still signed in, password unchanged
+    auth.logout()
+    assert auth.login().status_code == 302
+
+
+def test_password_page_guessing_is_throttled(client, auth):
+    """A stolen session cannot try current passwords at speed either."""
+    auth.login()
+    for _ in range(5):
+        assert client.post("/password?lang=en", data={"current": "guess", "new": "12345678",
+                                                       "confirm": "12345678"}).status_code == 401
+    r = client.post("/password?lang=en", data={"current": "alice-pass", "new": "12345678", "confirm": "12345678"})
+    assert r.status_code == 429 and "Too many attempts" in r.get_data(as_text=True)
+
+
+def test_cli_set_password_ends_sessions(app, client, auth, make_sub):
+    sid = make_sub("alice")
+    auth.login()
+    with app.app_context():
+        out = app.test_cli_runner().invoke(args=["users", "set-password", "alice", "--password", "from-the-cli"])
+    assert out.exit_code == 0, out.output
+    assert client.get(f"/api/submissions/{sid}").status_code == 401
+    assert auth.login("alice", "from-the-cli").status_code == 302
