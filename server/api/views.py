@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, abort, url_for
+from flask import Blueprint, abort, session, url_for
 from sqlalchemy import bindparam, exists, or_, select
 
-from server.auth.views import session_user_id
+from server.auth.views import checks_session_version, session_is_current, session_user_id
 from server.extensions import db
 from server.homework.rules import elapsed_s
-from server.models import STATUS_COLUMNS, Membership, Role, Submission, SubmissionStatus, status_dict
+from server.models import STATUS_COLUMNS, Membership, Role, Submission, SubmissionStatus, User, status_dict
 from server.queue import queue_position
 
 bp = Blueprint("api", __name__, url_prefix="/api")
@@ -34,30 +34,38 @@ def _status_query():
 
     A plain Core statement over the tables with bound parameters: the ORM's per-call statement
     construction and cache-key work was most of this endpoint's cost.
+    The session's version is checked in the same statement (a revoked session finds nothing),
+    so a signed-in poll stays one query.
     """
-    sub, member = Submission.__table__, Membership.__table__
+    sub, member, user = Submission.__table__, Membership.__table__, User.__table__
     teaches = exists().where(member.c.user_id == bindparam("uid"), member.c.course_id == sub.c.course_id,
                              member.c.role == Role.INSTRUCTOR.value)
+    current = exists().where(user.c.id == bindparam("uid"), user.c.session_version == bindparam("sv"))
     return (select(*(sub.c[c] for c in STATUS_COLUMNS))
-            .where(sub.c.id == bindparam("sid"), or_(sub.c.user_id == bindparam("uid"), teaches)))
+            .where(sub.c.id == bindparam("sid"), or_(sub.c.user_id == bindparam("uid"), teaches), current))
 
 
 _STATUS_QUERY = _status_query()
 
 
-def visible_status_row(submission_id: int, user_id: int) -> Any:
-    """The submission's status columns if ``user_id`` owns it or teaches its course, else None.
+def visible_status_row(submission_id: int, user_id: int, session_version: int) -> Any:
+    """The submission's status columns if ``user_id`` owns it or teaches its course and the
+    session is at the user's current version, else None.
 
     Every open status page polls this once a second, so it is one indexed query returning a
     plain row: no user object, no ORM instance, no file or report columns.
     """
-    return db.session.connection().execute(_STATUS_QUERY, {"sid": submission_id, "uid": user_id}).first()
+    return db.session.connection().execute(
+        _STATUS_QUERY, {"sid": submission_id, "uid": user_id, "sv": session_version}).first()
 
 
 @bp.route("/submissions/<int:submission_id>")
+@checks_session_version
 def submission_status(submission_id: int):
     """The submission's status as JSON (never cached: it changes every second while running)."""
-    row = visible_status_row(submission_id, int(session_user_id()))
+    row = visible_status_row(submission_id, int(session_user_id()), session["_sv"])
     if row is None:
+        if not session_is_current():  # only a miss pays a second query: revoked (401) or not yours (404)
+            return {"error": "login required"}, 401
         abort(404)  # 404, not 403: other students' ids reveal nothing
     return status_payload(row), 200, {"Cache-Control": "no-store"}

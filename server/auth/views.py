@@ -82,6 +82,18 @@ def session_auth(view):
     return view
 
 
+def checks_session_version(view):
+    """Mark a view that checks the session version in its own query (``session["_sv"]``), so
+    ``require_login`` only checks that the session names a user and a version."""
+    view.checks_session_version = True
+    return view
+
+
+def _session_is_plausible() -> bool:
+    uid, version = session.get("_user_id"), session.get("_sv")
+    return isinstance(version, int) and isinstance(uid, str) and uid.isdigit()
+
+
 @bp.before_app_request
 def require_login():
     """Send anonymous visitors of any page but the public ones to the login page.
@@ -93,7 +105,11 @@ def require_login():
     if request.endpoint in PUBLIC_ENDPOINTS or request.endpoint is None:
         return None
     if request.blueprint == "api":
-        return None if session_is_current() else ({"error": "login required"}, 401)
+        if getattr(current_app.view_functions[request.endpoint], "checks_session_version", False):
+            current = _session_is_plausible()
+        else:
+            current = session_is_current()
+        return None if current else ({"error": "login required"}, 401)
     if getattr(current_app.view_functions[request.endpoint], "session_auth", False) and session_is_current():
         return None
     if current_user.is_authenticated:

@@ -81,7 +81,9 @@ def render_card(att: Any, pos: int, lang: str, answer: Any = None, error: str | 
     from them (the filters and ``_``, ``url_for`` and ``csrf_token`` are template globals).
     """
     qid = att.question_ids[pos]
-    variant = rules.cached_variant(qid, rules.seed_for(att, qid))
+    stored = None if answer is None else (answer.get("seed") if isinstance(answer, dict) else getattr(answer, "seed", None))
+    # an answer keeps the variant it was graded on, even after the secret (and so seed_for) changed
+    variant = rules.cached_variant(qid, stored if stored is not None else rules.seed_for(att, qid))
     c = {"pos": pos, "q": variant.public(lang), "draft": draft,
          "answer": answer, "error": error}
     if answer is not None:

@@ -372,3 +372,43 @@ def test_cli_set_password_ends_sessions(app, client, auth, make_sub):
     assert out.exit_code == 0, out.output
     assert client.get(f"/api/submissions/{sid}").status_code == 401
     assert auth.login("alice", "from-the-cli").status_code == 302
+
+
+def _reference_form(variant) -> dict:
+    ref, qtype = variant.reference("en"), variant.question.type
+    if qtype in ("single", "multiple"):
+        return {"choice": ref.split(",")}
+    if qtype == "ordering":
+        return {f"pos_{i}": str(n + 1) for n, i in enumerate(ref.split(","))}
+    return {"answer": ref}
+
+
+def _card(page: str, pos: int) -> str:
+    start = page.index(f'<section class="card quizq" id="q{pos}"')
+    return page[start:page.index("</section>", start)]
+
+
+def test_answered_cards_keep_their_variant_when_the_secret_changes(app, client, auth):
+    """Seeds follow the secret, but an answer keeps the variant it was given (its stored seed):
+    after a key rotation, or the upgrade from the public salt, no answered card changes numbers."""
+    from server import apply_secret
+    from server.quiz.attempts import variant_for
+    from server.quiz.models import QuizAttempt
+
+    auth.login()
+    path = client.post("/quiz/ch7_3_practice/start").headers["Location"]
+    aid = int(path.rstrip("/").split("/")[-1])
+    with app.test_request_context():
+        att = db.session.get(QuizAttempt, aid)
+        forms = [_reference_form(variant_for(att, q)) for q in att.question_ids[:6]]
+    for pos, form in enumerate(forms):
+        assert client.post(f"{path}/answer/{pos}", data=form, headers={"Accept": "application/json"}).status_code == 200
+    before = client.get(path + "?lang=en").get_data(as_text=True)
+
+    app.config["SECRET_KEY"] = "a-rotated-secret-key-0123456789"
+    apply_secret(app)
+    app.extensions.pop("quiz_pages", None)  # as in a freshly started process
+    auth.login()  # the old cookie's signature no longer holds
+    after = client.get(path + "?lang=en").get_data(as_text=True)
+    for pos in range(len(forms)):
+        assert _card(after, pos) == _card(before, pos)
