@@ -117,6 +117,11 @@ def test_service_refuses_forged_replayed_and_guessed_sign_ins(tmp_path):
         assert status == 429, page[-800:]
         assert re.search(r"Too many attempts, try again in \d+ s\.", page)
         assert 'name="password"' in page  # the form again
+        # counted in the embedded Redis (over its unix socket), shared by both gunicorn processes
+        import redis
+
+        keys = redis.Redis(unix_socket_path=str(var / "redis.sock")).keys("*login*")
+        assert any(b"bob" in k for k in keys), keys
     finally:
         stop(proc)
 

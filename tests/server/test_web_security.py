@@ -245,6 +245,17 @@ def test_throttle_counts_live_in_redis(app, client, redis_server):
     assert any(b"login" in k for k in keys), keys
 
 
+@pytest.mark.parametrize("url, uri", [
+    ("redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0"),
+    ("unix:///srv/var/redis.sock", "redis+unix:///srv/var/redis.sock"),  # the embedded Redis of ./distgrade up
+    ("rediss://:pw@host:6380/1", "rediss://:pw@host:6380/1"),
+])
+def test_throttle_storage_is_the_service_redis(url, uri):
+    from server.auth.throttle import storage_uri
+
+    assert storage_uri(url) == uri
+
+
 def test_throttle_survives_redis_going_away(tmp_path):
     """Redis unreachable: sign-in still works and is still throttled (in memory, per process)."""
     from flask_migrate import upgrade
