@@ -144,3 +144,12 @@ def form_login(port: int, username: str, password: str) -> tuple[int, str, str]:
     token = re.search(r'name="csrf_token"[^>]*value="([^"]+)"', page).group(1)
     return request(port, "POST", "/login?lang=en", cookie,
                    {"username": username, "password": password, "csrf_token": token})
+
+
+def test_supervisor_refuses_an_insecure_key_before_starting_anything(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL")}
+    env.update(SECRET_KEY=PUBLIC_DEFAULT, DISTGRADE_VAR_DIR=str(tmp_path / "var"), PORT=str(free_port()))
+    out = subprocess.run([sys.executable, "-m", "server.supervisor"], cwd=REPO, env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 2 and "public default" in out.stderr and "SECRET_KEY" in out.stderr
+    assert not (tmp_path / "var" / "distgrade.db").exists()  # nothing was started or migrated
