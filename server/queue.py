@@ -183,6 +183,22 @@ def recent_durations(resource: str, window_s: int = RECENT_S) -> list[float]:
     return [(f - s).total_seconds() for s, f in rows]
 
 
+def wait_stats(window_s: int = RECENT_S) -> list[tuple[str, int, float | None, float | None]]:
+    """(queue class, gradings started, wait p50, wait p95) over the last window, in seconds.
+
+    The wait runs from when the student started waiting (``queued_since``, else the upload)
+    to when a worker took the job; a GPU job's pre-flight and GPU wait come after that.
+    """
+    since = utcnow() - timedelta(seconds=window_s)
+    rows = db.session.execute(db.select(Submission.resource, Submission.started_at,
+                                        func.coalesce(Submission.queued_since, Submission.created_at))
+                              .where(Submission.started_at >= since)).all()
+    by: dict[str, list[float]] = {}
+    for resource, started, waited_from in rows:
+        by.setdefault(resource, []).append(max(0.0, (started - waited_from).total_seconds()))
+    return [(r, len(w), fairness.percentile(w, 50), fairness.percentile(w, 95)) for r, w in sorted(by.items())]
+
+
 def recent_gradings(window_s: int = RECENT_S) -> dict[int, int]:
     """Gradings started per student in the last window (the fair queue's round-robin counter)."""
     since = utcnow() - timedelta(seconds=window_s)
@@ -258,6 +274,7 @@ def submit(sub: Submission) -> list[int]:
     db.session.flush()
     replaced = _replace([p.id for p in pending], sub.id)
     db.session.commit()
+    _drop_jobs([p.job_id for p in pending if p.id in replaced])
     # Two uploads at once both replaced the old one: the newer of them replaces the other.
     others = db.session.scalars(db.select(Submission.id).where(
         Submission.user_id == sub.user_id, Submission.course_id == sub.course_id,
@@ -268,6 +285,18 @@ def submit(sub: Submission) -> list[int]:
         db.session.commit()
     try_dispatch(sub.resource)
     return replaced
+
+
+def _drop_jobs(job_ids: list[str | None]) -> None:
+    """Take replaced submissions' jobs out of RQ so they do not hold its few places (best effort:
+    a worker that still gets one finds the submission replaced and skips it)."""
+    try:
+        conn = redis_conn()
+        for job_id in filter(None, job_ids):
+            for name in conn.smembers("rq:queues") or []:
+                conn.lrem(name, 0, job_id)
+    except redis.exceptions.RedisError:
+        pass
 
 
 def _replace(ids: list[int], by: int) -> list[int]:

@@ -196,3 +196,40 @@ def test_real_worker_starts_jobs_in_fair_order_and_stops_a_replaced_run(probe, m
     assert subs[t2].status == "graded" and subs[t2].results_stored == 1
     # the long job was stopped early, not run to its end
     assert (subs[t2].finished_at - stopped.started_at).total_seconds() < 20
+
+
+def test_queue_health_shows_wait_percentiles_per_queue(queue_app, client, auth):
+    from server.extensions import db
+    from server.models import Submission, utcnow
+    from server.queue import wait_stats
+
+    now = utcnow()
+    waits = {"cpu": [10, 20, 30, 40, 200], "gpu2": [60]}
+    for resource, secs in waits.items():
+        for s in secs:
+            sid, _ = upload(queue_app, "alice", resource=resource)
+            with queue_app.app_context():
+                sub = db.session.get(Submission, sid)
+                sub.status, sub.queued_since, sub.started_at = "graded", now - timedelta(seconds=s), now
+                sub.finished_at = now
+                db.session.commit()
+    with queue_app.app_context():
+        old = db.session.get(Submission, upload(queue_app, "bob")[0])  # started two hours ago: outside the window
+        old.status, old.queued_since, old.started_at = "graded", now - timedelta(hours=3), now - timedelta(hours=2)
+        db.session.commit()
+        assert wait_stats() == [("cpu", 5, 30.0, 200.0), ("gpu2", 1, 60.0, 60.0)]
+    auth.login("teacher", "teacher-pass")
+    page = client.get("/dashboard/DIST101/queue?lang=en").get_data(as_text=True)
+    assert "Wait in the queue over the last hour" in page and "3:20" in page  # p95 of cpu: 200 s
+
+
+def test_deadline_rush_bench_prints_its_table_and_the_fair_queue_helps_under_load():
+    from bench import deadline_rush
+
+    out = deadline_rush.main(["--students", "200", "--slots", "8", "--scale", "5"])
+    fifo, fair = (line.split() for line in out.splitlines()[3:5])
+    assert fifo[0] == "FIFO" and fair[:2] == ["fair", "queue"]
+    p95 = lambda row: float(row[-3].rstrip("m"))  # noqa: E731
+    assert p95(fair) < p95(fifo)
+    uploads = deadline_rush.make_uploads(200, 1, [10.0])
+    assert len({u.student for u in uploads}) == 200 and all(0 <= u.arrival <= 3600 for u in uploads)
