@@ -9,9 +9,13 @@ run would give, and no GPU is ever waited for. Otherwise the job goes on to wait
 its GPUs, and the status page says "checked on CPU, waiting for a GPU".
 
 Fail-safe direction: a pre-flight must never give a wrong final verdict, so a run
-that merely ran out of the pre-flight's short wall clock while not stuck in a
-collective (a slow but possibly correct script, or one sleeping) is *not* final; the
-GPU run, with its full limits, decides.
+that merely ran out of the pre-flight's short wall clock is *not* final: on a loaded
+host the reference solution itself was caught "stuck" in its backward all-reduce by
+the stack dump, exactly like a real deadlock. Desyncs are caught without a timeout
+instead: the pre-flight runs with ``TORCH_DISTRIBUTED_DEBUG=DETAIL``, which turns a
+rank calling a collective its peers never call (the classic extra ``barrier``) into
+an immediate error on every rank (``graders.desync`` words it). What is left (a sleep,
+an endless loop) is judged by the GPU run, whose wall clock and NCCL watchdog bound it.
 
 ``assignment.json`` may say ``"preflight": {"gate": [...], "wall_s": 60, "enabled": true}``.
 """
@@ -27,10 +31,11 @@ from graders.assignments import Assignment
 DEFAULT_WALL_S = 60
 
 
-def settings(assignment: Assignment) -> dict[str, Any]:
+def settings(assignment: Assignment, env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The assignment's pre-flight settings with defaults filled in."""
+    env = os.environ if env is None else env
     raw = assignment.raw.get("preflight", {}) if isinstance(assignment.raw.get("preflight", {}), dict) else {}
-    wall = int(os.environ.get("DISTGRADE_PREFLIGHT_WALL_S") or raw.get("wall_s", DEFAULT_WALL_S))
+    wall = int(env.get("DISTGRADE_PREFLIGHT_WALL_S") or raw.get("wall_s", DEFAULT_WALL_S))
     return {"enabled": bool(raw.get("enabled", True)), "gate": list(raw.get("gate", [])),
             "wall_s": max(5, min(wall, 600))}
 
@@ -38,12 +43,12 @@ def settings(assignment: Assignment) -> dict[str, Any]:
 def command(assignment: Assignment, path: str, submission_id: str | None = None,
             base_env: Mapping[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
     """argv and environment of the pre-flight run (``python -m graders grade`` on the CPU)."""
-    cfg = settings(assignment)
     env = dict(os.environ if base_env is None else base_env)
+    cfg = settings(assignment, env)
     limits = json.loads(env.get("DISTGRADE_LIMITS") or "{}")
     limits["wall_s"] = min(int(limits.get("wall_s", cfg["wall_s"])), cfg["wall_s"])
     env.update(DISTGRADE_FAST="1", DISTGRADE_PREFLIGHT="1", DISTGRADE_LIMITS=json.dumps(limits),
-               CUDA_VISIBLE_DEVICES="")
+               CUDA_VISIBLE_DEVICES="", DISTGRADE_DIST_DEBUG="DETAIL")
     env.pop("DISTGRADE_GPUS", None)
     argv = [sys.executable, "-m", "graders", "grade", assignment.id, str(path), "--json", "--mode", "cpu"]
     if submission_id is not None:
@@ -56,12 +61,9 @@ def _gated(check_id: str, gate: list[str]) -> bool:
 
 
 def _only_slow(check: Mapping[str, Any]) -> bool:
-    """Ran out of the pre-flight's time without being stuck in a collective: let the GPU run decide."""
+    """Ran out of the pre-flight's short time: maybe just slow here, so the GPU run decides."""
     ev = check.get("evidence") or {}
-    if not ev.get("timed_out"):
-        return False
-    stuck = ev.get("stuck") or {}
-    return not any(isinstance(v, str) and v for v in stuck.values())
+    return bool(ev.get("timed_out"))
 
 
 def verdict(assignment: Assignment, report: Mapping[str, Any]) -> list[str]:
