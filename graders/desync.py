@@ -16,8 +16,14 @@ matched with bounded regexes and never used as a format string.
 """
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
 MAX_SCAN = 64 * 1024  # characters of a log searched; the message comes early in a traceback
 _OPS = {"ALLREDUCE": "all_reduce", "BROADCAST": "broadcast", "BARRIER": "barrier", "ALLGATHER": "all_gather",
@@ -97,3 +103,46 @@ def explain(text: str) -> dict[str, str] | None:
         zh = "；".join(f"rank {c.rank} 在 {c.op}（第 {c.seq} 次集合通信）中等待超时" for c in stuck)
         return {"en": en, "zh": zh}
     return None
+
+
+# ``TORCH_DISTRIBUTED_DEBUG=DETAIL`` SIGSEGVs every rank at DDP construction with torch 2.13.0+cpu
+# (gloo), so it is used only where this probe (a 2-rank DDP step under DETAIL) passes on the host's
+# own torch. The answer is cached per torch version in the var folder.
+_PROBE = """
+import torch, torch.distributed as dist, torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+dist.init_process_group("gloo")
+DDP(nn.Linear(4, 2))(torch.randn(3, 4)).sum().backward()
+dist.destroy_process_group()
+print("ok", flush=True)
+"""
+
+
+def detail_works(var_dir: str | os.PathLike[str], timeout: float = 120.0) -> bool:
+    """Does DDP survive ``TORCH_DISTRIBUTED_DEBUG=DETAIL`` with this host's torch? (cached)"""
+    import importlib.metadata
+
+    version = importlib.metadata.version("torch")
+    cache = Path(var_dir) / "dist-debug" / f"detail-torch-{re.sub(r'[^0-9A-Za-z.+_-]', '_', version)}.json"
+    try:
+        return bool(json.loads(cache.read_text())["works"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    with tempfile.TemporaryDirectory(prefix="distgrade-detail-") as tmp:
+        script = Path(tmp) / "probe.py"
+        script.write_text(_PROBE)
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TORCH_DISTRIBUTED_DEBUG": "DETAIL",
+               "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "", "HOME": tmp}
+        try:
+            proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                                   "--nproc_per_node=2", str(script)], cwd=tmp, env=env, capture_output=True,
+                                  text=True, timeout=timeout)
+            works = proc.returncode == 0 and proc.stdout.count("ok") == 2
+        except subprocess.TimeoutExpired:
+            works = False
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps({"torch": version, "works": works}))
+    except OSError:
+        pass
+    return works

@@ -12,10 +12,13 @@ Fail-safe direction: a pre-flight must never give a wrong final verdict, so a ru
 that merely ran out of the pre-flight's short wall clock is *not* final: on a loaded
 host the reference solution itself was caught "stuck" in its backward all-reduce by
 the stack dump, exactly like a real deadlock. Desyncs are caught without a timeout
-instead: the pre-flight runs with ``TORCH_DISTRIBUTED_DEBUG=DETAIL``, which turns a
-rank calling a collective its peers never call (the classic extra ``barrier``) into
-an immediate error on every rank (``graders.desync`` words it). What is left (a sleep,
-an endless loop) is judged by the GPU run, whose wall clock and NCCL watchdog bound it.
+instead where the host's torch allows it: the pre-flight runs with
+``TORCH_DISTRIBUTED_DEBUG=DETAIL``, which turns a rank calling a collective its peers
+never call (the classic extra ``barrier``) into an immediate error on every rank
+(``graders.desync`` words it). torch 2.13.0 SIGSEGVs DDP under DETAIL, so it is used
+only where ``desync.detail_works`` passes on the host. What is left (a sleep, an
+endless loop, a desync without DETAIL) is judged by the GPU run, whose wall clock and
+NCCL watchdog bound it.
 
 ``assignment.json`` may say ``"preflight": {"gate": [...], "wall_s": 60, "enabled": true}``.
 """
@@ -26,7 +29,8 @@ import os
 import sys
 from typing import Any, Mapping
 
-from graders.assignments import Assignment
+from graders import desync
+from graders.assignments import REPO_ROOT, Assignment
 
 DEFAULT_WALL_S = 60
 
@@ -37,7 +41,7 @@ def settings(assignment: Assignment, env: Mapping[str, str] | None = None) -> di
     raw = assignment.raw.get("preflight", {}) if isinstance(assignment.raw.get("preflight", {}), dict) else {}
     wall = int(env.get("DISTGRADE_PREFLIGHT_WALL_S") or raw.get("wall_s", DEFAULT_WALL_S))
     return {"enabled": bool(raw.get("enabled", True)), "gate": list(raw.get("gate", [])),
-            "wall_s": max(5, min(wall, 600))}
+            "wall_s": max(5, min(wall, 600)), "detail": bool(raw.get("detail", True))}
 
 
 def command(assignment: Assignment, path: str, submission_id: str | None = None,
@@ -48,7 +52,10 @@ def command(assignment: Assignment, path: str, submission_id: str | None = None,
     limits = json.loads(env.get("DISTGRADE_LIMITS") or "{}")
     limits["wall_s"] = min(int(limits.get("wall_s", cfg["wall_s"])), cfg["wall_s"])
     env.update(DISTGRADE_FAST="1", DISTGRADE_PREFLIGHT="1", DISTGRADE_LIMITS=json.dumps(limits),
-               CUDA_VISIBLE_DEVICES="", DISTGRADE_DIST_DEBUG="DETAIL")
+               CUDA_VISIBLE_DEVICES="")
+    var_dir = env.get("DISTGRADE_VAR_DIR") or str(REPO_ROOT / "var")
+    if cfg["detail"] and desync.detail_works(var_dir):
+        env["DISTGRADE_DIST_DEBUG"] = "DETAIL"
     env.pop("DISTGRADE_GPUS", None)
     argv = [sys.executable, "-m", "graders", "grade", assignment.id, str(path), "--json", "--mode", "cpu"]
     if submission_id is not None:

@@ -45,7 +45,7 @@ def test_verdict(ddp, rep, failed):
 
 def test_gate_from_assignment_json(ddp):
     custom = assignments.Assignment(id="x", path=ROOT, title={}, grader="m:f",
-                                    raw={"preflight": {"gate": ["train.progress"], "wall_s": 20}})
+                                    raw={"preflight": {"gate": ["train.progress"], "wall_s": 20, "detail": False}})
     assert preflight.verdict(custom, report(check("run.distributed", "fail"), check("train.progress", "fail"))) \
         == ["train.progress"]
     argv, env = preflight.command(custom, "/x/train.py", "7", {"DISTGRADE_LIMITS": '{"wall_s": 150}',
@@ -53,26 +53,44 @@ def test_gate_from_assignment_json(ddp):
     assert argv[-4:] == ["--mode", "cpu", "--submission-id", "7"]
     assert json.loads(env["DISTGRADE_LIMITS"]) == {"wall_s": 20} and env["DISTGRADE_FAST"] == "1"
     assert "DISTGRADE_GPUS" not in env and env["CUDA_VISIBLE_DEVICES"] == ""
-    assert env["DISTGRADE_DIST_DEBUG"] == "DETAIL"  # a desync raises at once instead of hanging
+    assert "DISTGRADE_DIST_DEBUG" not in env  # DETAIL off for this assignment
     final = preflight.final_report(report(check("run.single", "fail")), ["run.single"])
     assert final["preflight"] == {"final": True, "failed": ["run.single"]}
     assert "not run on a GPU" in final["summary"]["en"] and "未在 GPU 上运行" in final["summary"]["zh"]
 
 
+def test_detail_probe_is_cached_per_torch_version(tmp_path):
+    from graders import desync
+
+    works = desync.detail_works(tmp_path)  # torch 2.13.0+cpu: DDP under DETAIL dies with SIGSEGV
+    cached = list((tmp_path / "dist-debug").iterdir())
+    assert len(cached) == 1 and json.loads(cached[0].read_text())["works"] is works
+    assert desync.detail_works(tmp_path) is works
+
+
 SAMPLES = ["crash_rank1_epoch1", "error_syntax", "hang_rank1_extra_barrier", "bug_never_trains"]
+
+
+@pytest.fixture(scope="module")
+def var_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("var")  # one DETAIL probe for all the runs below
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sample", SAMPLES + ["solution"])
-def test_real_preflight(ddp, sample, tmp_path, monkeypatch):
+def test_real_preflight(ddp, sample, var_dir, monkeypatch):
     monkeypatch.setenv("DISTGRADE_PREFLIGHT_WALL_S", "30")
-    monkeypatch.setenv("DISTGRADE_VAR_DIR", str(tmp_path))
+    monkeypatch.setenv("DISTGRADE_VAR_DIR", str(var_dir))
     folder = ddp.path / ("solution" if sample == "solution" else f"samples/{sample}")
     argv, env = preflight.command(ddp, str(folder / "train.py"))
     env.pop("DISTGRADE_PROGRESS_FILE", None)
     proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     rep = json.loads(proc.stdout.strip().splitlines()[-1])
     failed = preflight.verdict(ddp, rep)
+    if sample == "hang_rank1_extra_barrier" and env.get("DISTGRADE_DIST_DEBUG") != "DETAIL":
+        # without DETAIL (torch 2.13 SIGSEGVs DDP under it) a desync is only a timeout: the GPU run decides
+        assert failed == [], failed
+        return
     if sample == "solution":
         assert failed == [], [c for c in rep["checks"] if c["id"].startswith("run.")]
         return
