@@ -90,7 +90,9 @@ def enqueue(sub: Submission) -> str | None:
     db.session.commit()
     if not won:
         return None
-    timeout = current_app.config["GRADE_TIMEOUT_S"] + 300  # our own limit fires first
+    # our own limits fire first; a GPU job runs its CPU pre-flight and may wait for its GPUs first
+    runs = 3 if sub.resource.startswith("gpu") else 1
+    timeout = current_app.config["GRADE_TIMEOUT_S"] * runs + 300
     Queue(queue_name(sub.resource), connection=redis_conn()).enqueue(
         TASK, sub.id, job_id=job_id, job_timeout=timeout, result_ttl=3600, failure_ttl=86400)
     db.session.refresh(sub)
@@ -109,7 +111,10 @@ def try_enqueue(sub: Submission) -> str | None:
         db.session.commit()
     try_dispatch(sub.resource)
     db.session.refresh(sub)
-    return sub.job_id if job_state(sub.job_id) in _LIVE else None
+    try:
+        return sub.job_id if job_state(sub.job_id) in _LIVE else None
+    except redis.exceptions.RedisError:
+        return None
 
 
 def job_state(job_id: str | None) -> str | None:

@@ -135,6 +135,7 @@ def _run_grader(submission_id: int, heartbeat: "_Heartbeat") -> dict[str, Any]:
             failed = preflight.verdict(assignment, report)
             if failed:
                 return preflight.final_report(report, failed)
+            progress_file.unlink(missing_ok=True)  # the GPU run's progress starts afresh
             _set_phase(submission_id, "waiting_gpu")  # "checked on CPU, waiting for a GPU"
         mode, lease = sub.mode, None
         if k:

@@ -79,7 +79,7 @@ def var_dir(tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.parametrize("sample", SAMPLES + ["solution"])
 def test_real_preflight(ddp, sample, var_dir, monkeypatch):
-    monkeypatch.setenv("DISTGRADE_PREFLIGHT_WALL_S", "30")
+    monkeypatch.setenv("DISTGRADE_PREFLIGHT_WALL_S", "60")  # the default; a loaded host needs it
     monkeypatch.setenv("DISTGRADE_VAR_DIR", str(var_dir))
     folder = ddp.path / ("solution" if sample == "solution" else f"samples/{sample}")
     argv, env = preflight.command(ddp, str(folder / "train.py"))
