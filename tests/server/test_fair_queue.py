@@ -233,3 +233,31 @@ def test_deadline_rush_bench_prints_its_table_and_the_fair_queue_helps_under_loa
     assert p95(fair) < p95(fifo)
     uploads = deadline_rush.make_uploads(200, 1, [10.0])
     assert len({u.student for u in uploads}) == 200 and all(0 <= u.arrival <= 3600 for u in uploads)
+
+
+def test_mode_per_deployment_picks_the_resources_from_the_content(queue_app, client, auth):
+    """assignment.json says what each mode needs; one setting says which mode this deployment grades in."""
+    import io
+
+    from server.extensions import db
+    from server.models import CourseAssignment, Submission
+
+    with queue_app.app_context():
+        db.session.add(CourseAssignment(course_id=1, assignment_id="probe"))
+        db.session.commit()
+    auth.login("alice", "alice-pass")
+    for setting, want in (("", ("cpu", "cpu")), ("other=gpu, probe=gpu", ("gpu", "gpu2"))):
+        queue_app.config["GRADING_MODES"] = setting
+        client.post("/homework/DIST101/probe", data={"file": (io.BytesIO(b"score 1"), "s.txt")},
+                    content_type="multipart/form-data")
+        with queue_app.app_context():
+            sub = db.session.scalars(db.select(Submission).order_by(Submission.id.desc())).first()
+            assert (sub.mode, sub.resource) == want
+
+
+def test_homework_content_declares_its_gpu_resources():
+    from graders.assignments import load
+
+    for name in ("ddp_speedup", "fsdp_fit"):
+        assert (load(name).resource_for("cpu"), load(name).resource_for("gpu")) == ("cpu", "gpu2")
+    assert load("config_annotation").resource_for("gpu") == "cpu"  # no GPU needed in any mode
