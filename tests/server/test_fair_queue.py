@@ -261,3 +261,15 @@ def test_homework_content_declares_its_gpu_resources():
     for name in ("ddp_speedup", "fsdp_fit"):
         assert (load(name).resource_for("cpu"), load(name).resource_for("gpu")) == ("cpu", "gpu2")
     assert load("config_annotation").resource_for("gpu") == "cpu"  # no GPU needed in any mode
+
+
+def test_status_page_says_checked_on_cpu_waiting_for_a_gpu(client, auth, make_sub):
+    sid = make_sub(status="running", progress_json={"phase": "waiting_gpu", "logs": {}})
+    auth.login()
+    assert "Checked on CPU, waiting for a GPU" in client.get(f"/submissions/{sid}?lang=en").get_data(as_text=True)
+    assert "CPU 预检已通过，正在等待 GPU" in client.get(f"/submissions/{sid}?lang=zh_CN").get_data(as_text=True)
+    queued = make_sub("bob", status="queued")
+    auth.logout()
+    auth.login("bob", "bob-pass")
+    page = client.get(f"/submissions/{queued}?lang=en").get_data(as_text=True)
+    assert "Expected start" in page and 'id="eta"' in page
