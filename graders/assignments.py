@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -27,7 +28,8 @@ class Assignment:
     path: Path
     title: dict[str, str]
     grader: str  # "module:function"
-    resource: str = "cpu"  # queue class: cpu, gpu1, gpu2 ...
+    resource: str = "cpu"  # queue class: cpu, gpu1, gpu2 ... (old single-mode form)
+    resources: dict[str, str] = field(default_factory=dict)  # mode -> queue class, e.g. {"gpu": "gpu2"}
     upload: dict[str, Any] = field(default_factory=dict)
     attempts: int = 10
     limits: dict[str, Any] = field(default_factory=dict)
@@ -41,6 +43,10 @@ class Assignment:
     @property
     def extensions(self) -> list[str]:
         return list(self.upload.get("extensions", [".py"]))
+
+    def resource_for(self, mode: str) -> str:
+        """The queue class a job of this assignment needs when graded in ``mode`` (cpu | gpu)."""
+        return self.resources.get(mode) or self.resource
 
     def grader_function(self) -> Callable[..., Any]:
         """Import and return the grading function named in ``assignment.json``."""
@@ -82,10 +88,19 @@ def load(assignment_id: str) -> Assignment:
     raw = json.loads(meta_file.read_text(encoding="utf-8"))
     return Assignment(
         id=assignment_id, path=path, title=raw["title"], grader=raw["grader"],
-        resource=raw.get("resource", "cpu"), upload=raw.get("upload", {}),
+        resource=raw.get("resource", "cpu"), resources=_resources(raw), upload=raw.get("upload", {}),
         attempts=int(raw.get("attempts", 10)), limits=raw.get("limits", {}),
         checks=raw.get("checks", {}), raw=raw,
     )
+
+
+def _resources(raw: dict[str, Any]) -> dict[str, str]:
+    """``"resources": {"cpu": "cpu", "gpu": "gpu2"}``: what a job needs in each grading mode."""
+    out = raw.get("resources") or {}
+    if not isinstance(out, dict) or not all(
+            m in ("cpu", "gpu") and isinstance(r, str) and re.fullmatch(r"cpu|gpu[1-9]\d?", r) for m, r in out.items()):
+        raise ValueError(f"assignment.json 'resources' must map cpu/gpu to cpu or gpuN, not {out!r}")
+    return dict(out)
 
 
 def all_assignments() -> list[Assignment]:

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from graders import cifar, torchrun
+from graders import cifar, gpu_slots, torchrun
 from graders.assignments import REPO_ROOT, Assignment
 from graders.checks import ddp
 from graders.progress import report_progress
@@ -45,6 +45,9 @@ def gpu_plan(mode: str, nproc: int, available: int) -> tuple[bool, bool, str | N
 
 
 def _gpu_count() -> int:
+    given = gpu_slots.available()  # inside a worker: the GPUs this job was allocated
+    if given is not None:
+        return given
     import torch  # only in GPU mode: the CPU grader never pays for importing torch
     return torch.cuda.device_count()
 
@@ -66,7 +69,7 @@ def grade(assignment: Assignment, job: Path, files: list[Path], mode: str = "cpu
     def launch(n: int, tag: str):
         report_progress(f"run.{tag}", logs={})
         return torchrun.run(script, n, root=job / f"n{n}", data_dir=data_dir, epochs=epochs, limits=limits,
-                            mode=mode, synthetic=synthetic, gpus=list(range(n)) if mode == "gpu" else None,
+                            mode=mode, synthetic=synthetic, gpus=gpu_slots.assigned(n) if mode == "gpu" else None,
                             progress=f"run.{tag}")
 
     run1 = launch(1, "single") if do_single else None
@@ -216,7 +219,7 @@ def _calibrate(cfg: dict, mode: str, ccfg: dict, key: dict) -> dict[str, Any]:
             for k in (1, n):
                 runs[k] = torchrun.run(script, k, root=job / f"p{i}-n{k}", data_dir=data_dir,
                                        epochs=int(cfg["epochs"][mode]), limits=limits, mode=mode,
-                                       synthetic=synthetic, gpus=list(range(k)) if mode == "gpu" else None)
+                                       synthetic=synthetic, gpus=gpu_slots.assigned(k) if mode == "gpu" else None)
             t1, tn = ddp.throughput(runs[1]), ddp.throughput(runs[n])
             if t1 and tn:
                 speedups.append(tn["steady"] / t1["steady"])

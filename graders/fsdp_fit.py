@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from graders import memory_calc, torchrun
+from graders import gpu_slots, memory_calc, torchrun
 from graders.assignments import Assignment
 from graders.checks import fsdp
 from graders.checks.ddp import Finding, loss_series
@@ -66,6 +66,9 @@ def estimates(params: int, cards: int, precision: str, optimizer: str) -> dict[i
 
 
 def _gpu_count() -> int:
+    given = gpu_slots.available()  # inside a worker: the GPUs this job was allocated
+    if given is not None:
+        return given
     import torch  # only in GPU mode: the CPU grader never pays for importing torch
     return torch.cuda.device_count()
 
@@ -90,7 +93,7 @@ def grade(assignment: Assignment, job: Path, files: list[Path], mode: str = "cpu
     def launch(n: int, k: int, tag: str):
         report_progress(f"run.{tag}", logs={})
         return torchrun.run(script, n, root=job / f"n{n}", data_dir=script.parent, epochs=0, limits=limits,
-                            mode=mode, gpus=list(range(n)) if mode == "gpu" else None,
+                            mode=mode, gpus=gpu_slots.assigned(n) if mode == "gpu" else None,
                             script_args=["--model-size", size, "--steps", str(k)], extra_env=env,
                             progress=f"run.{tag}")
 

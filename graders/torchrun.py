@@ -32,6 +32,7 @@ PROGRESS_TAIL = 1500
 SCAN_TAIL = 64 * 1024  # what checks may search (a spawn worker's traceback precedes the rank's own)
 MAX_CHANNEL_ENTRIES = 4096  # names listed in the channel folder (students may create files there)
 MAX_STACK_FILES = 8  # dumps kept per rank: the rank and a few of its children
+DIST_DEBUG_DEFAULT = "OFF"  # graded runs; the CPU pre-flight sets DETAIL (DISTGRADE_DIST_DEBUG)
 _STACK_FILE = re.compile(r"stack-rank\d+(?:-child\d+)?\.txt")
 # torchrun's failure summary (ChildFailedError): "rank : 1 (local_rank: 1)" then "exitcode : -6 (pid: 52)"
 _FAILED_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank:[^)]*\)\s*\n\s*exitcode\s*:\s*(-?\d+)", re.MULTILINE)
@@ -195,8 +196,17 @@ def rank_env(*, channel: Path, mode: str, synthetic: bool) -> dict[str, str]:
         "LANG": "C.UTF-8",
         "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
     }
+    # Desync diagnosis (graders.desync): DETAIL fingerprints every collective across ranks, so a
+    # rank calling a collective its peers never call raises at once instead of hanging.
+    debug = os.environ.get("DISTGRADE_DIST_DEBUG", DIST_DEBUG_DEFAULT)
+    if debug in ("DETAIL", "INFO"):
+        env["TORCH_DISTRIBUTED_DEBUG"] = debug
     if mode == "cpu":
         env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")
+    else:  # NCCL: flight recorder dumped on a collective timeout; heartbeat kills a stuck watchdog
+        env.update(TORCH_NCCL_TRACE_BUFFER_SIZE="2000", TORCH_NCCL_DUMP_ON_TIMEOUT="1",
+                   TORCH_NCCL_DEBUG_INFO_TEMP_FILE=str(channel / "nccl_trace_rank_"),
+                   TORCH_NCCL_ENABLE_MONITORING="1", TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC="120")
     return env
 
 

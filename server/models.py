@@ -34,6 +34,7 @@ class SubmissionStatus(str, Enum):
     RUNNING = "running"  # a worker holds its lease
     GRADED = "graded"  # report stored; counts as an attempt
     ERROR = "error"  # grading failed (infrastructure or grader bug); staff notified, not counted
+    REPLACED = "replaced"  # a newer upload took its place in the queue; never graded, not counted
 
 
 class User(UserMixin, db.Model):
@@ -125,6 +126,10 @@ class Submission(db.Model):
 
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     enqueued_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    # The fair queue: since when the student waits for this result (a replacement keeps the
+    # place of the upload it replaced), and which newer upload replaced this one.
+    queued_since: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    replaced_by: Mapped[int | None] = mapped_column(Integer, nullable=True)
     started_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
 
@@ -160,7 +165,8 @@ class Submission(db.Model):
 
 # The columns ``status_dict`` reads: the polled status API selects just these, no ORM object.
 STATUS_COLUMNS = ("id", "assignment_id", "status", "filename", "sha256", "created_at", "enqueued_at",
-                  "started_at", "finished_at", "score", "max_score", "progress_json", "job_id", "resource")
+                  "started_at", "finished_at", "score", "max_score", "progress_json", "job_id", "resource",
+                  "user_id", "queued_since", "replaced_by")
 
 
 def status_dict(sub: Any) -> dict[str, Any]:
@@ -178,6 +184,7 @@ def status_dict(sub: Any) -> dict[str, Any]:
         "score": sub.score,
         "max_score": sub.max_score,
         "progress": sub.progress_json,
+        "replaced_by": sub.replaced_by,
     }
 
 

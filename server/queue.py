@@ -1,28 +1,44 @@
-"""The grading queue: RQ on Redis, one queue per resource class, reconciled from the database.
+"""The grading queue: RQ on Redis, one queue per resource class, fed fairly from the database.
 
 The database is the source of truth. A submission is committed before it is
-enqueued; the RQ job carries only its id. Job ids are ``sub-<id>-g<gen>`` and
+queued; the RQ job carries only its id. Job ids are ``sub-<id>-g<gen>`` and
 ``enqueue_gen`` is advanced with a compare-and-set, so two processes that try
 to enqueue the same submission produce one job. ``reconcile`` repairs what Redis
 or a worker lost (a Redis restart, a SIGKILLed worker) and is safe to run
 concurrently from every worker.
+
+Order is decided here, not by RQ: a queued submission waits in the database and
+``dispatch`` hands RQ only the next few (``QUEUE_DEPTH`` per queue) in the fair
+order of ``server.fairness`` (first gradings before regrades, fewest recent gradings
+first). Dispatch runs on upload, when a job starts and ends, and in every worker's
+reconciler, so RQ's own FIFO is never more than a few jobs deep. A student has at
+most one pending submission per assignment: ``submit`` replaces a waiting (or
+running) one with a compare-and-set, and a replaced one is never graded.
 """
 from __future__ import annotations
 
+import os
+import time
 from datetime import datetime, timedelta
+from typing import Any
 
 import redis
 from flask import current_app
-from rq import Queue
+from rq import Queue, Worker
 from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
-from sqlalchemy import update
+from sqlalchemy import func, update
 
+from server import fairness
 from server.extensions import db
 from server.models import Submission, SubmissionStatus, utcnow
 
 TASK = "server.tasks.grade_submission"
 _connections: dict[str, redis.Redis] = {}
+PENDING = (SubmissionStatus.QUEUED.value, SubmissionStatus.RUNNING.value)
+QUEUE_DEPTH = int(os.environ.get("QUEUE_DEPTH", "2"))  # jobs handed to RQ ahead of the workers, per queue
+RECENT_S = int(os.environ.get("FAIR_RECENT_S", "3600"))  # window for "gradings started recently"
+_LIVE = {JobStatus.QUEUED, JobStatus.STARTED, JobStatus.DEFERRED, JobStatus.SCHEDULED}
 
 
 def redis_conn() -> redis.Redis:
@@ -38,6 +54,21 @@ def redis_conn() -> redis.Redis:
 def queue_name(resource: str) -> str:
     """Queues by resource class: ``cpu``, ``gpu1``, ``gpu2`` ... so a host only takes jobs it can run."""
     return f"distgrade-{resource}"
+
+
+def grading_mode(assignment_id: str) -> str:
+    """The mode (cpu | gpu) an assignment is graded in on this deployment.
+
+    ``GRADING_MODES="ddp_speedup=gpu,fsdp_fit=gpu"`` names assignments; the rest use
+    ``GRADER_MODE``. Content files say what each mode needs, this setting picks the mode.
+    """
+    default = current_app.config.get("GRADER_MODE", "cpu")
+    raw = current_app.config.get("GRADING_MODES") or os.environ.get("GRADING_MODES", "")
+    for item in raw.split(","):
+        name, _, mode = item.strip().partition("=")
+        if name == assignment_id and mode in ("cpu", "gpu"):
+            return mode
+    return default
 
 
 def queues_for_host(gpus: int) -> list[str]:
@@ -59,7 +90,9 @@ def enqueue(sub: Submission) -> str | None:
     db.session.commit()
     if not won:
         return None
-    timeout = current_app.config["GRADE_TIMEOUT_S"] + 300  # our own limit fires first
+    # our own limits fire first; a GPU job runs its CPU pre-flight and may wait for its GPUs first
+    runs = 3 if sub.resource.startswith("gpu") else 1
+    timeout = current_app.config["GRADE_TIMEOUT_S"] * runs + 300
     Queue(queue_name(sub.resource), connection=redis_conn()).enqueue(
         TASK, sub.id, job_id=job_id, job_timeout=timeout, result_ttl=3600, failure_ttl=86400)
     db.session.refresh(sub)
@@ -67,12 +100,20 @@ def enqueue(sub: Submission) -> str | None:
 
 
 def try_enqueue(sub: Submission) -> str | None:
-    """Enqueue, but leave the submission queued for the reconciler if Redis is unreachable."""
+    """Put a stored, queued submission in line: it reaches RQ when its turn in the fair order comes.
+
+    Returns its job id if it was handed to RQ now. With Redis unreachable it waits in the
+    database for the reconciler.
+    """
+    if sub.queued_since is None:
+        db.session.execute(update(Submission).where(Submission.id == sub.id, Submission.queued_since.is_(None))
+                           .values(queued_since=utcnow()))
+        db.session.commit()
+    try_dispatch(sub.resource)
+    db.session.refresh(sub)
     try:
-        return enqueue(sub)
+        return sub.job_id if job_state(sub.job_id) in _LIVE else None
     except redis.exceptions.RedisError:
-        current_app.logger.warning("redis unreachable; submission %s waits for the reconciler", sub.id)
-        db.session.rollback()
         return None
 
 
@@ -86,19 +127,194 @@ def job_state(job_id: str | None) -> str | None:
         return None
 
 
-def queue_position(sub: Submission) -> int | None:
-    """1-based position of a queued submission in its queue (None if not waiting)."""
-    if sub.status != SubmissionStatus.QUEUED.value or not sub.job_id:
-        return None
+def queue_position(sub: Any) -> int | None:
+    """1-based position of a queued submission in its queue's fair order (None if not waiting)."""
+    return queue_place(sub)["queue_position"]
+
+
+def queue_place(sub: Any) -> dict[str, Any]:
+    """Where a queued submission stands: ``queue_position`` and ``eta_s`` (expected start in seconds).
+
+    Jobs already handed to RQ come first (in RQ's order), then the fair order of the rest.
+    The ETA uses the median grading time of the last hour and the free worker slots.
+    """
+    none = {"queue_position": None, "eta_s": None}
+    if sub.status != SubmissionStatus.QUEUED.value:
+        return none
+    snap = _snapshot(sub.resource)
     try:
-        q = Queue(queue_name(sub.resource), connection=redis_conn())
-        pos = q.get_job_position(sub.job_id)
+        pos = snap["order"].index(sub.id) + 1
+    except ValueError:
+        return none
+    eta = fairness.eta_s(pos, snap["free"], snap["slots"], snap["durations"])
+    return {"queue_position": pos, "eta_s": None if eta is None else round(eta)}
+
+
+_SNAPSHOTS: dict[str, tuple[float, dict[str, Any]]] = {}
+SNAPSHOT_TTL_S = 2.0  # every open status page polls once a second; the order is shared for 2 s
+
+
+def _snapshot(resource: str) -> dict[str, Any]:
+    cached = _SNAPSHOTS.get(resource)
+    if cached and time.monotonic() - cached[0] < SNAPSHOT_TTL_S and not current_app.testing:
+        return cached[1]
+    in_rq: list[str] = []
+    slots = busy = 0
+    try:
+        conn = redis_conn()
+        in_rq = [j.decode() if isinstance(j, bytes) else j
+                 for j in conn.lrange(Queue(queue_name(resource), connection=conn).key, 0, -1)]
+        slots = sum(1 for w in Worker.all(connection=conn) if queue_name(resource) in w.queue_names())
+    except (redis.exceptions.RedisError, RuntimeError):
+        pass
+    busy = db.session.scalar(db.select(func.count()).where(
+        Submission.status == SubmissionStatus.RUNNING.value, Submission.resource == resource)) or 0
+    waiting = ordered_waiting(resource)
+    rank = {job: i for i, job in enumerate(in_rq)}
+    order = sorted(waiting, key=lambda s: (0, rank[s.job_id]) if s.job_id in rank else (1, 0))
+    snap = {"order": [s.id for s in order], "slots": slots, "free": max(0, slots - busy),
+            "durations": recent_durations(resource)}
+    _SNAPSHOTS[resource] = (time.monotonic(), snap)
+    return snap
+
+
+def recent_durations(resource: str, window_s: int = RECENT_S) -> list[float]:
+    """Seconds each grading of this queue took, for those that finished in the last window."""
+    since = utcnow() - timedelta(seconds=window_s)
+    rows = db.session.execute(db.select(Submission.started_at, Submission.finished_at).where(
+        Submission.resource == resource,
+        Submission.finished_at >= since, Submission.started_at.is_not(None),
+        Submission.status.in_((SubmissionStatus.GRADED.value, SubmissionStatus.ERROR.value)))).all()
+    return [(f - s).total_seconds() for s, f in rows]
+
+
+def wait_stats(window_s: int = RECENT_S) -> list[tuple[str, int, float | None, float | None]]:
+    """(queue class, gradings started, wait p50, wait p95) over the last window, in seconds.
+
+    The wait runs from when the student started waiting (``queued_since``, else the upload)
+    to when a worker took the job; a GPU job's pre-flight and GPU wait come after that.
+    """
+    since = utcnow() - timedelta(seconds=window_s)
+    rows = db.session.execute(db.select(Submission.resource, Submission.started_at,
+                                        func.coalesce(Submission.queued_since, Submission.created_at))
+                              .where(Submission.started_at >= since)).all()
+    by: dict[str, list[float]] = {}
+    for resource, started, waited_from in rows:
+        by.setdefault(resource, []).append(max(0.0, (started - waited_from).total_seconds()))
+    return [(r, len(w), fairness.percentile(w, 50), fairness.percentile(w, 95)) for r, w in sorted(by.items())]
+
+
+def recent_gradings(window_s: int = RECENT_S) -> dict[int, int]:
+    """Gradings started per student in the last window (the fair queue's round-robin counter)."""
+    since = utcnow() - timedelta(seconds=window_s)
+    return dict(db.session.execute(db.select(Submission.user_id, func.count()).where(
+        Submission.started_at >= since).group_by(Submission.user_id)).all())
+
+
+def ordered_waiting(resource: str) -> list[Any]:
+    """Queued submissions of one queue in fair order (rows with id, user_id, job_id, ...)."""
+    from server.dashboard.models import Regrade  # the dashboard package imports this module
+
+    regraded = db.select(Regrade.submission_id).where(Regrade.submission_id == Submission.id).exists()
+    rows = db.session.execute(db.select(
+        Submission.id, Submission.user_id, Submission.job_id, Submission.created_at, Submission.queued_since,
+        regraded.label("regrade")).where(
+        Submission.status == SubmissionStatus.QUEUED.value, Submission.resource == resource)).all()
+    by_id = {r.id: r for r in rows}
+    waiting = [fairness.Waiting(r.id, r.user_id, (r.queued_since or r.created_at).timestamp(), bool(r.regrade))
+               for r in rows]
+    return [by_id[w.id] for w in fairness.fair_order(waiting, recent_gradings())]
+
+
+def dispatch(resource: str, depth: int | None = None) -> list[int]:
+    """Hand RQ the next submissions of one queue in fair order until ``depth`` wait in RQ.
+
+    Safe to run concurrently: two dispatchers may both enqueue one more job than needed,
+    never the same submission twice (``enqueue`` is a compare-and-set).
+    """
+    depth = QUEUE_DEPTH if depth is None else depth
+    q = Queue(queue_name(resource), connection=redis_conn())
+    room = depth - q.count
+    sent: list[int] = []
+    if room <= 0:
+        return sent
+    for row in ordered_waiting(resource):
+        if room <= 0:
+            break
+        if job_state(row.job_id) in _LIVE:
+            continue  # already in RQ (or being started by a worker)
+        sub = db.session.get(Submission, row.id)
+        if sub is None or sub.status != SubmissionStatus.QUEUED.value:
+            continue
+        if enqueue(sub):
+            sent.append(sub.id)
+        room -= 1  # if another dispatcher won this one, it is in RQ all the same
+    return sent
+
+
+def try_dispatch(resource: str) -> list[int]:
+    """``dispatch``, but with Redis down the submissions wait in the database for the reconciler."""
+    try:
+        return dispatch(resource)
     except redis.exceptions.RedisError:
-        return None
-    return None if pos is None else pos + 1
+        current_app.logger.warning("redis unreachable; queue %s waits for the reconciler", resource)
+        db.session.rollback()
+        return []
 
 
-_DEAD = {JobStatus.FAILED, JobStatus.STOPPED, JobStatus.CANCELED, JobStatus.FINISHED, None}
+def submit(sub: Submission) -> list[int]:
+    """Queue a new, not yet committed submission, replacing the student's pending one(s).
+
+    Returns the ids it replaced. A replaced submission that was waiting never runs; one
+    that was running loses its lease (its worker stops it at the next heartbeat and cannot
+    store a result). The replacement keeps the replaced one's place in line.
+    """
+    pending = db.session.scalars(db.select(Submission).where(
+        Submission.user_id == sub.user_id, Submission.course_id == sub.course_id,
+        Submission.assignment_id == sub.assignment_id, Submission.status.in_(PENDING))).all()
+    now = utcnow()
+    sub.status = SubmissionStatus.QUEUED.value
+    sub.queued_since = min([p.queued_since or p.created_at for p in pending] + [now])
+    db.session.add(sub)
+    db.session.flush()
+    replaced = _replace([p.id for p in pending], sub.id)
+    db.session.commit()
+    _drop_jobs([p.job_id for p in pending if p.id in replaced])
+    # Two uploads at once both replaced the old one: the newer of them replaces the other.
+    others = db.session.scalars(db.select(Submission.id).where(
+        Submission.user_id == sub.user_id, Submission.course_id == sub.course_id,
+        Submission.assignment_id == sub.assignment_id, Submission.status.in_(PENDING))).all()
+    if len(others) > 1:
+        newest = max(others)
+        replaced += _replace([i for i in others if i != newest], newest)
+        db.session.commit()
+    try_dispatch(sub.resource)
+    return replaced
+
+
+def _drop_jobs(job_ids: list[str | None]) -> None:
+    """Take replaced submissions' jobs out of RQ so they do not hold its few places (best effort:
+    a worker that still gets one finds the submission replaced and skips it)."""
+    try:
+        conn = redis_conn()
+        for job_id in filter(None, job_ids):
+            for name in conn.smembers("rq:queues") or []:
+                conn.lrem(name, 0, job_id)
+    except redis.exceptions.RedisError:
+        pass
+
+
+def _replace(ids: list[int], by: int) -> list[int]:
+    """Mark pending submissions as replaced by ``by`` (compare-and-set on the pending states)."""
+    done = []
+    for i in ids:
+        won = db.session.execute(update(Submission).where(
+            Submission.id == i, Submission.status.in_(PENDING)).values(
+            status=SubmissionStatus.REPLACED.value, replaced_by=by, run_token=None, lease_until=None,
+            finished_at=utcnow())).rowcount
+        if won:
+            done.append(i)
+    return done
 
 
 def reconcile() -> list[int]:
@@ -132,11 +348,11 @@ def reconcile() -> list[int]:
             if enqueue(sub):
                 requeued.append(sub.id)
 
-    waiting = db.session.scalars(
-        db.select(Submission).where(Submission.status == SubmissionStatus.QUEUED.value)).all()
-    for sub in waiting:
-        if job_state(sub.job_id) in _DEAD and enqueue(sub):
-            requeued.append(sub.id)
+    # Everything else waiting is handed to RQ in fair order, a few at a time per queue.
+    resources = db.session.scalars(db.select(Submission.resource).where(
+        Submission.status == SubmissionStatus.QUEUED.value).distinct()).all()
+    for resource in resources:
+        requeued += dispatch(resource)
     return requeued
 
 

@@ -9,16 +9,26 @@ re-enqueue after a lost worker can never store a second result.
 Failures are contained: nothing a submission or a grader does raises out of
 ``grade_submission``; an infrastructure failure is retried once and then ends
 as ``error``, never costing the student an attempt.
+
+A job whose queue class needs GPUs (``gpu2``) first runs the CPU pre-flight
+(``graders.preflight``): a broken script is graded from it and never waits for a
+GPU. Then it waits in this host's line for k free GPUs (``graders.gpu_slots``),
+runs the grader with exactly those (``DISTGRADE_GPUS``; the grader process inherits
+the slot locks, so they are held until it and this job are both gone) and records
+them in the report. A job whose submission was replaced by a newer upload notices
+at its next heartbeat and stops.
 """
 from __future__ import annotations
 
 import json
 import os
+import platform
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -26,17 +36,24 @@ from typing import Any
 from flask import Flask, current_app
 from sqlalchemy import or_, update
 
+from graders import gpu_slots, preflight
+from graders.assignments import load
+from graders.exceptions import AssignmentNotFound
 from graders.progress import read_progress
 from server.extensions import db
 from server.models import Submission, SubmissionStatus, utcnow
 from server.process import die_with_parent
-from server.queue import enqueue, lease_deadline
+from server.queue import enqueue, lease_deadline, try_dispatch
 
 _app: Flask | None = None
 
 
 class InfraFailure(Exception):
     """The grading machinery failed (timeout of the grader, no report, sandbox setup)."""
+
+
+class Cancelled(Exception):
+    """This run lost its lease (a newer upload replaced the submission, or the reconciler took it)."""
 
 
 def worker_app() -> Flask:
@@ -56,10 +73,16 @@ def grade_submission(submission_id: int) -> str:
         token = _claim(submission_id)
         if token is None:
             return "skipped"
+        resource = db.session.get(Submission, submission_id).resource
+        try_dispatch(resource)  # this job left RQ: hand it the next one in fair order
         heartbeat = _Heartbeat(app, submission_id, token)
         heartbeat.start()
         try:
-            report = _run_grader(submission_id)
+            report = _run_grader(submission_id, heartbeat)
+        except Cancelled:
+            heartbeat.stop()
+            try_dispatch(resource)
+            return "replaced"
         except InfraFailure as exc:
             heartbeat.stop()
             return _infra_failed(submission_id, token, str(exc))
@@ -68,7 +91,9 @@ def grade_submission(submission_id: int) -> str:
             current_app.logger.exception("grading task failed for %s", submission_id)
             return _infra_failed(submission_id, token, f"{type(exc).__name__}: {exc}")
         heartbeat.stop()
-        return _store(submission_id, token, report)
+        result = _store(submission_id, token, report)
+        try_dispatch(resource)
+        return result
 
 
 def _claim(submission_id: int) -> str | None:
@@ -88,23 +113,80 @@ def _claim(submission_id: int) -> str | None:
     return token if won else None
 
 
-def _run_grader(submission_id: int) -> dict[str, Any]:
+def _run_grader(submission_id: int, heartbeat: "_Heartbeat") -> dict[str, Any]:
     sub = db.session.get(Submission, submission_id)
     timeout = current_app.config["GRADE_TIMEOUT_S"]
+    k = gpu_slots.needed(sub.resource)
+    try:
+        assignment = load(sub.assignment_id)
+    except AssignmentNotFound:
+        assignment = None  # the grader itself reports the unknown assignment
     with tempfile.TemporaryDirectory(prefix=f"distgrade-sub{submission_id}-") as tmp:
         src = Path(tmp) / "in" / Path(sub.filename).name
         src.parent.mkdir()
         src.write_bytes(sub.content)
         progress_file = Path(tmp) / "progress.json"
         env = dict(os.environ, DISTGRADE_PROGRESS_FILE=str(progress_file), PYTHONUNBUFFERED="1")
-        argv = [sys.executable, "-m", "graders", "grade", sub.assignment_id, str(src), "--json",
-                "--submission-id", str(sub.id), "--mode", sub.mode]
         db.session.commit()  # release the row before a long run
-        # A lost job (its process SIGKILLed) takes the grader, and through the sandbox the ranks, along.
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                                start_new_session=True, preexec_fn=die_with_parent(signal.SIGKILL),
-                                cwd=str(Path(__file__).resolve().parent.parent))
-        out, err = _wait_relaying_progress(proc, submission_id, progress_file, timeout)
+        if k and assignment is not None and preflight.needs_preflight(assignment, sub.resource, sub.mode):
+            _set_phase(submission_id, "preflight")
+            argv, pre_env = preflight.command(assignment, str(src), str(sub.id), env)
+            report = _run_report(argv, pre_env, submission_id, progress_file, timeout, heartbeat)
+            failed = preflight.verdict(assignment, report)
+            if failed:
+                return preflight.final_report(report, failed)
+            progress_file.unlink(missing_ok=True)  # the GPU run's progress starts afresh
+            _set_phase(submission_id, "waiting_gpu")  # "checked on CPU, waiting for a GPU"
+        mode, lease = sub.mode, None
+        if k:
+            lease = _take_gpus(k, submission_id, heartbeat)
+            env["DISTGRADE_GPUS"] = ",".join(map(str, lease.gpus))
+            if lease.fake:  # a simulated host: real slots, CPU run
+                mode = "cpu"
+                env["DISTGRADE_FAKE_GPUS"] = str(len(lease.gpus))
+            _set_phase(submission_id, "starting")
+        argv = [sys.executable, "-m", "graders", "grade", sub.assignment_id, str(src), "--json",
+                "--submission-id", str(sub.id), "--mode", mode]
+        held_from = time.time()
+        try:
+            report = _run_report(argv, env, submission_id, progress_file, timeout, heartbeat,
+                                 pass_fds=tuple(lease.fds) if lease else ())
+        finally:
+            if lease:
+                lease.release()
+        if lease:
+            report["resources"] = {"gpus": lease.gpus, "fake": lease.fake, "waited_s": lease.waited_s,
+                                   "host": platform.node(), "held_from": held_from, "held_to": time.time()}
+        return report
+
+
+def _take_gpus(k: int, submission_id: int, heartbeat: "_Heartbeat") -> gpu_slots.Lease:
+    """Wait in this host's line for k GPUs; a replaced submission stops waiting."""
+    host = gpu_slots.host_gpus()
+    folder = os.environ.get("DISTGRADE_GPU_SLOT_DIR") or str(Path(current_app.config["VAR_DIR"]) / "gpu-slots")
+    try:
+        pool = gpu_slots.SlotPool(folder, host, None if host.fake else gpu_slots.read_topology(host.count))
+        return pool.acquire(k, label=f"submission={submission_id}", should_stop=heartbeat.cancelled.is_set)
+    except gpu_slots.Stopped:
+        raise Cancelled(f"submission {submission_id} stopped waiting for a GPU") from None
+    except gpu_slots.SlotError as exc:
+        raise InfraFailure(f"GPU slots: {exc}") from exc
+
+
+def _set_phase(submission_id: int, phase: str) -> None:
+    db.session.execute(update(Submission).where(Submission.id == submission_id)
+                       .values(progress_json={"phase": phase, "logs": {}}))
+    db.session.commit()
+
+
+def _run_report(argv: list[str], env: dict[str, str], submission_id: int, progress_file: Path, timeout: float,
+                heartbeat: "_Heartbeat", pass_fds: tuple[int, ...] = ()) -> dict[str, Any]:
+    """Run one ``python -m graders grade`` and return its JSON report."""
+    # A lost job (its process SIGKILLed) takes the grader, and through the sandbox the ranks, along.
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                            start_new_session=True, preexec_fn=die_with_parent(signal.SIGKILL),
+                            cwd=str(Path(__file__).resolve().parent.parent), pass_fds=pass_fds)
+    out, err = _wait_relaying_progress(proc, submission_id, progress_file, timeout, heartbeat)
     if proc.returncode not in (0, 1):
         raise InfraFailure(f"grader exited with {proc.returncode}: {err.decode(errors='replace')[-4000:]}")
     try:
@@ -114,7 +196,7 @@ def _run_grader(submission_id: int) -> dict[str, Any]:
 
 
 def _wait_relaying_progress(proc: subprocess.Popen, submission_id: int, progress_file: Path,
-                            timeout: float) -> tuple[bytes, bytes]:
+                            timeout: float, heartbeat: "_Heartbeat | None" = None) -> tuple[bytes, bytes]:
     """Wait for the grader, copying its progress snapshots into the database once a second."""
     chunks: dict[str, list[bytes]] = {"out": [], "err": []}
     readers = [threading.Thread(target=lambda s=s, k=k: chunks[k].extend(iter(lambda: s.read(65536), b"")),
@@ -127,6 +209,9 @@ def _wait_relaying_progress(proc: subprocess.Popen, submission_id: int, progress
         if utcnow().timestamp() > deadline:
             _kill_group(proc)
             raise InfraFailure(f"grader exceeded GRADE_TIMEOUT_S={timeout:g}s and was killed")
+        if heartbeat is not None and heartbeat.cancelled.is_set():
+            _kill_group(proc)  # replaced by a newer upload: free the slot now
+            raise Cancelled(f"submission {submission_id} lost its lease")
         snap = read_progress(str(progress_file))
         if snap and snap != last:
             last = snap
@@ -201,16 +286,19 @@ class _Heartbeat(threading.Thread):
         super().__init__(daemon=True)
         self.app, self.submission_id, self.token = app, submission_id, token
         self._stop_event = threading.Event()
+        self.cancelled = threading.Event()  # the row no longer carries our token: stop the run
 
     def run(self) -> None:
         interval = max(1.0, self.app.config["LEASE_S"] / 3)
         while not self._stop_event.wait(interval):
             with self.app.app_context():
                 try:
-                    db.session.execute(update(Submission).where(
+                    renewed = db.session.execute(update(Submission).where(
                         Submission.id == self.submission_id, Submission.run_token == self.token)
-                        .values(lease_until=lease_deadline()))
+                        .values(lease_until=lease_deadline())).rowcount
                     db.session.commit()
+                    if not renewed:
+                        self.cancelled.set()
                 except Exception:  # a missed beat only shortens the lease
                     db.session.rollback()
 

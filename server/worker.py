@@ -1,8 +1,10 @@
 """``python -m server.worker``: an RQ worker for this host's queues plus a reconciler thread.
 
-The host's GPU count (``WORKER_GPUS``) decides its queues, so a CPU host never
-takes a job that needs two GPUs. Every worker reconciles; ``reconcile`` is
-safe to run concurrently.
+The host's GPU count (``WORKER_GPUS``, ``DISTGRADE_FAKE_GPUS`` for a simulated host,
+else what ``nvidia-smi -L`` lists) decides its queues, so a CPU host never takes a
+job that needs two GPUs. Several workers on one host share its GPUs through
+``graders.gpu_slots``. Every worker reconciles; ``reconcile`` is safe to run
+concurrently.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import threading
 import redis
 from rq import Queue, Worker
 
+from graders.gpu_slots import host_gpus
 from server.queue import queues_for_host, reconcile, redis_conn
 from server.tasks import worker_app
 
@@ -38,7 +41,7 @@ def main() -> None:
     app = worker_app()
     with app.app_context():
         conn = redis_conn()
-        names = queues_for_host(app.config["WORKER_GPUS"])
+        names = queues_for_host(host_gpus().count)
     stop = threading.Event()
     threading.Thread(target=reconcile_forever, args=(stop,), daemon=True).start()
     worker = Worker([Queue(n, connection=conn) for n in names], connection=conn)

@@ -12,6 +12,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from graders import desync
 from graders.report import CheckStatus
 
 COLLECTIVES = {  # innermost torch frame -> what the rank waited in
@@ -157,7 +158,7 @@ def check_run(run, fast_timeout: float | None = None) -> Finding:
             log = run.scan_logs.get(f"rank{r}", "") or run.logs.get(f"rank{r}", "")
             spawn = "DataLoader worker" in exc["message"] and SPAWN_RERUN in log + "".join(run.stacks.values())
             return Finding(CheckStatus.FAIL, "raised_spawn" if spawn else "raised", {"rank": r, "exc": exc["exc_type"],
-                           "msg": exc["message"][:300], "line": exc.get("line"), "code": exc.get("code", "")}, ev)
+                           "msg": _desync_or(exc["message"]), "line": exc.get("line"), "code": exc.get("code", "")}, ev)
     if run.result.timed_out:
         stuck = {name: _stuck_in(txt) for name, txt in run.stacks.items() if not _helper_process(txt)}
         ev["stuck"] = stuck
@@ -168,6 +169,12 @@ def check_run(run, fast_timeout: float | None = None) -> Finding:
     missing = [r for r in range(run.nproc) if r not in run.ranks or not run.ranks[r].finished]
     return Finding(CheckStatus.FAIL, "died", {"ranks": ", ".join(map(str, missing)),
                    "rc": run.result.returncode, "reason": run.result.killed_reason or "exit"}, ev)
+
+
+def _desync_or(message: str) -> str:
+    """A DETAIL collective mismatch as "rank 1 called all_reduce ... while rank 0 called broadcast"."""
+    explained = desync.explain(message)
+    return explained["en"] if explained else message[:300]
 
 
 def check_disjoint(run) -> Finding:

@@ -14,7 +14,7 @@ from server.auth.views import checks_session_version, session_is_current, sessio
 from server.extensions import db
 from server.homework.rules import elapsed_s
 from server.models import STATUS_COLUMNS, Membership, Role, Submission, SubmissionStatus, User, status_dict
-from server.queue import queue_position
+from server.queue import queue_place
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
@@ -22,7 +22,7 @@ bp = Blueprint("api", __name__, url_prefix="/api")
 def status_payload(sub: Any) -> dict[str, Any]:
     """``status_dict`` plus what the status page shows: queue position, elapsed time, report link."""
     data = status_dict(sub)
-    data["queue_position"] = queue_position(sub)
+    data.update(queue_place(sub))  # queue_position and eta_s (expected start, seconds)
     data["elapsed_s"] = elapsed_s(sub)
     if sub.status in (SubmissionStatus.GRADED.value, SubmissionStatus.ERROR.value):
         data["report_url"] = url_for("homework.report", submission_id=sub.id)

@@ -16,7 +16,7 @@ from sqlalchemy import func
 
 from server.extensions import db
 from server.models import Submission, SubmissionStatus, utcnow
-from server.queue import redis_conn
+from server.queue import redis_conn, wait_stats
 
 _GPU_QUEUE = re.compile(r"^distgrade-gpu(\d+)$")
 
@@ -40,6 +40,7 @@ class QueueHealth:
     workers: list[WorkerInfo] = field(default_factory=list)
     redis_error: str | None = None
     recent_errors: list[Submission] = field(default_factory=list)
+    waits: list[tuple[str, int, float | None, float | None]] = field(default_factory=list)  # last hour, per queue
 
     @property
     def gpus(self) -> int:
@@ -65,7 +66,8 @@ def queue_health(course_ids: list[int] | None = None) -> QueueHealth:
                                 .order_by(Submission.id.desc()).limit(10)).all()
     health = QueueHealth({s.value: by_status.get(s.value, 0) for s in SubmissionStatus},
                          (now - oldest_q).total_seconds() if oldest_q else None,
-                         (now - oldest_r).total_seconds() if oldest_r else None, recent_errors=list(errors))
+                         (now - oldest_r).total_seconds() if oldest_r else None, recent_errors=list(errors),
+                         waits=wait_stats())
     try:
         conn = redis_conn()
         for q in sorted(Queue.all(connection=conn), key=lambda q: q.name):

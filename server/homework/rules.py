@@ -1,8 +1,9 @@
 """Homework rules that the upload page and the list both need: what is published, attempts, deadlines.
 
 Only graded submissions use up an attempt; a grading error never costs the student one.
-Submissions still waiting or running are held against the limit too, so that ten quick
-uploads cannot turn into more graded attempts than the course allows.
+A student has at most one pending (waiting or running) submission per homework: a new
+upload replaces it (``server.queue.submit``), so quick uploads can never turn into more
+graded attempts than the course allows and a replacement needs no attempt of its own.
 """
 from __future__ import annotations
 
@@ -98,8 +99,6 @@ def upload_refusal(hw: Homework) -> str | None:
         return _("The deadline has passed; no more submissions are accepted.")
     if hw.used >= hw.settings.attempt_limit:
         return _("You have used all %(limit)d attempts.", limit=hw.settings.attempt_limit)
-    if hw.attempts_left <= 0:
-        return _("Your remaining attempts are all waiting to be graded; wait for their results.")
     return None
 
 

@@ -25,7 +25,7 @@ from server.homework import markdown
 from server.homework.charts import charts_for
 from server.homework.rules import elapsed_s, homework_for, homework_or_404, upload_refusal
 from server.models import Course, Submission, SubmissionStatus
-from server.queue import queue_position, try_enqueue
+from server.queue import grading_mode, queue_place, submit
 from server.ui import lang_key, pick
 
 bp = Blueprint("homework", __name__)
@@ -112,13 +112,14 @@ def download(code: str, assignment_id: str, folder: str, name: str):
 
 def store_submission(hw, filename: str, data: bytes) -> Submission:
     """Commit the submission first, then enqueue it (the reconciler retries if Redis is down)."""
+    mode = grading_mode(hw.assignment.id)
     sub = Submission(user_id=current_user.id, course_id=hw.course.id, assignment_id=hw.assignment.id,
-                     status=SubmissionStatus.QUEUED.value, mode=current_app.config["GRADER_MODE"],
-                     resource=hw.assignment.resource, filename=filename, content=data,
-                     sha256=Submission.digest(data), size=len(data))
-    db.session.add(sub)
-    db.session.commit()
-    try_enqueue(sub)
+                     status=SubmissionStatus.QUEUED.value, mode=mode, resource=hw.assignment.resource_for(mode),
+                     filename=filename, content=data, sha256=Submission.digest(data), size=len(data))
+    replaced = submit(sub)  # at most one pending per student and homework: a waiting one is replaced
+    if replaced:
+        flash(_("Your earlier upload %(ids)s had not been graded yet: this one replaced it. The earlier one "
+                "will not be graded and used no attempt.", ids=", ".join(f"#{i}" for i in replaced)), "info")
     return sub
 
 
@@ -152,8 +153,8 @@ def submission(submission_id: int):
     """Live status (queue position, elapsed time, rank logs), polled by status.js; the report once done."""
     sub = submission_or_404(submission_id)
     return render_template("homework/submission.html", hw_title=_assignment_title(sub),
-                           position=queue_position(sub), finished=sub.status in FINISHED,
-                           **report_context(sub))
+                           position=queue_place(sub)["queue_position"], eta=queue_place(sub)["eta_s"],
+                           finished=sub.status in FINISHED, **report_context(sub))
 
 
 @bp.route("/submissions/<int:submission_id>/report")

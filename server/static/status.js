@@ -10,6 +10,7 @@
   var text = document.getElementById("status-text");
   var pos = document.getElementById("queue-pos");
   var elapsed = document.getElementById("elapsed");
+  var eta = document.getElementById("eta");
   var phase = document.getElementById("phase");
   var logs = document.getElementById("logs");
   var result = document.getElementById("result");
@@ -78,6 +79,7 @@
         failures = 0;
         setBadge(d.status);
         pos.textContent = d.queue_position || "—";
+        if (eta) eta.textContent = (d.eta_s === null || d.eta_s === undefined) ? "—" : t.eta.replace("{t}", duration(d.eta_s));
         elapsed.textContent = duration(d.elapsed_s);
         var ph = d.progress && d.progress.phase;
         phase.textContent = (ph && ((t.phases || {})[ph] || ph)) || "—";
@@ -88,6 +90,7 @@
           setLogs(d.progress && d.progress.logs);
         }
         if (d.report_url) { showReport(d.report_url); return; }
+        if (d.status === "replaced") { window.location.reload(); return; }  // the page says by which upload
         setTimeout(tick, 1000);
       })
       .catch(function () {

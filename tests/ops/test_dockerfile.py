@@ -30,3 +30,17 @@ def test_both_targets_install_with_the_readme_command():
     assert targets == ["web", "worker"]
     assert text.count("RUN ./distgrade install") == 2
     assert "./distgrade up" in (REPO / "README.md").read_text()
+
+
+def test_worker_image_runs_the_tested_torch():
+    """The GPU worker installs the torch this suite runs on (not an older base image's)."""
+    import importlib.metadata
+
+    text = (REPO / "Dockerfile").read_text()
+    worker = text[text.index("AS worker"):]
+    spec = re.search(r"TORCH_SPEC=torch==([\d.]+)", worker)
+    assert spec and "TORCH_SPEC=none" not in worker, "the worker must pin the tested torch"
+    assert spec.group(1) == re.search(r'TORCH_SPEC:-torch==([\d.]+)', (REPO / "distgrade").read_text()).group(1)
+    tested = importlib.metadata.version("torch").split("+")[0]
+    assert spec.group(1) == tested, f"worker pins torch {spec.group(1)}, the suite runs {tested}"
+    assert '"torch>=2.13,<2.15"' in (REPO / "pyproject.toml").read_text()

@@ -10,13 +10,24 @@ def test_queued_submission_has_position(client, auth, hw):
     auth.login()
     client.post("/homework/DIST101/hello_ddp", data={"file": (io.BytesIO(b"print(1)\n"), "train.py")},
                 content_type="multipart/form-data")
+    auth.logout()
+    auth.login("bob", "bob-pass")
     client.post("/homework/DIST101/hello_ddp", data={"file": (io.BytesIO(b"print(2)\n"), "train.py")},
                 content_type="multipart/form-data")
-    first, second = client.get("/api/submissions/1"), client.get("/api/submissions/2")
+    auth.logout()
+    auth.login()
+    first = client.get("/api/submissions/1")
     assert first.status_code == 200 and first.headers["Cache-Control"] == "no-store"
     assert (first.json["status"], first.json["queue_position"]) == ("queued", 1)
-    assert second.json["queue_position"] == 2
     assert first.json["elapsed_s"] >= 0 and "report_url" not in first.json
+    assert "eta_s" in first.json  # no worker serves the queue here: None
+    # alice's second upload replaces her waiting first one; bob's job was already handed to RQ
+    # (QUEUE_DEPTH), so it stays ahead (test_fair_queue checks the place kept in the database)
+    client.post("/homework/DIST101/hello_ddp", data={"file": (io.BytesIO(b"print(3)\n"), "train.py")},
+                content_type="multipart/form-data")
+    first, third = client.get("/api/submissions/1").json, client.get("/api/submissions/3").json
+    assert (first["status"], first["queue_position"], first["replaced_by"]) == ("replaced", None, 3)
+    assert third["queue_position"] == 2
 
 
 def test_running_submission_has_progress_and_elapsed(client, auth, make_sub):

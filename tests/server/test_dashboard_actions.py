@@ -29,7 +29,11 @@ def _store_result(app, sid: int, score: float) -> None:
         assert _store(sid, token, report) == "graded"
 
 
-def test_regrade_all_goes_through_the_queue_and_shows_changes(app, client, auth, make_sub, redis_server):
+def test_regrade_all_goes_through_the_queue_and_shows_changes(app, client, auth, make_sub, redis_server,
+                                                               monkeypatch):
+    import server.queue
+
+    monkeypatch.setattr(server.queue, "QUEUE_DEPTH", 10)  # room in RQ for everything waiting
     a, b = make_sub("alice"), make_sub("bob")
     queued = make_sub("bob", status="queued")
     auth.login(*TEACHER)
@@ -38,10 +42,12 @@ def test_regrade_all_goes_through_the_queue_and_shows_changes(app, client, auth,
     with app.app_context():
         subs = {s.id: s for s in db.session.scalars(db.select(Submission))}
         assert subs[a].status == subs[b].status == SubmissionStatus.QUEUED.value
-        assert subs[a].enqueue_gen == 1 and subs[queued].enqueue_gen == 0  # the waiting one was left alone
+        assert subs[queued].status == SubmissionStatus.QUEUED.value  # the waiting one was left alone
         from server.queue import queue_name, redis_conn
         jobs = Queue(queue_name("cpu"), connection=redis_conn()).job_ids
         assert subs[a].job_id in jobs and subs[b].job_id in jobs
+        # the fair queue: a first grading goes to RQ before the regrades
+        assert jobs.index(subs[queued].job_id) < min(jobs.index(subs[a].job_id), jobs.index(subs[b].job_id))
     page = client.get(r.location).get_data(as_text=True)
     _store_result(app, a, 9.0)
     _store_result(app, b, 5.0)
@@ -56,15 +62,27 @@ def test_a_large_regrade_leaves_the_rest_to_the_reconciler(app, client, auth, ma
     from server.dashboard import actions
     from server.queue import queue_name, reconcile, redis_conn
 
+    import server.queue
+
     monkeypatch.setattr(actions, "REGRADE_INLINE", 1)
+    monkeypatch.setattr(server.queue, "QUEUE_DEPTH", 1)  # RQ holds one job ahead of the workers
     ids = [make_sub("alice"), make_sub("bob"), make_sub("alice")]
     auth.login(*TEACHER)
     assert client.post(f"/dashboard/DIST101/homework/{PLACEHOLDER}/regrade").status_code == 302
     with app.app_context():
         queue = Queue(queue_name("cpu"), connection=redis_conn())
         assert len(queue.job_ids) == 1  # only the first went to Redis inside the request
-        assert sorted(reconcile()) == ids[1:]  # the workers' reconciler enqueues the others
-        assert len(queue.job_ids) == 3
+        assert reconcile() == []  # RQ is full: the rest wait in the database, in fair order
+        from server.tasks import _claim
+
+        started = []
+        for _ in ids:
+            job_id = queue.job_ids[0]  # a worker takes the job and claims its submission
+            queue.remove(job_id)
+            started.append(int(job_id.split("-")[1]))
+            assert _claim(started[-1]) is not None
+            reconcile()  # the workers' reconciler hands RQ the next one
+        assert sorted(started) == ids and not queue.job_ids
 
 
 def test_regrade_one_keeps_the_old_score(app, client, auth, make_sub):
