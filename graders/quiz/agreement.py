@@ -3,8 +3,8 @@
 The answer sets are data: each self-test question's ``examples.json`` and homework 2's
 ``annotation_examples.json``. Every example carries the teacher's verdict and a ``split``:
 ``tune`` examples may be looked at while improving the rubric and choosing the confidence
-threshold; ``held`` examples are only measured. ``python -m graders.quiz.agreement`` prints
-the table (agreement, wrong answers given full marks, share sent to the teacher).
+threshold; ``held`` examples are only measured. ``python -m graders.quiz.agreement [-v] [--held]``
+prints the table (agreement, wrong answers given full marks, share sent to the teacher).
 """
 from __future__ import annotations
 
@@ -58,11 +58,11 @@ def quiz_outcomes(split: str | None = None, qids: Iterable[str] | None = None) -
             if split and e.get("split", "tune") != split or e["expect"] == "format_error":
                 continue
             r = grade(q, e.get("seed", 1), e["answer"])
-            if r.status != AnswerStatus.GRADED:
+            if r.status == AnswerStatus.FORMAT_ERROR:
                 out.append(Outcome(qid, e["answer"], e["expect"], e.get("score"), "format_error", 0.0, False))
                 continue
-            out.append(Outcome(qid, e["answer"], e["expect"], e.get("score"), _category(r.fraction),
-                               round(r.fraction, 4), bool(r.details.get("needs_review"))))
+            out.append(Outcome(qid, e["answer"], e["expect"], e.get("score"), _category(r.provisional_fraction),
+                               round(r.provisional_fraction, 4), r.needs_review))
     return out
 
 
@@ -98,7 +98,7 @@ def summary(outcomes: list[Outcome]) -> dict[str, Any]:
 def main(argv: list[str]) -> int:
     verbose = "-v" in argv
     for name, fn in (("quiz", quiz_outcomes), ("annotations", annotation_outcomes)):
-        for split in ("tune", "held"):
+        for split in (("tune", "held") if "--held" in argv else ("tune",)):
             outs = fn(split)
             print(name, split, json.dumps(summary(outs)))
             if verbose and split == "tune":

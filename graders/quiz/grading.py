@@ -97,8 +97,20 @@ def grade(q: Question, seed: int, raw: str) -> QuestionResult:
     if verdict.get(key):
         lead.append(_render_text(verdict[key], v.params) or {})
     details["fraction"] = round(fraction, 4)
+    if details.get("needs_review"):
+        # The rubric is unsure: nothing is scored until a teacher confirms. The student sees
+        # what the rubric found, worded as a reading, not a verdict.
+        details["provisional_fraction"] = round(fraction, 4)
+        return QuestionResult(question_id=q.id, status=AnswerStatus.NEEDS_REVIEW, score=0.0, max_score=q.points,
+                              feedback=[REVIEW_NOTE] + feedback, details=details)
     return QuestionResult(question_id=q.id, status=AnswerStatus.GRADED, score=round(fraction * q.points, 4),
                           max_score=q.points, feedback=lead + feedback, details=details)
+
+
+REVIEW_NOTE: Text = {
+    "zh": "这份答案需要老师确认：自动评分没有把握读对它。下面是自动评分读到的内容，老师确认后才计分。",
+    "en": "A teacher will confirm this answer: the automatic reading is not sure it understood it. "
+          "Below is what it found; the answer counts once a teacher has confirmed it."}
 
 
 def _grade_by_type(v: Variant, raw: str) -> tuple[float, list[Text], dict[str, Any]]:
@@ -110,8 +122,7 @@ def _grade_by_type(v: Variant, raw: str) -> tuple[float, list[Text], dict[str, A
         return choice.grade_ordering(raw, q.info["items"])
     if q.type == "numeric":
         return _grade_numeric(v, raw)
-    items = [rubric.RubricItem.from_dict(d) for d in q.info["rubric"]["items"]]
-    return rubric.grade_text(raw, items)
+    return rubric.grade_text(raw, rubric.compile_rubric(q.info["rubric"]))
 
 
 def _render_text(text: Text | None, params: dict[str, Any]) -> Text | None:
