@@ -81,7 +81,7 @@ def annotation_outcomes(split: str | None = None) -> list[Outcome]:
         j = annotate.judge(e["answer"], rule, cat)
         got = {"correct": "correct", "partial": "partial"}.get(j.verdict.value, "wrong")
         out.append(Outcome(f"{e['dialect']}:{e['field']}={e['value']}", e["answer"], e["expect"], None, got,
-                           j.fraction, bool(getattr(j, "needs_review", False))))
+                           j.fraction, j.needs_review))
     return out
 
 
