@@ -49,6 +49,29 @@ class Variant:
             return f"{self.answer / factor:.6g} {unit}".strip()
         return render(q.text("reference", lang), self.params)
 
+    def reference_text(self, lang: str = "en") -> str:
+        """The reference answer as the page shows it: option *text* (never ids), an ordering as its
+        steps, a number as a person writes it ("about 2.2 ms")."""
+        q = self.question
+        by_id = {o["id"]: o for o in q.info.get("options", []) + q.info.get("items", [])}
+
+        def text(i: str) -> str:
+            t = by_id[i]["text"]
+            return render(t.get(lang) or t["en"], self.params)
+
+        if q.type in ("single", "multiple"):
+            order = [i for i in self.option_order if i in self.correct_ids()] or sorted(self.correct_ids())
+            return ("；" if lang == "zh" else "; ").join(text(i) for i in order)
+        if q.type == "ordering":
+            return " → ".join(f"{n}. {text(i['id'])}" for n, i in enumerate(q.info["items"], 1))
+        if q.type == "numeric":
+            spec = q.info["numeric"]
+            unit = spec.get("display_unit", spec.get("default_unit", ""))
+            exact = spec["dimension"] == "count" or float(spec.get("rtol", 0.02)) == 0
+            zh, en = numeric.display(float(self.answer), spec["dimension"], unit, exact)
+            return zh if lang == "zh" else en
+        return self.reference(lang)
+
     def correct_ids(self) -> set[str]:
         if self.answer is not None:
             return set(self.answer) if isinstance(self.answer, (list, tuple, set)) else {self.answer}
@@ -132,7 +155,7 @@ def _render_text(text: Text | None, params: dict[str, Any]) -> Text | None:
 def _grade_numeric(v: Variant, raw: str) -> tuple[float, list[Text], dict[str, Any]]:
     spec = v.question.info["numeric"]
     rtol, atol = float(spec.get("rtol", 0.02)), float(spec.get("atol", 0.0))
-    qty = numeric.parse_quantity(raw, spec["dimension"], spec.get("default_unit", ""))
+    qty = numeric.parse_quantity(raw, spec["dimension"], spec.get("default_unit", ""), bool(spec.get("require_unit")))
     details: dict[str, Any] = {"value": qty.base_value, "unit": qty.unit}
     if numeric.within(qty.base_value, v.answer, rtol, atol):
         return 1.0, [], details

@@ -85,20 +85,29 @@ def render_card(att: Any, pos: int, lang: str, answer: Any = None, error: str | 
     c = {"pos": pos, "q": variant.public(lang), "draft": draft,
          "answer": answer, "error": error}
     if answer is not None:
-        c.update(explanation=load_question(qid).text("explanation", lang), reference=variant.reference(lang))
+        c.update(explanation=load_question(qid).text("explanation", lang), reference=variant.reference_text(lang))
     template = current_app.jinja_env.get_template("quiz/_card.html")
     return Markup(template.render(c=c, attempt_id=att.id, is_open=att.status == AttemptStatus.OPEN.value))
 
 
-def _answered_key(att: Any, pos: int, answer_id: int, lang: str, state: str = "", secret: str = "") -> tuple:
-    # the secret: a free-text card carries the "ask a teacher" form and its CSRF token
-    return "answered", _ident(att), pos, answer_id, lang, state, att.status, secret
+def _answered_key(att: Any, pos: int, answer_id: int, lang: str, state: str = "") -> tuple:
+    return "answered", _ident(att), pos, answer_id, lang, state
+
+
+def review_form(att: Any, pos: int, state: str) -> str:
+    """The "ask a teacher" form beside an auto-graded free-text answer not yet sent for review
+    (empty otherwise). Not cached: it carries the CSRF token, which the cached card must not."""
+    qid = att.question_ids[pos]
+    if state or load_question(qid).type != "text":
+        return ""
+    template = current_app.jinja_env.get_template("quiz/_ask_review.html")
+    return template.render(pos=pos, attempt_id=att.id)
 
 
 def answered_card(att: Any, pos: int, lang: str, answer_id: int, answer: Callable[[], Any], state: str = "") -> str:
     """The card of a stored answer (it changes only by a review, whose state is in the key);
     ``answer`` reads it on a miss."""
-    return _caches()[0].get(_answered_key(att, pos, answer_id, lang, state, csrf_secret()),
+    return _caches()[0].get(_answered_key(att, pos, answer_id, lang, state),
                             lambda: render_card(att, pos, lang, answer=answer()))
 
 
@@ -120,7 +129,7 @@ def attempt_page(att: Any, quiz: Quiz, lang: str, override: tuple[int, str, str]
     # answers this process has not rendered yet (after a restart, or served by another worker)
     # are read in one query, not one per card
     missing = store.answer_rows([i for pos, (i, st) in states.items()
-                                 if _answered_key(att, pos, i, lang, st, secret) not in cached])
+                                 if _answered_key(att, pos, i, lang, st) not in cached])
     cards = []
     for pos in range(len(att.question_ids)):
         if override and override[0] == pos:
@@ -131,6 +140,7 @@ def attempt_page(att: Any, quiz: Quiz, lang: str, override: tuple[int, str, str]
             cards.append(answered_card(att, pos, lang, answer_id,
                                        lambda: missing.get(answer_id) or store.answer_rows([answer_id])[answer_id],
                                        states[pos][1]))
+            cards.append(review_form(att, pos, states[pos][1]))
         else:
             cards.append(_open_card(att, pos, lang, secret))
     if override or session.get("_flashes"):

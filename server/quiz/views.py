@@ -141,12 +141,13 @@ def answer(attempt_id: int, pos: int):
                 "correct": result.correct, "feedback": result.feedback_text(lang), "attempt_score": outcome.attempt_score}
         if outcome.answer is not None:
             body["explanation"] = variant.question.text("explanation", lang)
-            body["reference"] = variant.reference(lang)
+            body["reference"] = variant.reference_text(lang)
             # the answered card as the page shows it: quiz.js swaps it in without a reload, and
             # the next full page load finds it rendered already
             body["card_html"] = pages.answered_card(att, pos, lang, outcome.answer["id"], lambda: outcome.answer,
                                                     outcome.answer.get("review_state") or "")
             body["needs_review"] = result.needs_review
+            body["review_html"] = pages.review_form(att, pos, outcome.answer.get("review_state") or "")
         return jsonify(body), (200 if outcome.answer is not None else 422)
     if result.status == AnswerStatus.FORMAT_ERROR:
         error = " ".join(result.feedback_text(lang))

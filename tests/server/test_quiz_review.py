@@ -104,7 +104,7 @@ def test_a_student_may_ask_for_review_once_with_a_comment(app, client, auth) -> 
     attempt_id = _start(client, "ch7_3_selftest")
     code, body = _answer(client, attempt_id, 0, "数据并行解决容量")  # graded at once: zero
     assert code == 200 and body["status"] == "graded" and body["score"] == 0
-    assert "ask a teacher" in body["card_html"]
+    assert "ask a teacher" in body["review_html"] and "ask a teacher" not in body["card_html"]
     url = f"/quiz/attempt/{attempt_id}/review/0"
     assert client.post(url, data={"comment": ""}).status_code == 302  # refused: says why
     with app.app_context():

@@ -281,3 +281,29 @@ def test_finish_counts_an_answer_stored_after_finish_read_the_attempt(app, clien
         finish_attempt(att)
         assert (att.status, att.score, len(att.answers)) == ("submitted", 1, 1)
     assert _answer(client, attempt_id, 1, answer="等价于大 batch")[1]["error"] == "attempt_closed"
+
+
+def test_pages_show_option_text_units_and_progress(app, client, auth) -> None:
+    """Reference answers show option text (never ids), times as "about 2.2 ms"; a bare number
+    where the unit matters is a format error naming a unit of the right kind; the page has a
+    jump list and asks before finishing with questions left open."""
+    auth.login()
+    quiz = load_quiz("ch7_3_practice")
+    attempt_id = _start(client, "ch7_3_practice")
+    page = client.get(f"/quiz/attempt/{attempt_id}?lang=en").get_data(as_text=True)
+    assert page.count('data-pos="') == len(quiz.question_ids) and 'id="quiz-progress"' in page
+    assert "unanswered." in page and "Finish anyway?" in page
+    pos = quiz.question_ids.index("ch7_3/ddp/checklist")
+    code, body = _answer(client, attempt_id, pos, choice=["sampler"])
+    assert "DistributedSampler, with set_epoch every epoch" in body["reference"] and "rank0" not in body["reference"]
+    assert "rank0," not in body["card_html"] and "Log, save and evaluate on rank 0 only" in body["card_html"]
+    pos = quiz.question_ids.index("ch7_3/comm/allreduce_time")
+    code, body = _answer(client, attempt_id, pos, answer="2.2")
+    assert code == 422 and body["status"] == "format_error"
+    assert "a time" in " ".join(body["feedback"]) and "GB" not in " ".join(body["feedback"])
+    with app.app_context():
+        variant = variant_for(db.session.get(QuizAttempt, attempt_id), "ch7_3/comm/allreduce_time")
+    code, body = _answer(client, attempt_id, pos, answer=variant.reference("en"))
+    assert code == 200 and body["correct"] and body["reference"].startswith("about ") and body["reference"][-2:] in ("ms", " s")
+    zh = client.get(f"/quiz/attempt/{attempt_id}?lang=zh_CN").get_data(as_text=True)
+    assert "仍要交卷吗" in zh and "约 " in zh
