@@ -55,6 +55,7 @@ PENALTIES = {
     "wrong_beside_full": 0.25,  # full marks, yet a wrong phrase is in the answer (negated)
     "long_unread": 0.4,  # 40+ characters and nothing of the rubric found
     "unexplained": 0.2,  # most clauses of a longer answer carry nothing the rubric knows
+    "crowded": 0.4,  # one clause names two subjects and all of them were read as mixed up ("DP MP throughput capacity")
 }
 REVIEW_BELOW = 0.65
 
@@ -257,6 +258,11 @@ def _confidence_signs(raw: str, text: str, typos: int, segs: list[_Seg], items: 
         else:
             continue
         break
+    named = [{i for i in seg.subjects if by_id[i].subject and _hits(by_id[i].subject_terms, seg.text, post=False)}
+             for seg in segs]
+    crowded = [n for n in named if len(n) >= 2 and n <= confused]  # every subject of the clause mixed up
+    if crowded:
+        signs.append("crowded")
     if not missing and not confused:
         for it in items:
             if any(h.negated for seg in segs for h in _hits(it.wrong_terms, seg.text)) and it.negation != "ignore":
