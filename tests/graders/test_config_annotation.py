@@ -281,3 +281,11 @@ def test_annotation_reading_fixes_the_issue_12_classes() -> None:
     assert annotate.judge("参数、梯度、优化器状态全部切分", stage2, CAT).verdict == annotate.Verdict.CONTRADICTION
     full = CAT.rule("llamafactory", "fsdp", "full_shard auto_wrap")
     assert annotate.judge("full_shard = ZeRO-2, auto_wrap per layer", full, CAT).verdict == annotate.Verdict.CONTRADICTION
+
+
+def test_each_field_check_carries_the_readings_confidence() -> None:
+    src = '{\n  "zero_optimization": {\n    // shards optimizer states and gradients, maybe params? not sure\n    "stage": 2\n  }\n}\n'
+    check = _checks(src, "c.json")["field.zero_optimization.stage"]
+    assert check.evidence["confidence"] < 1 and check.evidence["needs_review"] is False
+    unsure = annotate.judge("full_shard：切梯度和优化器状态，参数每卡一份？可能吧", CAT.rule("llamafactory", "fsdp", "full_shard"), CAT)
+    assert unsure.needs_review and unsure.confidence < annotate.REVIEW_BELOW, unsure
