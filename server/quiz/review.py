@@ -143,7 +143,7 @@ def decide(course_id: int | None, question_id: str, answer_ids: list[int], fract
         attempts.add(r.attempt_id)
     total = (select(func.coalesce(func.sum(QuizAnswer.score), 0.0)).where(QuizAnswer.attempt_id == QuizAttempt.id)
              .scalar_subquery())
-    db.session.execute(update(QuizAttempt).where(QuizAttempt.id.in_(attempts)).values(score=func.round(total, 4)))
+    db.session.execute(update(QuizAttempt).where(QuizAttempt.id.in_(attempts)).values(score=total))  # (portable: no SQL round)
     first = rows[0]
     db.session.add(QuizReviewDecision(course_id=course_id, question_id=question_id, group_key=group[:64] or "-",
                                       answer_text=first.raw_answer[:4000], fraction=fraction,

@@ -11,6 +11,7 @@ from server.models import Course, Role
 from server.quiz.attempts import gradebook_score
 from server.quiz.models import QuizAnswer, QuizAttempt, QuizReviewDecision
 from server.roster import enrol
+from tests.server.test_postgres import postgres_url  # noqa: F401  (fixture)
 
 UNSURE = "offload makes training faster because the CPU helps compute"  # rubric: confidence 0.6
 UNSURE_TOO = "Offload makes training faster, because the CPU helps compute!"  # the same reading
@@ -131,3 +132,30 @@ def test_cli_prints_needs_review(app) -> None:
     assert body["needs_review"] is True and body["status"] == "needs_review" and body["score"] == 0
     out = app.test_cli_runner().invoke(args=["quiz", "grade", "ch7_3/selftest_1", "--answer", "吞吐/容量"])
     assert json.loads(out.output)["needs_review"] is False
+
+
+def test_review_decision_on_postgres(postgres_url, redis_server, tmp_path) -> None:
+    """The decision's SQL (attempt score from the sum of its answers) and the review state in the
+    page's aggregated answer list, on PostgreSQL."""
+    from flask_migrate import upgrade
+
+    from server import create_app
+
+    app = create_app({"SQLALCHEMY_DATABASE_URI": postgres_url, "REDIS_URL": redis_server.url,
+                      "VAR_DIR": str(tmp_path), "WTF_CSRF_ENABLED": False, "SECRET_KEY": "test"})
+    with app.app_context():
+        upgrade()
+        app.test_cli_runner().invoke(args=["seed-demo"])
+    client = app.test_client()
+    client.post("/login", data={"username": "alice", "password": "alice-pass"})
+    attempt_id = _start(client, "ch7_3_selftest")
+    assert _answer(client, attempt_id, POS, UNSURE)[1]["status"] == "needs_review"
+    assert _answer(client, attempt_id, 0, "数据并行解决吞吐，模型并行解决容量")[1]["correct"]
+    assert "Waiting for the teacher" in client.get(f"/quiz/attempt/{attempt_id}?lang=en").get_data(as_text=True)
+    client.post("/logout")
+    client.post("/login", data={"username": "teacher", "password": "teacher-pass"})
+    page = client.get("/dashboard/DIST101/review/ch7_3/selftest_4?lang=en").get_data(as_text=True)
+    ids = [int(x.split('"')[0]) for x in page.split('name="answer_id" value="')[1:]]
+    client.post("/dashboard/DIST101/review/ch7_3/selftest_4/decide", data={"answer_id": ids, "verdict": "full"})
+    with app.app_context():
+        assert db.session.get(QuizAttempt, attempt_id).score == 2
