@@ -31,6 +31,7 @@ nothing in, and so on (``PENALTIES``). Below ``REVIEW_BELOW`` the answer waits f
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,9 +96,12 @@ class Rubric:
         words = [w for it in self.items for w in it.concept + it.subject + it.wrong]
         self.vocab = tm.vocabulary(words)
         self.ignore_norm = sorted((tm.normalise(p) for p in self.ignore), key=len, reverse=True)
+        self.all_terms = [t for it in self.items for t in it.concept_terms + it.subject_terms + it.wrong_terms]
 
 
 _COMPILED: dict[int, tuple[Any, Rubric]] = {}
+_MEMO_LOCAL = threading.local()  # .memo: the hits found so far in one evaluate() (same term list, same clause)
+_MEMO_LOCAL.memo = None
 
 
 def compile_rubric(spec: dict[str, Any] | list[RubricItem]) -> Rubric:
@@ -139,8 +143,33 @@ class _Seg:
     trade: list[tuple[int, int, str]]
 
 
+
+
+_ANY: dict[int, tuple[list[tm.Term], re.Pattern[str]]] = {}
+
+
+def _any_of(terms: list[tm.Term]) -> re.Pattern[str]:
+    """One pattern that finds the first part of any of ``terms``: most clauses hold none of them."""
+    hit = _ANY.get(id(terms))
+    if hit is None or hit[0] is not terms:
+        if len(_ANY) > 4096:
+            _ANY.clear()
+        pattern = re.compile("|".join(t.parts[0].pattern for t in terms if t.parts) or r"(?!x)x")
+        hit = _ANY[id(terms)] = (terms, pattern)
+    return hit[1]
+
+
 def _hits(terms: list[tm.Term], text: str, post: bool = True) -> list[tm.Hit]:
-    return [h for t in terms for h in tm.hits(t, text, post)]
+    memo = getattr(_MEMO_LOCAL, "memo", None)
+    key = (id(terms), text, post)
+    if memo is not None:
+        hit = memo.get(key)
+        if hit is not None:
+            return hit
+    out = [h for t in terms for h in tm.hits(t, text, post)] if _any_of(terms).search(text) else []
+    if memo is not None:
+        memo[key] = out
+    return out
 
 
 def _first_positive(terms: list[tm.Term], text: str) -> int | None:
@@ -178,6 +207,14 @@ def evaluate(raw: str, items: list[RubricItem] | Rubric) -> dict[str, Any]:
     Raises FormatError for unreadable input.
     """
     rubric = items if isinstance(items, Rubric) else Rubric(list(items))
+    _MEMO_LOCAL.memo = {}
+    try:
+        return _evaluate(raw, rubric)
+    finally:
+        _MEMO_LOCAL.memo = None
+
+
+def _evaluate(raw: str, rubric: Rubric) -> dict[str, Any]:
     items = rubric.items
     text, typos = prepare(raw, rubric)
     segs, sentences = _segments(text, items)
@@ -226,7 +263,8 @@ def evaluate(raw: str, items: list[RubricItem] | Rubric) -> dict[str, Any]:
         signs.append("one_sided_trade")
     met -= confused
     missing = [it.id for it in items if it.id not in met and it.id not in confused]
-    _confidence_signs(raw, text, typos, segs, items, met, confused, missing, met_in, confused_in, signs)
+    _confidence_signs(raw, text, typos, segs, items, met, confused, missing, met_in, confused_in, signs,
+                      rubric.all_terms)
     penalty = sum(PENALTIES[s] for s in signs)
     confidence = round(max(0.0, 1.0 - penalty), 2)
     return {"met": sorted(met), "confused": sorted(confused), "missing": missing,
@@ -235,7 +273,7 @@ def evaluate(raw: str, items: list[RubricItem] | Rubric) -> dict[str, Any]:
 
 def _confidence_signs(raw: str, text: str, typos: int, segs: list[_Seg], items: list[RubricItem], met: set[str],
                       confused: set[str], missing: list[str], met_in: dict[str, set[int]],
-                      confused_in: dict[str, set[int]], signs: list[str]) -> None:
+                      confused_in: dict[str, set[int]], signs: list[str], all_terms: list[tm.Term]) -> None:
     signs += ["typo"] * min(typos, 2)
     if tm.hedged(text):
         signs.append("hedge")
@@ -271,8 +309,8 @@ def _confidence_signs(raw: str, text: str, typos: int, segs: list[_Seg], items: 
     if not met and not confused and len(raw.strip()) >= 40:
         signs.append("long_unread")
     elif len(segs) >= 3:
-        all_terms = [t for it in items for t in it.concept_terms + it.subject_terms + it.wrong_terms]
-        empty = sum(1 for seg in segs if not _hits(all_terms, seg.text, post=False))
+        known = _any_of(all_terms)
+        empty = sum(1 for seg in segs if not known.search(seg.text))
         if empty * 2 > len(segs):
             signs.append("unexplained")
 

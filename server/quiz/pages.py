@@ -96,12 +96,16 @@ def _answered_key(att: Any, pos: int, answer_id: int, lang: str, state: str = ""
 
 def review_form(att: Any, pos: int, state: str) -> str:
     """The "ask a teacher" form beside an auto-graded free-text answer not yet sent for review
-    (empty otherwise). Not cached: it carries the CSRF token, which the cached card must not."""
-    qid = att.question_ids[pos]
-    if state or load_question(qid).type != "text":
+    (empty otherwise). Kept apart from the answered card, which must not carry a CSRF token;
+    cached per session secret like an open card."""
+    if state or load_question(att.question_ids[pos]).type != "text":
         return ""
-    template = current_app.jinja_env.get_template("quiz/_ask_review.html")
-    return template.render(pos=pos, attempt_id=att.id)
+
+    def build() -> str:
+        template = current_app.jinja_env.get_template("quiz/_ask_review.html")
+        return template.render(pos=pos, attempt_id=att.id)
+
+    return _caches()[0].get(("review", _ident(att), pos, csrf_secret()), build)
 
 
 def answered_card(att: Any, pos: int, lang: str, answer_id: int, answer: Callable[[], Any], state: str = "") -> str:
