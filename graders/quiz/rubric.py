@@ -371,3 +371,17 @@ def grade_text(raw: str, items: list[RubricItem] | Rubric) -> tuple[float, list[
         elif it.id in outcome["missing"]:
             feedback.append(it.missing or _GENERIC_MISSING)
     return earned / total, feedback, outcome
+
+
+def warm(rubrics: list[Rubric]) -> None:
+    """Compile every pattern the rubrics use (terms, per-list pre-filters) once, up front: a
+    process then grades its first free-text answers as fast as its later ones."""
+    for rub in rubrics:
+        for it in rub.items:
+            for terms in (it.concept_terms, it.subject_terms, it.wrong_terms):
+                _any_of(terms)
+        _any_of(rub.all_terms)
+        try:
+            evaluate("warm up: a, b; c. 不是 d", rub)
+        except FormatError:
+            pass
