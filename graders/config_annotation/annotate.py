@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from graders.config_annotation.catalogue import Catalogue, Rule
+from graders.quiz import textmatch
 
 SOFT_BREAK = re.compile(r"[,，、:：()（）\[\]]")
 
@@ -39,6 +40,7 @@ class Clause:
     negated: set[str] = field(default_factory=set)
     reduced: set[str] = field(default_factory=set)
     exclusive: bool = False
+    unread: int = 0  # words (Latin) or characters (Chinese) the vocabulary does not know
 
 
 @dataclass
@@ -64,6 +66,12 @@ class Judgement:
     missing: list[str] = field(default_factory=list)  # requirement items not met
     wrong: list[str] = field(default_factory=list)  # facets stated wrongly
     other_concept: str | None = None
+    confidence: float = 1.0  # how sure the reading is (see ``_confidence``)
+    signs: list[str] = field(default_factory=list)
+
+    @property
+    def needs_review(self) -> bool:
+        return self.confidence < REVIEW_BELOW
 
     @property
     def fraction(self) -> float:
@@ -74,9 +82,20 @@ class Judgement:
         return 0.0
 
 
+def _vocabulary(catalogue: Catalogue) -> frozenset[str]:
+    words = [w for langs in catalogue.raw["terms"].values() for w in langs.get("en", [])]
+    return textmatch.vocabulary([str(w) for w in words])
+
+
+def prepare(text: str, catalogue: Catalogue) -> str:
+    """The shared reading's first steps (``graders.quiz.textmatch``): NFKC, case, enumerated
+    stages spelled out, near-miss Latin words corrected towards the catalogue's words."""
+    return textmatch.spell_fix(textmatch.normalise(text), _vocabulary(catalogue))[0]
+
+
 def _split_sentences(text: str, catalogue: Catalogue) -> list[list[str]]:
     """Sentences as lists of clause strings (lowercased)."""
-    text = re.sub(r"\s+", " ", text.lower()).strip()
+    text = re.sub(r"\s+", " ", prepare(text, catalogue)).strip()
     contrast = catalogue.raw.get("contrast", {})
     words = sorted({w.lower() for lang in ("en", "zh") for w in contrast.get(lang, [])}, key=len, reverse=True)
     pattern = "|".join(rf"(?<![a-z0-9_]){re.escape(w)}(?![a-z0-9_])" if w.isascii() else re.escape(w)
@@ -94,10 +113,16 @@ def _split_sentences(text: str, catalogue: Catalogue) -> list[list[str]]:
 def _analyse_clause(text: str, catalogue: Catalogue) -> Clause:
     tokens = catalogue.matcher.find(text)
     clause = Clause()
+    rest = text
+    for start, word, _ in sorted(tokens, reverse=True):
+        rest = rest[:start] + " " + rest[start + len(word):]
+    rest = re.sub(r"[和与及的也都是了and the a of on in to]", " ", re.sub(r"(?<![a-z])(?:and|the|a|of|on|in|to|is|are)(?![a-z])", " ", rest))
+    clause.unread = len(re.findall(r"[a-z]{2,}", rest)) + len(re.findall(r"[\u4e00-\u9fff]", rest))
     facet_tokens = [(i, {k[6:] for k in kinds if k.startswith("facet:")}) for i, (_, _, kinds) in enumerate(tokens)]
     facet_tokens = [(i, f) for i, f in facet_tokens if f]
     negated_idx: set[int] = set()
     reduced_idx: set[int] = set()
+    predicates = set(catalogue.raw.get("antonyms", {}).values())
     for i, (_, _, kinds) in enumerate(tokens):
         if "exclusive" in kinds and not any(k.startswith("facet:") for k in kinds):
             clause.exclusive = True
@@ -105,6 +130,9 @@ def _analyse_clause(text: str, catalogue: Catalogue) -> Clause:
             if kind in kinds and not any(k.startswith("facet:") for k in kinds) and "neutral" not in kinds:
                 after = [j for j, _ in facet_tokens if j > i]
                 target.update(after or [j for j, _ in facet_tokens if j < i])
+                if kind == "negators" and after and all(f & predicates for j, f in facet_tokens if j in after[:1]):
+                    # "参数不切", "parameters are not sharded": the negated verb denies its object too
+                    target.update(j for j, _ in facet_tokens if j < i)
     for j, facets in facet_tokens:
         if j in negated_idx:
             clause.negated |= facets
@@ -156,12 +184,107 @@ def _other_concept(sentences: list[Sentence], rule: Rule, catalogue: Catalogue) 
     return best
 
 
+def _forbidden_claim(s: Sentence, bad: list[str], predicates: set[str], antonyms: dict[str, str]) -> bool:
+    """Does one clause claim all of ``bad`` (e.g. shard + parameters)? A clause without a verb
+    of its own ("参数、梯度、优化器状态全部切分") takes the nearest one of its sentence, the
+    following clause first; a clause that denies the verb ("参数不切") or states its opposite
+    ("参数每卡完整保留") claims nothing of it."""
+    preds = [f for f in bad if f in predicates]
+    objects = [f for f in bad if f not in predicates]
+    opposite = {a for a, target in antonyms.items() if target in preds}
+
+    def own(c: Clause) -> set[str] | None:
+        said = (c.positive | c.negated | c.reduced) & (set(preds) | opposite)
+        if not said:
+            return None
+        return {p for p in preds if p in c.positive} if not (c.positive & opposite) else set()
+
+    n = len(s.clauses)
+    for i, c in enumerate(s.clauses):
+        if not all(o in c.positive for o in objects):
+            continue
+        verbs = own(c)
+        if verbs is None:
+            for j in list(range(i + 1, n)) + list(range(i - 1, -1, -1)):
+                verbs = own(s.clauses[j])
+                if verbs is not None:
+                    break
+        if verbs and set(preds) <= verbs:
+            return True
+    return False
+
+
+# Signs that the reading may be wrong and what each costs; the threshold is the quiz rubric's,
+# checked on the ``tune`` half of annotation_examples.json only.
+PENALTIES = {"typo": 0.05, "hedge": 0.3, "forbidden_word": 0.4, "denied_and_said": 0.3, "unexplained": 0.2,
+             "unbound_object": 0.4}
+REVIEW_BELOW = 0.65
+
+
 def judge(text: str, rule: Rule, catalogue: Catalogue) -> Judgement:
-    """Judge one annotation against the rule for its field and value."""
+    """Judge one annotation against the rule for its field and value, with the reading's confidence."""
+    j = _judge(text, rule, catalogue)
+    if j.verdict != Verdict.MISSING:
+        j.signs = _confidence_signs(text, rule, catalogue, j)
+        j.confidence = round(max(0.0, 1.0 - sum(PENALTIES[s] for s in j.signs)), 2)
+    return j
+
+
+def _confidence_signs(text: str, rule: Rule, catalogue: Catalogue, j: Judgement) -> list[str]:
+    signs: list[str] = []
+    norm = textmatch.normalise(text)
+    signs += ["typo"] * min(textmatch.spell_fix(norm, _vocabulary(catalogue))[1], 2)
+    if textmatch.hedged(norm):
+        signs.append("hedge")
+    sentences = analyse(text, catalogue)
+    positive = set().union(*(s.positive for s in sentences)) if sentences else set()
+    negated = set().union(*(c.negated for s in sentences for c in s.clauses)) if sentences else set()
+    predicates = set(catalogue.raw.get("antonyms", {}).values())
+    if j.verdict in (Verdict.CORRECT, Verdict.PARTIAL):
+        # a facet this value must not claim is there, and the reading decided it was not claimed
+        needed = set().union(*(_positive_facets(i) for i in rule.require)) if rule.require else set()
+        forbidden = {f for bad in rule.forbid for f in bad if f not in predicates} - needed
+        verbs = predicates | set(catalogue.raw.get("antonyms", {}))
+        for c in (c for s in sentences for c in s.clauses):
+            if forbidden & c.positive and not ((c.positive | c.negated | c.reduced) & verbs):
+                signs.append("forbidden_word")  # said without a verb of its own: the reading guessed
+                break
+        if (negated & positive) - predicates:
+            signs.append("denied_and_said")
+        objects = set().union(*(catalogue.groups.get(g, []) for g in ("states",))) - predicates
+        for c in (c for s in sentences for c in s.clauses):
+            if c.positive & objects and not ((c.positive | c.negated | c.reduced) & verbs) and c.unread >= 2:
+                signs.append("unbound_object")  # "参数每卡一份": said of the object, in words we do not know
+                break
+        clauses = [c for s in sentences for c in s.clauses]
+        if len(clauses) >= 3 and sum(1 for c in clauses if not (c.positive | c.negated | c.reduced)) * 2 > len(clauses):
+            signs.append("unexplained")
+    return signs
+
+
+def _drop_side_remarks(s: Sentence, elsewhere: set[str], own: set[str]) -> Sentence:
+    """A later clause that names another value ("参数不切，那是 ZeRO-3", "unlike stage 3") is a
+    side remark about that value: drop it. A sentence that *starts* with another value
+    ("ZeRO-2: shards ...") stays whole and is set aside as a description of that value."""
+    if not elsewhere:
+        return s
+    first = next((i for i, c in enumerate(s.clauses) if c.positive | c.negated | c.reduced), None)
+    if first is None:
+        return s
+    head = s.clauses[first]
+    if (head.positive | head.negated | head.reduced) & elsewhere:
+        return s
+    kept = [c for c in s.clauses if not ((c.positive | c.negated | c.reduced) & elsewhere)
+            or ((c.positive | c.negated | c.reduced) & own)]
+    return Sentence(kept)
+
+
+def _judge(text: str, rule: Rule, catalogue: Catalogue) -> Judgement:
     if not text.strip():
         return Judgement(Verdict.MISSING, required=len(rule.require))
     sentences = analyse(text, catalogue)
     elsewhere, own = set(rule.elsewhere), set(rule.own)
+    sentences = [_drop_side_remarks(s, elsewhere, own) for s in sentences]
     judged = [s for s in sentences if not (s.mentioned & elsewhere) or (s.mentioned & own)]
     aside = [s for s in sentences if s not in judged]
     if aside and not any(s.positive or s.negated for s in judged):
@@ -176,8 +299,13 @@ def judge(text: str, rule: Rule, catalogue: Catalogue) -> Judgement:
     if not any("~" in item for item in rule.require):  # a rule that expects a "no ..." lets negations be
         wrong += sorted((negated & needed) - positive)  # "does not shard parameters" for stage 3
     antonyms = catalogue.raw.get("antonyms", {})
+    predicates = set(antonyms.values())
     for s in judged:
         for bad in rule.forbid:
+            if set(bad) & predicates:
+                if _forbidden_claim(s, bad, predicates, antonyms):
+                    wrong.append(bad[-1])
+                continue
             denied = {antonyms[a] for c in s.clauses for a in c.positive if a in antonyms}
             claims = [c for c in s.clauses if not any(antonyms.get(a) in bad for a in c.positive)]
             if not (denied & set(bad)) and all(any(f in c.positive for c in claims) for f in bad):

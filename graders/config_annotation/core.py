@@ -87,7 +87,8 @@ def field_checks(parsed: ParsedConfig, dialect: str, cfg: dict, cat: catalogue_m
                           max_points=max_pts, spec_id="field", title_kw={"path": path},
                           evidence={"line": line, "value": value, "annotation": note, "concept": rule.concept,
                                     "verdict": j.verdict.value, "missing": j.missing, "wrong": j.wrong,
-                                    "other_concept": j.other_concept}, **kw))
+                                    "other_concept": j.other_concept, "confidence": j.confidence,
+                                    "needs_review": j.needs_review}, **kw))
     lost = max(0.0, fcfg["points"] - sum(c.max_points for c in out))
     n = len(fields)
     if lost > 0.05:

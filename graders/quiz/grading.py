@@ -49,6 +49,29 @@ class Variant:
             return f"{self.answer / factor:.6g} {unit}".strip()
         return render(q.text("reference", lang), self.params)
 
+    def reference_text(self, lang: str = "en") -> str:
+        """The reference answer as the page shows it: option *text* (never ids), an ordering as its
+        steps, a number as a person writes it ("about 2.2 ms")."""
+        q = self.question
+        by_id = {o["id"]: o for o in q.info.get("options", []) + q.info.get("items", [])}
+
+        def text(i: str) -> str:
+            t = by_id[i]["text"]
+            return render(t.get(lang) or t["en"], self.params)
+
+        if q.type in ("single", "multiple"):
+            order = [i for i in self.option_order if i in self.correct_ids()] or sorted(self.correct_ids())
+            return ("；" if lang == "zh" else "; ").join(text(i) for i in order)
+        if q.type == "ordering":
+            return " → ".join(f"{n}. {text(i['id'])}" for n, i in enumerate(q.info["items"], 1))
+        if q.type == "numeric":
+            spec = q.info["numeric"]
+            unit = spec.get("display_unit", spec.get("default_unit", ""))
+            exact = spec["dimension"] == "count" or float(spec.get("rtol", 0.02)) == 0
+            zh, en = numeric.display(float(self.answer), spec["dimension"], unit, exact)
+            return zh if lang == "zh" else en
+        return self.reference(lang)
+
     def correct_ids(self) -> set[str]:
         if self.answer is not None:
             return set(self.answer) if isinstance(self.answer, (list, tuple, set)) else {self.answer}
@@ -97,8 +120,20 @@ def grade(q: Question, seed: int, raw: str) -> QuestionResult:
     if verdict.get(key):
         lead.append(_render_text(verdict[key], v.params) or {})
     details["fraction"] = round(fraction, 4)
+    if details.get("needs_review"):
+        # The rubric is unsure: nothing is scored until a teacher confirms. The student sees
+        # what the rubric found, worded as a reading, not a verdict.
+        details["provisional_fraction"] = round(fraction, 4)
+        return QuestionResult(question_id=q.id, status=AnswerStatus.NEEDS_REVIEW, score=0.0, max_score=q.points,
+                              feedback=[REVIEW_NOTE] + feedback, details=details)
     return QuestionResult(question_id=q.id, status=AnswerStatus.GRADED, score=round(fraction * q.points, 4),
                           max_score=q.points, feedback=lead + feedback, details=details)
+
+
+REVIEW_NOTE: Text = {
+    "zh": "这份答案需要老师确认：自动评分没有把握读对它。下面是自动评分读到的内容，老师确认后才计分。",
+    "en": "A teacher will confirm this answer: the automatic reading is not sure it understood it. "
+          "Below is what it found; the answer counts once a teacher has confirmed it."}
 
 
 def _grade_by_type(v: Variant, raw: str) -> tuple[float, list[Text], dict[str, Any]]:
@@ -110,8 +145,7 @@ def _grade_by_type(v: Variant, raw: str) -> tuple[float, list[Text], dict[str, A
         return choice.grade_ordering(raw, q.info["items"])
     if q.type == "numeric":
         return _grade_numeric(v, raw)
-    items = [rubric.RubricItem.from_dict(d) for d in q.info["rubric"]["items"]]
-    return rubric.grade_text(raw, items)
+    return rubric.grade_text(raw, rubric.compile_rubric(q.info["rubric"]))
 
 
 def _render_text(text: Text | None, params: dict[str, Any]) -> Text | None:
@@ -121,7 +155,7 @@ def _render_text(text: Text | None, params: dict[str, Any]) -> Text | None:
 def _grade_numeric(v: Variant, raw: str) -> tuple[float, list[Text], dict[str, Any]]:
     spec = v.question.info["numeric"]
     rtol, atol = float(spec.get("rtol", 0.02)), float(spec.get("atol", 0.0))
-    qty = numeric.parse_quantity(raw, spec["dimension"], spec.get("default_unit", ""))
+    qty = numeric.parse_quantity(raw, spec["dimension"], spec.get("default_unit", ""), bool(spec.get("require_unit")))
     details: dict[str, Any] = {"value": qty.base_value, "unit": qty.unit}
     if numeric.within(qty.base_value, v.answer, rtol, atol):
         return 1.0, [], details

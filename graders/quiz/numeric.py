@@ -28,6 +28,14 @@ UNITS: dict[str, dict[str, tuple[float, str]]] = {
               "gpus": (1, "-"), "gpu": (1, "-")},
 }
 
+# What a unit of each kind looks like, for hints: a time question never suggests "GB".
+EXAMPLES: dict[str, tuple[str, str]] = {
+    "bytes": ("112 GB", "GB / GiB"), "seconds": ("2.2 ms", "s / ms"), "ratio": ("1.8x", "x"),
+    "count": ("128", ""), "number": ("0.0004", ""),
+}
+_UNIT_KIND = {"bytes": ("内存大小", "a memory size"), "seconds": ("时间", "a time"), "ratio": ("倍数", "a ratio"),
+              "count": ("个数", "a count"), "number": ("数值", "a number")}
+
 _NUMBER = re.compile(r"^\s*([-+]?(?:\d+(?:[.,]\d*)?|\.\d+)(?:e[-+]?\d+)?)\s*([^\d\s].*?)?\s*$", re.I)
 
 
@@ -45,8 +53,12 @@ def _err(zh: str, en: str, code: str) -> FormatError:
     return FormatError({"zh": zh, "en": en}, code)
 
 
-def parse_quantity(raw: str, dimension: str, default_unit: str) -> Quantity:
-    """Parse a number with an optional unit of ``dimension``; raise FormatError if unreadable."""
+def parse_quantity(raw: str, dimension: str, default_unit: str, require_unit: bool = False) -> Quantity:
+    """Parse a number with an optional unit of ``dimension``; raise FormatError if unreadable.
+
+    ``require_unit``: where the unit changes the meaning ("2.2" seconds or milliseconds?), a bare
+    number is a format error that names a unit of the right kind; the question is not used up.
+    """
     text = (raw or "").strip().replace("，", ",").replace("　", " ")
     if not text:
         raise _err("请输入一个数值。", "Please enter a number.", "empty")
@@ -55,8 +67,14 @@ def parse_quantity(raw: str, dimension: str, default_unit: str) -> Quantity:
     if re.search(r"\b(nan|inf|infinity)\b", text, re.I):
         raise _err("NaN / 无穷大不是有效数值。", "NaN or infinity is not a valid number.", "nan")
     m = _NUMBER.match(text)
+    example, units = EXAMPLES.get(dimension, ("112 GB", ""))
     if not m:
-        raise _err("无法识别数值，请写成例如 “112 GB”。", "Could not read a number; write e.g. \"112 GB\".", "unparseable")
+        raise _err(f"无法识别数值，请写成例如 “{example}”。", f"Could not read a number; write e.g. \"{example}\".",
+                   "unparseable")
+    if require_unit and not (m.group(2) or "").strip():
+        kind_zh, kind_en = _UNIT_KIND.get(dimension, ("数值", "a number"))
+        raise _err(f"请带上单位：答案是{kind_zh}（{units}），例如 “{example}”。",
+                   f"Add a unit: the answer is {kind_en} ({units}), e.g. \"{example}\".", "unit_missing")
     number_text = m.group(1)
     if number_text.count(",") == 1 and "." not in number_text and len(number_text.split(",")[1]) != 3:
         number_text = number_text.replace(",", ".")  # decimal comma, e.g. "0,5"
@@ -93,6 +111,19 @@ def unit_confusion(q: Quantity, target: float, rtol: float, atol: float) -> Text
                         "en": f"Unit confusion: your number is right in {meant} but you labelled it {wrote} "
                               f"(1 GB = 10^9 bytes, 1 GiB = 2^30 bytes, about 7% apart)."}
     return None
+
+
+def display(value: float, dimension: str, unit: str, exact: bool) -> tuple[str, str]:
+    """(zh, en) of a reference value as a person writes it: "about 2.2 ms", "about 112 GB", "128"."""
+    if dimension == "seconds":
+        unit = "s" if value >= 1 else ("ms" if value >= 1e-3 else "µs")
+    factor = UNITS.get(dimension, {}).get(unit.lower(), (1, "-"))[0] if unit else 1
+    shown = value / factor
+    number = f"{shown:.6g}" if exact else (f"{shown:.2g}" if abs(shown) < 10 else f"{shown:.3g}")
+    if "e" in number:
+        number = f"{shown:.2f}"
+    text = f"{number}×" if unit.lower() in ("x", "×") else f"{number} {unit}".strip()
+    return (text, text) if exact else (f"约 {text}", f"about {text}")
 
 
 def format_bytes(value: float, unit: str = "GB") -> str:

@@ -11,6 +11,7 @@ Text = dict[str, str]  # {"zh": ..., "en": ...}
 class AnswerStatus(str, Enum):
     GRADED = "graded"  # counts as an answer
     FORMAT_ERROR = "format_error"  # not understood; the student may resubmit, no attempt used
+    NEEDS_REVIEW = "needs_review"  # answered; the rubric is unsure, a teacher confirms the score (0 until then)
 
 
 class FormatError(ValueError):
@@ -40,6 +41,15 @@ class QuestionResult:
     @property
     def fraction(self) -> float:
         return self.score / self.max_score if self.max_score else 0.0
+
+    @property
+    def needs_review(self) -> bool:
+        return self.status == AnswerStatus.NEEDS_REVIEW
+
+    @property
+    def provisional_fraction(self) -> float:
+        """The rubric's own reading (what a review starts from); the score itself for a graded answer."""
+        return float(self.details.get("provisional_fraction", self.fraction))
 
     @property
     def correct(self) -> bool:

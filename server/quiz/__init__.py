@@ -10,4 +10,16 @@ from server.quiz.views import bp
 
 register_cli(bp)
 
+
+def _warm_rubrics() -> None:
+    """Free-text rubrics compiled at import (each worker, before its first request)."""
+    from graders.quiz import rubric
+    from graders.quiz.bank import all_question_ids, load_question
+
+    questions = [load_question(q) for q in all_question_ids()]
+    rubric.warm([rubric.compile_rubric(q.info["rubric"]) for q in questions if q.type == "text"])
+
+
+_warm_rubrics()
+
 __all__ = ["bp"]

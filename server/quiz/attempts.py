@@ -17,7 +17,7 @@ from graders.quiz.seeds import variant_seed
 from server.extensions import db
 from server.models import utcnow
 from server.quiz import store
-from server.quiz.models import AttemptStatus, QuizAnswer, QuizAttempt
+from server.quiz.models import AttemptStatus, QuizAnswer, QuizAttempt, ReviewState
 
 
 class QuizRuleError(Exception):
@@ -125,7 +125,9 @@ def answer_question(attempt: Any, question_id: str, raw: str, lang: str) -> Answ
               "question_id": question_id, "position": attempt.question_ids.index(question_id), "seed": seed,
               "lang": lang, "raw_answer": raw[:4000], "score": result.score, "max_score": result.max_score,
               "fraction": result.fraction, "correct": result.correct, "format_errors": _pending_format_errors.get(key, 0),
-              "details_json": result.details, "feedback_json": result.feedback}
+              "details_json": result.details, "feedback_json": result.feedback,
+              "review_state": ReviewState.PENDING.value if result.needs_review else None,
+              "auto_score": round(result.provisional_fraction * result.max_score, 4)}
     try:
         answer["id"] = store.store_answer(answer)
     except store.AnswerRefused as err:

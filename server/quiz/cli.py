@@ -1,4 +1,6 @@
-"""``flask --app server quiz grade QUESTION_ID --answer TEXT [--seed N]``: one JSON object out."""
+"""``flask --app server quiz grade QUESTION_ID --answer TEXT [--seed N]``: one JSON object out
+(``needs_review`` says whether the answer would wait for a teacher); ``flask quiz decisions
+QUESTION_ID``: the teachers' review decisions as graded examples."""
 from __future__ import annotations
 
 import json
@@ -26,5 +28,15 @@ def register_cli(bp: Blueprint) -> None:
             raise click.ClickException(str(err)) from err
         result = grade(question, seed, answer)
         out = {"question": question_id, "seed": seed, "status": result.status.value, "score": result.score,
-               "max_score": result.max_score, "feedback": result.feedback_text(lang), "details": result.details}
+               "max_score": result.max_score, "needs_review": result.needs_review,
+               "confidence": result.details.get("confidence"), "feedback": result.feedback_text(lang),
+               "details": result.details}
         click.echo(json.dumps(out, ensure_ascii=False))
+
+    @bp.cli.command("decisions")
+    @click.argument("question_id")
+    def decisions_command(question_id: str) -> None:
+        """Print the teachers' review decisions on QUESTION_ID as examples.json entries (regression examples)."""
+        from server.quiz.review import decisions_as_examples
+
+        click.echo(json.dumps(decisions_as_examples(question_id), ensure_ascii=False, indent=2))

@@ -69,5 +69,35 @@ class QuizAnswer(db.Model):
     details_json: Mapped[dict[str, Any]] = mapped_column(JSON)  # chosen ids, rubric met/missing/confused
     feedback_json: Mapped[list[dict[str, str]]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    # Teacher review (free text): None = graded at once; "pending" = the rubric was unsure and the
+    # answer scores nothing until a teacher decides; "requested" = graded at once, the student
+    # asked for a review (once, with ``review_comment``); "reviewed" = a teacher decided.
+    review_state: Mapped[str | None] = mapped_column(String(12), nullable=True, index=True)
+    review_comment: Mapped[str | None] = mapped_column(Text, nullable=True)
+    auto_score: Mapped[float | None] = mapped_column(Float, nullable=True)  # the rubric's reading, kept after review
+    reviewed_by: Mapped[int | None] = mapped_column(ForeignKey("user.id"), nullable=True)
+    reviewed_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
 
     attempt: Mapped[QuizAttempt] = relationship(back_populates="answers")
+
+
+class ReviewState(str, Enum):
+    PENDING = "pending"
+    REQUESTED = "requested"
+    REVIEWED = "reviewed"
+
+
+class QuizReviewDecision(db.Model):
+    """One teacher decision on a group of similar answers to one question: applied to every
+    answer of the group, and kept as a graded example (``flask quiz decisions``)."""
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    course_id: Mapped[int | None] = mapped_column(ForeignKey("course.id"), index=True, nullable=True)
+    question_id: Mapped[str] = mapped_column(String(160), index=True)
+    group_key: Mapped[str] = mapped_column(String(64))
+    answer_text: Mapped[str] = mapped_column(Text)  # the group's first answer, as typed
+    fraction: Mapped[float] = mapped_column(Float)
+    rubric_reading: Mapped[dict[str, Any]] = mapped_column(JSON)  # what the rubric found, for the regression example
+    answers: Mapped[int] = mapped_column(Integer)  # how many answers the decision graded
+    decided_by: Mapped[int] = mapped_column(ForeignKey("user.id"))
+    decided_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)

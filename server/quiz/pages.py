@@ -87,18 +87,34 @@ def render_card(att: Any, pos: int, lang: str, answer: Any = None, error: str | 
     c = {"pos": pos, "q": variant.public(lang), "draft": draft,
          "answer": answer, "error": error}
     if answer is not None:
-        c.update(explanation=load_question(qid).text("explanation", lang), reference=variant.reference(lang))
+        c.update(explanation=load_question(qid).text("explanation", lang), reference=variant.reference_text(lang))
     template = current_app.jinja_env.get_template("quiz/_card.html")
     return Markup(template.render(c=c, attempt_id=att.id, is_open=att.status == AttemptStatus.OPEN.value))
 
 
-def _answered_key(att: Any, pos: int, answer_id: int, lang: str) -> tuple:
-    return "answered", _ident(att), pos, answer_id, lang
+def _answered_key(att: Any, pos: int, answer_id: int, lang: str, state: str = "") -> tuple:
+    return "answered", _ident(att), pos, answer_id, lang, state
 
 
-def answered_card(att: Any, pos: int, lang: str, answer_id: int, answer: Callable[[], Any]) -> str:
-    """The card of a stored answer (stored answers never change); ``answer`` reads it on a miss."""
-    return _caches()[0].get(_answered_key(att, pos, answer_id, lang), lambda: render_card(att, pos, lang, answer=answer()))
+def review_form(att: Any, pos: int, state: str) -> str:
+    """The "ask a teacher" form beside an auto-graded free-text answer not yet sent for review
+    (empty otherwise). Kept apart from the answered card, which must not carry a CSRF token;
+    cached per session secret like an open card."""
+    if state or load_question(att.question_ids[pos]).type != "text":
+        return ""
+
+    def build() -> str:
+        template = current_app.jinja_env.get_template("quiz/_ask_review.html")
+        return template.render(pos=pos, attempt_id=att.id)
+
+    return _caches()[0].get(("review", _ident(att), pos, csrf_secret()), build)
+
+
+def answered_card(att: Any, pos: int, lang: str, answer_id: int, answer: Callable[[], Any], state: str = "") -> str:
+    """The card of a stored answer (it changes only by a review, whose state is in the key);
+    ``answer`` reads it on a miss."""
+    return _caches()[0].get(_answered_key(att, pos, answer_id, lang, state),
+                            lambda: render_card(att, pos, lang, answer=answer()))
 
 
 def _open_card(att: Any, pos: int, lang: str, secret: str) -> str:
@@ -113,11 +129,13 @@ def _page(att: Any, quiz: Quiz, score_html: str, cards_html: str, focus: int | N
 def attempt_page(att: Any, quiz: Quiz, lang: str, override: tuple[int, str, str] | None = None) -> str:
     """The whole attempt page; ``override`` is (position, error, draft) after a format error."""
     secret = csrf_secret()
-    answered = store.answered(att)
+    states = store.answered_states(att)
+    answered = {pos: i for pos, (i, _) in states.items()}
     cached = _caches()[0]
     # answers this process has not rendered yet (after a restart, or served by another worker)
     # are read in one query, not one per card
-    missing = store.answer_rows([i for pos, i in answered.items() if _answered_key(att, pos, i, lang) not in cached])
+    missing = store.answer_rows([i for pos, (i, st) in states.items()
+                                 if _answered_key(att, pos, i, lang, st) not in cached])
     cards = []
     for pos in range(len(att.question_ids)):
         if override and override[0] == pos:
@@ -126,7 +144,9 @@ def attempt_page(att: Any, quiz: Quiz, lang: str, override: tuple[int, str, str]
             answer_id = answered[pos]
             # (read again only if its card was evicted since ``missing`` was taken)
             cards.append(answered_card(att, pos, lang, answer_id,
-                                       lambda: missing.get(answer_id) or store.answer_rows([answer_id])[answer_id]))
+                                       lambda: missing.get(answer_id) or store.answer_rows([answer_id])[answer_id],
+                                       states[pos][1]))
+            cards.append(review_form(att, pos, states[pos][1]))
         else:
             cards.append(_open_card(att, pos, lang, secret))
     if override or session.get("_flashes"):

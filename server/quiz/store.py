@@ -32,7 +32,8 @@ _ATTEMPT = select(*_ATTEMPT_COLUMNS).where(*_OWNED)
 # stored answers as one "position:id,..." string. One row, not one per answer: SQLite hands the
 # interpreter lock to another thread at every row it steps, which under load cost more than the
 # rest of the page.
-_ANSWERED = (select(func.aggregate_strings(cast(_ans.c.position, String) + ":" + cast(_ans.c.id, String), ","))
+_ANSWERED = (select(func.aggregate_strings(cast(_ans.c.position, String) + ":" + cast(_ans.c.id, String) + ":"
+                                           + func.coalesce(_ans.c.review_state, ""), ","))
              .where(_ans.c.attempt_id == _att.c.id).scalar_subquery())
 _ATTEMPT_VIEW = (
     select(*_ATTEMPT_COLUMNS, _user.c.username, _user.c.display_name,
@@ -63,8 +64,18 @@ def attempt_row(attempt_id: int, user_id: int, for_page: bool = False) -> Any:
 
 def answered(page_row: Any) -> dict[int, int]:
     """position -> answer id of every stored answer, from ``attempt_row(..., for_page=True)``."""
-    pairs = (item.split(":") for item in (page_row.answered or "").split(",") if item)
-    return {int(pos): int(answer_id) for pos, answer_id in pairs}
+    return {pos: answer_id for pos, (answer_id, _) in answered_states(page_row).items()}
+
+
+def answered_states(page_row: Any) -> dict[int, tuple[int, str]]:
+    """position -> (answer id, review state or "") of every stored answer: a teacher's review
+    changes a stored answer, and its state is part of what its rendered card is cached by."""
+    out = {}
+    for item in (page_row.answered or "").split(","):
+        if item:
+            pos, answer_id, state = (item.split(":") + [""])[:3]
+            out[int(pos)] = (int(answer_id), state)
+    return out
 
 
 def answer_rows(answer_ids: list[int]) -> dict[int, Any]:

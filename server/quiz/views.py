@@ -17,7 +17,7 @@ from graders.quiz.result import AnswerStatus
 from server.auth.views import session_auth, session_user_id
 from server.extensions import db
 from server.quiz import attempts as rules
-from server.quiz import pages, store
+from server.quiz import pages, review, store
 from server.quiz.models import QuizAttempt
 from server.ui import lang_key
 
@@ -141,15 +141,37 @@ def answer(attempt_id: int, pos: int):
                 "correct": result.correct, "feedback": result.feedback_text(lang), "attempt_score": outcome.attempt_score}
         if outcome.answer is not None:
             body["explanation"] = variant.question.text("explanation", lang)
-            body["reference"] = variant.reference(lang)
+            body["reference"] = variant.reference_text(lang)
             # the answered card as the page shows it: quiz.js swaps it in without a reload, and
             # the next full page load finds it rendered already
-            body["card_html"] = pages.answered_card(att, pos, lang, outcome.answer["id"], lambda: outcome.answer)
+            body["card_html"] = pages.answered_card(att, pos, lang, outcome.answer["id"], lambda: outcome.answer,
+                                                    outcome.answer.get("review_state") or "")
+            body["needs_review"] = result.needs_review
+            body["review_html"] = pages.review_form(att, pos, outcome.answer.get("review_state") or "")
         return jsonify(body), (200 if outcome.answer is not None else 422)
     if result.status == AnswerStatus.FORMAT_ERROR:
         error = " ".join(result.feedback_text(lang))
         page_att = _attempt_row_or_404(attempt_id, for_page=True)
         return pages.attempt_page(page_att, _quiz_or_404(att.quiz_id), lang, override=(pos, error, raw)), 422
+    return redirect(url_for("quiz.attempt", attempt_id=att.id, _anchor=f"q{pos}"))
+
+
+@bp.post("/attempt/<int:attempt_id>/review/<int:pos>")
+def request_review(attempt_id: int, pos: int):
+    """"I think this is right": ask a teacher to look at an auto-graded free-text answer, once."""
+    att = _own_attempt_or_404(attempt_id)
+    if not 0 <= pos < len(att.question_ids):
+        abort(404)
+    answer = att.answer_for(att.question_ids[pos])
+    if answer is None:
+        abort(404)
+    try:
+        review.request_review(answer, request.form.get("comment", ""))
+        flash(_("A teacher will look at this answer."), "ok")
+    except review.ReviewError as err:
+        flash({"already_requested": _("This answer has already been sent for review."),
+               "empty_comment": _("Say in a few words why you think the answer is right."),
+               "not_text": _("Only written answers can be reviewed.")}.get(err.code, err.code), "error")
     return redirect(url_for("quiz.attempt", attempt_id=att.id, _anchor=f"q{pos}"))
 
 

@@ -24,14 +24,34 @@
     if (field) { field.focus(); }
   }
 
+  // Progress and the jump list: which questions have their feedback card already.
+  function refreshProgress() {
+    var nav = document.getElementById("quiz-jump");
+    if (!nav) { return; }
+    var cards = document.querySelectorAll("section.quizq");
+    var done = 0;
+    cards.forEach(function (card, i) {
+      var answered = !!card.querySelector(".feedback");
+      if (answered) { done += 1; }
+      var link = nav.querySelector('a[data-pos="' + i + '"]');
+      if (link) { link.classList.toggle("done", answered); }
+    });
+    var text = document.getElementById("quiz-progress");
+    if (text) { text.textContent = nav.dataset.progress.replace("{done}", done).replace("{total}", cards.length); }
+    var bar = document.getElementById("quiz-progress-bar");
+    if (bar) { bar.value = done; }
+  }
+
   function showGraded(form, body) {
     var card = form.closest("section.quizq");
     card.insertAdjacentHTML("afterend", body.card_html);
     var graded = card.nextElementSibling;
     card.remove();
+    if (body.review_html) { graded.insertAdjacentHTML("afterend", body.review_html); }
     if (score) { score.textContent = String(Number(body.attempt_score.toPrecision(6))); }
     var feedback = graded.querySelector(".feedback");
     if (feedback) { feedback.tabIndex = -1; feedback.focus(); }  // Tab goes on to the next question
+    refreshProgress();
   }
 
   function submitInBackground(event) {
@@ -62,6 +82,15 @@
       }
     });
   });
+  // Finishing with questions left open asks first ("10 unanswered. This uses attempt 2 of 3.").
+  var finish = document.getElementById("finish-form");
+  if (finish) {
+    finish.addEventListener("submit", function (e) {
+      var open = document.querySelectorAll("form.qform").length;
+      if (open > 0 && !window.confirm(finish.dataset.confirm.replace("{n}", open))) { e.preventDefault(); }
+    });
+  }
+  refreshProgress();
   var me = document.getElementById("quiz-js");
   var target = me && me.dataset.focus && document.getElementById(me.dataset.focus);
   if (target) { target.focus(); }

@@ -3,11 +3,13 @@ and the table of graded example answers that ships beside each question (``examp
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 
 from graders.quiz.bank import all_question_ids, all_quiz_ids, load_question, load_quiz, sections
-from graders.quiz.grading import grade, make_variant
+from graders.quiz import agreement
+from graders.quiz.grading import REVIEW_NOTE, grade, make_variant
 from graders.quiz.result import AnswerStatus
 
 QUESTIONS = all_question_ids()
@@ -66,12 +68,16 @@ def test_malformed_input_is_a_format_error(qid: str, bad: str) -> None:
     assert r.score == 0 and r.feedback and r.feedback[0]["zh"] and r.feedback[0]["en"]
 
 
-def _examples() -> list[tuple[str, int, dict]]:
-    return [(qid, i, e) for qid in QUESTIONS for i, e in enumerate(load_question(qid).examples)]
+def _examples(split: str | None = None) -> list[tuple[str, int, dict]]:
+    return [(qid, i, e) for qid in QUESTIONS for i, e in enumerate(load_question(qid).examples)
+            if split is None or e.get("split", "tune") == split]
 
 
-@pytest.mark.parametrize("qid,index,example", _examples(), ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize("qid,index,example", _examples("tune"), ids=lambda v: v if isinstance(v, str) else "")
 def test_graded_example_answers(qid: str, index: int, example: dict) -> None:
+    """Every tuning example graded at once gets the teacher's verdict; one the rubric is unsure
+    of waits for the teacher (scores nothing yet) and says so. Held-out examples are measured
+    together in ``test_answer_sets_meet_the_targets`` and never tuned one by one."""
     q = load_question(qid)
     seed = example.get("seed", 1)
     r = grade(q, seed, example["answer"])
@@ -79,6 +85,9 @@ def test_graded_example_answers(qid: str, index: int, example: dict) -> None:
     where = f"{qid} example {index} {example['answer'][:60]!r} ({example.get('note', '')}): {r.score}/{r.max_score} {r.details}"
     if expect == "format_error":
         assert r.status == AnswerStatus.FORMAT_ERROR, where
+        return
+    if r.status == AnswerStatus.NEEDS_REVIEW:
+        assert r.score == 0 and r.feedback[0] == REVIEW_NOTE, where
         return
     assert r.status == AnswerStatus.GRADED, where
     if expect == "full":
@@ -90,6 +99,47 @@ def test_graded_example_answers(qid: str, index: int, example: dict) -> None:
         assert r.feedback, where
         if "score" in example:
             assert math.isclose(r.fraction, example["score"], abs_tol=0.01), where
+
+
+TEXT_QUESTIONS = [q for q in QUESTIONS if load_question(q).type == "text"]
+
+
+@pytest.mark.parametrize("qid", TEXT_QUESTIONS)
+def test_every_free_text_question_has_a_bilingual_answer_set_with_a_held_out_part(qid: str) -> None:
+    examples = load_question(qid).examples
+    assert len(examples) >= 20, f"{qid}: {len(examples)} graded answers"
+    held = [e for e in examples if e.get("split") == "held"]
+    assert len(held) >= 10
+    for part in (examples, held):
+        assert any(re.search(r"[\u4e00-\u9fff]", e["answer"]) for e in part)
+        assert any(not re.search(r"[\u4e00-\u9fff]", e["answer"]) for e in part)
+        assert {e["expect"] for e in part} >= {"full", "partial", "zero"}
+
+
+@pytest.mark.parametrize("split", ["tune", "held"])
+def test_answer_sets_meet_the_targets(split: str) -> None:
+    """Among answers graded at once >= 97% get the fair verdict, no wrong or incomplete answer
+    gets full marks, and at most 15% wait for a teacher (held out: the threshold was chosen on
+    ``tune`` only)."""
+    outcomes = agreement.quiz_outcomes(split)
+    s = agreement.summary(outcomes)
+    unfair = [(o.source, o.answer, o.expect, o.got_score) for o in outcomes if not o.review and not o.fair]
+    assert s["fair_auto"] >= 0.97, (s, unfair)
+    assert s["wrong_full_auto"] == 0, (s, unfair)
+    assert s["review_share"] <= 0.15, s
+
+
+@pytest.mark.parametrize("qid", TEXT_QUESTIONS)
+def test_every_rubric_message_exists_in_both_languages_and_names_no_internal_id(qid: str) -> None:
+    q = load_question(qid)
+    ids = [item["id"] for item in q.info["rubric"]["items"]]
+    for item in q.info["rubric"]["items"]:
+        needed = ["missing"] + (["confused"] if item.get("wrong") or item.get("negation") == "wrong" or item.get("role") else [])
+        for key in needed:
+            msg = item.get(key) or {}
+            assert msg.get("zh") and msg.get("en"), f"{qid} {item['id']}: {key} message"
+            for text in msg.values():
+                assert not any(i in text for i in ids), f"{qid}: {text}"
 
 
 @pytest.mark.parametrize("quiz_id", all_quiz_ids())

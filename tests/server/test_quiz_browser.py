@@ -98,3 +98,52 @@ def test_quiz_works_without_javascript(service, browser) -> None:
         assert page.locator("form.qform").count() == 5
     finally:
         context.close()
+
+
+UNSURE_EN = "Both are about using more GPUs and they make things faster for big models"  # the rubric is unsure
+
+
+def _student_answers_unsure(browser, url: str, user: str, password: str) -> None:
+    context = browser.new_context(locale="en-US")
+    page = context.new_page()
+    page.on("dialog", lambda d: d.accept())  # "N unanswered; this uses attempt 1 of 3": yes
+    try:
+        _login(page, url, user, password)
+        page.goto(f"{url}/quiz/ch7_3_graded/?lang=en")
+        page.click("#start-quiz")
+        page.focus("#a0")
+        page.keyboard.type(UNSURE_EN)
+        page.keyboard.press("Enter")
+        page.wait_for_selector("#q0 .feedback.wait")
+        assert "Waiting for the teacher" in page.inner_text("#q0")
+        page.click("#finish-quiz")
+        page.wait_for_selector("#final-score")
+        assert page.inner_text("#final-score") == "0"
+    finally:
+        context.close()
+
+
+def test_review_queue_grouped_decision_updates_every_student_and_the_gradebook(service, browser) -> None:
+    """Two students write the same answer the rubric is unsure of; the teacher, on a phone, in
+    Chinese, grades the group with one key; both scores and the gradebook follow (then English)."""
+    service.start_web()
+    for user, pw in (("alice", "alice-pass"), ("bob", "bob-pass")):
+        _student_answers_unsure(browser, service.url, user, pw)
+    context = browser.new_context(locale="zh-CN", viewport={"width": 375, "height": 800})
+    page = context.new_page()
+    try:
+        _login(page, service.url, "teacher", "teacher-pass")
+        page.goto(f"{service.url}/dashboard/DIST101/review/?lang=zh_CN")
+        page.click("#review-queue a")
+        page.wait_for_selector(".rgroup")
+        assert page.locator(".rgroup").count() == 1 and "2 条相似答案" in page.inner_text(".rgroup h2")
+        assert page.evaluate("document.documentElement.scrollWidth") <= 377
+        page.keyboard.press("f")  # the focused group: full marks for both
+        page.wait_for_selector("#review-empty")
+        page.goto(f"{service.url}/dashboard/DIST101/?lang=en")
+        for user in ("alice", "bob"):
+            assert page.inner_text(f"tr:has(a:text-is('{user}')) td.total").strip() == "1"
+        page.goto(f"{service.url}/dashboard/DIST101/review/?lang=en")
+        assert "Nothing is waiting for review." in page.inner_text("main")
+    finally:
+        context.close()

@@ -82,6 +82,10 @@ def test_choice_and_ordering_forms(app, client, auth) -> None:
     code, body = _answer(client, attempt_id, pos, choice=["sampler", "rank0", "syncbn", "lr"])
     assert code == 200 and body["correct"]
     pos = quiz.question_ids.index("ch7_3/ddp/step_order")
+    card = client.get(f"/quiz/attempt/{attempt_id}?lang=en").get_data(as_text=True).split(f'id="q{pos}"')[1].split("</section>")[0]
+    assert card.count('<option value="" selected>') == 5  # no order is preselected
+    code, body = _answer(client, attempt_id, pos, **{f"pos_{i}": "" for i in ["split", "forward", "backward", "allreduce", "update"]})
+    assert code == 422 and body["status"] == "format_error"  # submitted unchanged: the question is not used up
     order = ["split", "forward", "backward", "allreduce", "update"]
     code, body = _answer(client, attempt_id, pos, **{f"pos_{i}": str(n + 1) for n, i in enumerate(order)})
     assert code == 200 and body["correct"]
@@ -146,7 +150,8 @@ def test_form_post_without_javascript_redirects_to_the_graded_page(client, auth)
     assert resp.status_code == 302 and resp.headers["Location"].endswith(f"/quiz/attempt/{attempt_id}#q0")
     page = client.get(f"/quiz/attempt/{attempt_id}?lang=en").get_data(as_text=True)
     card = page.split('id="q0"')[1].split("</section>")[0]
-    assert "Your answer" in card and "throughput; capacity" in card and "<form" not in card
+    assert "Your answer" in card and "throughput; capacity" in card
+    assert 'class="qform"' not in card and 'name="answer"' not in card  # no answer form (only "ask a teacher")
     assert page.count('class="qform"') == 5  # the other five questions still have their forms
 
 
@@ -156,7 +161,7 @@ def test_json_answer_returns_the_card_the_page_shows(client, auth) -> None:
     client.get(f"/quiz/attempt/{attempt_id}?lang=en")  # the open cards are rendered and kept
     code, body = _answer(client, attempt_id, 0, answer="数据并行解决吞吐，模型并行解决容量")
     assert code == 200 and body["attempt_score"] == 1
-    assert body["card_html"].startswith('<section class="card quizq" id="q0"') and "<form" not in body["card_html"]
+    assert body["card_html"].startswith('<section class="card quizq" id="q0"') and 'class="qform"' not in body["card_html"]
     page = client.get(f"/quiz/attempt/{attempt_id}?lang=en").get_data(as_text=True)
     assert body["card_html"] in page
     assert 'id="attempt-score">1</strong>' in page
@@ -276,3 +281,29 @@ def test_finish_counts_an_answer_stored_after_finish_read_the_attempt(app, clien
         finish_attempt(att)
         assert (att.status, att.score, len(att.answers)) == ("submitted", 1, 1)
     assert _answer(client, attempt_id, 1, answer="等价于大 batch")[1]["error"] == "attempt_closed"
+
+
+def test_pages_show_option_text_units_and_progress(app, client, auth) -> None:
+    """Reference answers show option text (never ids), times as "about 2.2 ms"; a bare number
+    where the unit matters is a format error naming a unit of the right kind; the page has a
+    jump list and asks before finishing with questions left open."""
+    auth.login()
+    quiz = load_quiz("ch7_3_practice")
+    attempt_id = _start(client, "ch7_3_practice")
+    page = client.get(f"/quiz/attempt/{attempt_id}?lang=en").get_data(as_text=True)
+    assert page.count('data-pos="') == len(quiz.question_ids) and 'id="quiz-progress"' in page
+    assert "unanswered." in page and "Finish anyway?" in page
+    pos = quiz.question_ids.index("ch7_3/ddp/checklist")
+    code, body = _answer(client, attempt_id, pos, choice=["sampler"])
+    assert "DistributedSampler, with set_epoch every epoch" in body["reference"] and "rank0" not in body["reference"]
+    assert "rank0," not in body["card_html"] and "Log, save and evaluate on rank 0 only" in body["card_html"]
+    pos = quiz.question_ids.index("ch7_3/comm/allreduce_time")
+    code, body = _answer(client, attempt_id, pos, answer="2.2")
+    assert code == 422 and body["status"] == "format_error"
+    assert "a time" in " ".join(body["feedback"]) and "GB" not in " ".join(body["feedback"])
+    with app.app_context():
+        variant = variant_for(db.session.get(QuizAttempt, attempt_id), "ch7_3/comm/allreduce_time")
+    code, body = _answer(client, attempt_id, pos, answer=variant.reference("en"))
+    assert code == 200 and body["correct"] and body["reference"].startswith("about ") and body["reference"][-2:] in ("ms", " s")
+    zh = client.get(f"/quiz/attempt/{attempt_id}?lang=zh_CN").get_data(as_text=True)
+    assert "仍要交卷吗" in zh and "约 " in zh

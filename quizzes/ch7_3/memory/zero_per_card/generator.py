@@ -14,6 +14,12 @@ def generate(rng):
         reject.append(f"{full / 1e9:g} GB")
     else:
         reject.append(f"{full / n / 1e9:.4g} GB")
+    expr = est.formula.get("expr", "")
+    plain_zh, plain_en = ("，即普通 DDP，什么都不切" , ", i.e. plain DDP, nothing sharded") if stage == 0 else ("", "")
+    formula_zh = (f"每卡 = {expr}（Ψ = {b:g}B = {b:g}×10⁹ 个参数，N = {n}；ZeRO 第 {stage} 级{plain_zh}）"
+                  f"= {total / 1e9:.4g} GB")
+    formula_en = (f"per card = {expr}  (Ψ = {b:g}B = {b:g}×10⁹ parameters, N = {n}; ZeRO stage {stage}{plain_en})"
+                  f" = {total / 1e9:.4g} GB")
     return {"params": {"billions": f"{b:g}", "cards": n, "stage": stage, "unsharded": full if stage else -1,
-                       "formula_zh": est.formula["zh"], "formula_en": est.formula["en"]},
+                       "formula_zh": formula_zh, "formula_en": formula_en},
             "answer": total, "accept": [f"{total / 1e9:.4g} GB", f"{total / 2 ** 30:.4g} GiB"], "reject": reject}

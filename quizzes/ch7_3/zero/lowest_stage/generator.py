@@ -1,7 +1,12 @@
-"""Lowest ZeRO stage whose per-card model states fit, from the shared calculator."""
+"""Lowest ZeRO stage whose per-card model states fit, from the shared calculator.
+
+Sizes in GB = 10^9 bytes; every stage's per-card figure is kept at least 10% away from the card
+size, so no answer hangs on rounding ("16.0 GB on a 16 GB card").
+"""
 from graders.memory_calc import TrainingSetup, estimate
 
 IDS = ["s0", "s1", "s2", "s3", "none"]
+MARGIN = 0.10
 
 
 def generate(rng):
@@ -9,7 +14,9 @@ def generate(rng):
     for _ in range(5000):
         b, n, mem = rng.choice([0.5, 1, 3, 7, 13, 30, 70]), rng.choice([2, 4, 8, 16]), rng.choice([16, 24, 40, 80])
         gbs = [estimate(TrainingSetup(params=b * 1e9, cards=n, stage=s)).total_gb for s in range(4)]
-        fit = next((IDS[s] for s, g in enumerate(gbs) if g <= mem), "none")
+        if any(abs(g / mem - 1) < MARGIN for g in gbs):
+            continue
+        fit = next((IDS[s] for s, g in enumerate(gbs) if g < mem), "none")
         if fit == target:
             break
     params = {"billions": f"{b:g}", "cards": n, "mem": mem}

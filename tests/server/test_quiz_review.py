@@ -1,0 +1,161 @@
+"""Free-text answers a teacher confirms (issue 12): an unsure reading waits for the teacher and
+scores nothing; similar answers of several students are one group and one decision grades them
+all, their attempts and the gradebook; a student may ask for a review of an auto-graded answer once."""
+from __future__ import annotations
+
+import json
+
+from graders.quiz.bank import load_quiz
+from server.extensions import db
+from server.models import Course, Role
+from server.quiz.attempts import gradebook_score
+from server.quiz.models import QuizAnswer, QuizAttempt, QuizReviewDecision
+from server.roster import enrol
+from tests.server.test_postgres import postgres_url  # noqa: F401  (fixture)
+
+UNSURE = "offload makes training faster because the CPU helps compute"  # rubric: confidence 0.6
+UNSURE_TOO = "Offload makes training faster, because the CPU helps compute!"  # the same reading
+POS = 3  # ch7_3/selftest_4 in the self-test
+
+
+def _start(client, quiz_id: str) -> int:
+    resp = client.post(f"/quiz/{quiz_id}/start")
+    assert resp.status_code == 302, resp.data[:300]
+    return int(resp.headers["Location"].rstrip("/").split("/")[-1])
+
+
+def _answer(client, attempt_id: int, pos: int, text: str) -> tuple[int, dict]:
+    resp = client.post(f"/quiz/attempt/{attempt_id}/answer/{pos}?lang=en", data={"answer": text},
+                       headers={"Accept": "application/json"})
+    return resp.status_code, resp.get_json()
+
+
+def _student_answers(app, client, auth, users: list[tuple[str, str, str]]) -> dict[str, int]:
+    attempts = {}
+    for name, pw, text in users:
+        auth.login(name, pw)
+        attempt_id = _start(client, "ch7_3_selftest")
+        code, body = _answer(client, attempt_id, POS, text)
+        assert code == 200 and body["status"] == "needs_review" and body["needs_review"], body
+        assert body["score"] == 0 and "Waiting for the teacher" in body["card_html"]
+        assert "a teacher will confirm" in body["card_html"].lower()
+        _answer(client, attempt_id, 0, "数据并行解决吞吐，模型并行解决容量")  # graded at once: 1 point
+        client.post(f"/quiz/attempt/{attempt_id}/finish")
+        attempts[name] = attempt_id
+        auth.logout()
+    return attempts
+
+
+def test_a_grouped_decision_grades_every_similar_answer_and_the_attempts(app, client, auth) -> None:
+    with app.app_context():
+        course = db.session.scalar(db.select(Course))
+        enrol(course, "carol", role=Role.STUDENT, password="carol-pass")
+        db.session.commit()
+    attempts = _student_answers(app, client, auth, [("alice", "alice-pass", UNSURE), ("bob", "bob-pass", UNSURE_TOO),
+                                                    ("carol", "carol-pass", "It changes how the model is stored and moved around during training somehow")])
+    with app.app_context():
+        assert db.session.get(QuizAttempt, attempts["alice"]).score == 1  # the pending answer counts nothing yet
+    auth.login("teacher", "teacher-pass")
+    queue = client.get("/dashboard/DIST101/review/?lang=en").get_data(as_text=True)
+    assert "Self-test 4" in queue
+    page = client.get("/dashboard/DIST101/review/ch7_3/selftest_4?lang=en").get_data(as_text=True)
+    assert page.count('class="card rgroup"') == 2  # alice + bob together, carol alone
+    assert "2 similar answers" in page and "Automatic reading" in page and "selftest" not in page.split("<h1>")[1].split("</h1>")[0]
+    assert "speed_cost" not in page  # never an internal id
+    group = page.split('class="card rgroup"')[1]
+    ids = [int(x.split('"')[0]) for x in group.split('name="answer_id" value="')[1:]]
+    assert len(ids) == 2
+    zh = client.get("/dashboard/DIST101/review/ch7_3/selftest_4?lang=zh_CN").get_data(as_text=True)
+    assert "条相似答案" in zh
+    resp = client.post("/dashboard/DIST101/review/ch7_3/selftest_4/decide",
+                       data={"answer_id": ids, "verdict": "partial", "points": "0.5", "group": "g"})
+    assert resp.status_code == 302
+    with app.app_context():
+        for name in ("alice", "bob"):
+            att = db.session.get(QuizAttempt, attempts[name])
+            assert att.score == 1.5, name
+            ans = db.session.scalar(db.select(QuizAnswer).where(QuizAnswer.attempt_id == att.id, QuizAnswer.position == POS))
+            assert ans.review_state == "reviewed" and ans.score == 0.5 and ans.auto_score is not None
+            assert gradebook_score(load_quiz("ch7_3_selftest"), att.user_id) == (1.5, att.max_score)
+        assert db.session.get(QuizAttempt, attempts["carol"]).score == 1  # not in the group: untouched
+        decision = db.session.scalar(db.select(QuizReviewDecision))
+        assert decision.answers == 2 and decision.fraction == 0.5
+    # the stored decision is a regression example
+    out = app.test_cli_runner().invoke(args=["quiz", "decisions", "ch7_3/selftest_4"])
+    example = json.loads(out.output)[0]
+    assert example["expect"] == "partial" and example["score"] == 0.5 and example["answer"] == UNSURE
+    # a second decision on the same answers finds nothing open
+    resp = client.post("/dashboard/DIST101/review/ch7_3/selftest_4/decide", data={"answer_id": ids, "verdict": "full"})
+    with app.app_context():
+        assert db.session.get(QuizAttempt, attempts["alice"]).score == 1.5
+    auth.logout()
+    auth.login()
+    card = client.get(f"/quiz/attempt/{attempts['alice']}?lang=en").get_data(as_text=True).split(f'id="q{POS}"')[1]
+    assert "Confirmed by a teacher" in card.split("</section>")[0]
+
+
+def test_students_see_only_their_own_queue_and_cannot_decide(app, client, auth) -> None:
+    auth.login()
+    assert client.get("/dashboard/DIST101/review/").status_code == 404
+    assert client.post("/dashboard/DIST101/review/ch7_3/selftest_4/decide", data={"answer_id": 1, "verdict": "full"}).status_code == 404
+
+
+def test_a_student_may_ask_for_review_once_with_a_comment(app, client, auth) -> None:
+    auth.login()
+    attempt_id = _start(client, "ch7_3_selftest")
+    code, body = _answer(client, attempt_id, 0, "数据并行解决容量")  # graded at once: zero
+    assert code == 200 and body["status"] == "graded" and body["score"] == 0
+    assert "ask a teacher" in body["review_html"] and "ask a teacher" not in body["card_html"]
+    url = f"/quiz/attempt/{attempt_id}/review/0"
+    assert client.post(url, data={"comment": ""}).status_code == 302  # refused: says why
+    with app.app_context():
+        assert db.session.scalar(db.select(QuizAnswer.review_state).where(QuizAnswer.attempt_id == attempt_id)) is None
+    client.post(url, data={"comment": "I meant throughput, typo"})
+    client.post(url, data={"comment": "again"})
+    with app.app_context():
+        ans = db.session.scalar(db.select(QuizAnswer).where(QuizAnswer.attempt_id == attempt_id))
+        assert ans.review_state == "requested" and ans.review_comment == "I meant throughput, typo"
+    page = client.get(f"/quiz/attempt/{attempt_id}?lang=en").get_data(as_text=True)
+    assert "You asked a teacher to review this answer." in page
+    auth.logout()
+    auth.login("bob", "bob-pass")
+    assert client.post(url, data={"comment": "x"}).status_code == 404  # not bob's answer
+    auth.logout()
+    auth.login("teacher", "teacher-pass")
+    page = client.get("/dashboard/DIST101/review/ch7_3/selftest_1?lang=en").get_data(as_text=True)
+    assert "asked by the student" in page and "I meant throughput, typo" in page
+
+
+def test_cli_prints_needs_review(app) -> None:
+    out = app.test_cli_runner().invoke(args=["quiz", "grade", "ch7_3/selftest_4", "--answer", UNSURE])
+    body = json.loads(out.output)
+    assert body["needs_review"] is True and body["status"] == "needs_review" and body["score"] == 0
+    out = app.test_cli_runner().invoke(args=["quiz", "grade", "ch7_3/selftest_1", "--answer", "吞吐/容量"])
+    assert json.loads(out.output)["needs_review"] is False
+
+
+def test_review_decision_on_postgres(postgres_url, redis_server, tmp_path) -> None:
+    """The decision's SQL (attempt score from the sum of its answers) and the review state in the
+    page's aggregated answer list, on PostgreSQL."""
+    from flask_migrate import upgrade
+
+    from server import create_app
+
+    app = create_app({"SQLALCHEMY_DATABASE_URI": postgres_url, "REDIS_URL": redis_server.url,
+                      "VAR_DIR": str(tmp_path), "WTF_CSRF_ENABLED": False, "SECRET_KEY": "test"})
+    with app.app_context():
+        upgrade()
+        app.test_cli_runner().invoke(args=["seed-demo"])
+    client = app.test_client()
+    client.post("/login", data={"username": "alice", "password": "alice-pass"})
+    attempt_id = _start(client, "ch7_3_selftest")
+    assert _answer(client, attempt_id, POS, UNSURE)[1]["status"] == "needs_review"
+    assert _answer(client, attempt_id, 0, "数据并行解决吞吐，模型并行解决容量")[1]["correct"]
+    assert "Waiting for the teacher" in client.get(f"/quiz/attempt/{attempt_id}?lang=en").get_data(as_text=True)
+    client.post("/logout")
+    client.post("/login", data={"username": "teacher", "password": "teacher-pass"})
+    page = client.get("/dashboard/DIST101/review/ch7_3/selftest_4?lang=en").get_data(as_text=True)
+    ids = [int(x.split('"')[0]) for x in page.split('name="answer_id" value="')[1:]]
+    client.post("/dashboard/DIST101/review/ch7_3/selftest_4/decide", data={"answer_id": ids, "verdict": "full"})
+    with app.app_context():
+        assert db.session.get(QuizAttempt, attempt_id).score == 2
