@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 
 revision = 'quiz_review'
-down_revision = '0003_dashboard'
+down_revision = 'fair_queue'
 branch_labels = None
 depends_on = None
 
