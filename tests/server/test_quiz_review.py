@@ -142,7 +142,7 @@ def test_review_decision_on_postgres(postgres_url, redis_server, tmp_path) -> No
     from server import create_app
 
     app = create_app({"SQLALCHEMY_DATABASE_URI": postgres_url, "REDIS_URL": redis_server.url,
-                      "VAR_DIR": str(tmp_path), "WTF_CSRF_ENABLED": False, "SECRET_KEY": "test"})
+                      "VAR_DIR": str(tmp_path), "WTF_CSRF_ENABLED": False, "SECRET_KEY": "test-only-secret-key-0123456789"})
     with app.app_context():
         upgrade()
         app.test_cli_runner().invoke(args=["seed-demo"])
