@@ -8,6 +8,7 @@ code still works inside the sandbox.
 """
 from __future__ import annotations
 
+import ast
 import json
 import os
 import resource
@@ -26,7 +27,7 @@ import pytest
 from graders import sandbox, workspace
 from graders.exceptions import SandboxSetupError
 from graders.sandbox import Limits, SandboxResult
-from graders.sandbox_session import disk_usage
+from graders.sandbox.watch import disk_usage
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "assignments" / "ddp_speedup" / "samples"
@@ -124,28 +125,48 @@ def test_a_hidden_file_shows_no_data(job: Path) -> None:
     assert r.returncode == 0 and r.stdout.strip() in ("''", "PermissionError"), r.stderr
 
 
-def test_grading_data_is_hidden_but_a_bound_harness_is_visible(job: Path) -> None:
-    # Solutions, samples, answer keys and grader code: none of it is the student's to read.
-    assignments, graders = sandbox.REPO_ROOT / "assignments", sandbox.REPO_ROOT / "graders"
-    harness = graders / "harness"
-    code = (f"import os\nprint(os.listdir('{assignments}'), os.listdir('{graders}'))\n"
-            f"print('sitecustomize.py' in os.listdir('{harness}'))")
-    r = sandbox.run([VENV_PY, "-c", code], workdir=job / "run", limits=Limits(wall_s=20), env=ENV,
-                    ro_binds=[(str(harness), str(harness))])
+def test_only_the_allow_list_is_visible(job: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # Solutions, samples, answer keys, quizzes, tests, .git, var/ and grader code: none of it is bound.
+    assignments_elsewhere = tmp_path / "assignments"
+    assignments_elsewhere.mkdir()
+    monkeypatch.setenv("DISTGRADE_ASSIGNMENTS_DIR", str(assignments_elsewhere))
+    harness = sandbox.REPO_ROOT / "graders" / "harness"
+    code = ("import os, sys\n"
+            f"print(sorted(os.listdir('{sandbox.REPO_ROOT}')), os.listdir('{harness.parent}'))\n"
+            f"print('sitecustomize.py' in os.listdir('{harness}'))\n"
+            f"print([p for p in ('/var', '/root', '/home', '/opt', '/srv', '/run', '{assignments_elsewhere}')"
+            " if os.path.exists(p)], [os.listdir(p) for p in ('/', '/work') if os.path.isdir(p)])\n"
+            "import torch; print(torch.__version__ is not None)\n")
+    r = sandbox.run([VENV_PY, "-c", code], workdir=job / "run", limits=Limits(wall_s=60, address_space=False),
+                    env=ENV, ro_binds=[(str(harness), str(harness))])
     assert r.returncode == 0, r.stdout + r.stderr
-    listed, harness_seen = r.stdout.strip().splitlines()
-    assert listed == "[] ['harness']" and harness_seen == "True"  # only the mount point of the bind
+    listed, harness_seen, others, torch_ok = r.stdout.strip().splitlines()
+    # only the mount points of the venv and the harness; /work holds nothing but the path to them
+    assert listed == "['.venv', 'graders'] ['harness']" and harness_seen == "True", listed
+    roots = sorted(os.listdir("/"))  # what the allow-list and the bind targets create, nothing more
+    assert others.startswith("[] "), others
+    assert set(ast.literal_eval(others[3:])[0]) <= {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "proc",
+                                         "dev", "tmp", REPO.parts[1]}, (others, roots)
+    assert torch_ok == "True"
+    assert "allow-list" in r.layers and "private-shm" in r.layers
 
 
-def test_a_checkout_under_tmp_stays_visible_and_its_var_stays_hidden() -> None:
-    # A CI clone under /tmp: the private /tmp must not swallow the interpreter, but var/ is hidden.
-    cmd = sandbox.bwrap_argv(["python"], bwrap="bwrap", workdir=None, hide=["/tmp/ci/var"],
-                             runtime=["/tmp/ci", "/tmp/ci/.venv"], system=[])
+def test_a_checkout_under_tmp_keeps_its_venv_visible() -> None:
+    # A CI clone under /tmp: the private /tmp must not swallow the interpreter; the repo stays unbound.
+    cmd = sandbox.bwrap_argv(["python"], bwrap="bwrap", workdir=None, hide=["/tmp/ci/.venv/secret"],
+                             runtime=["/tmp/ci/.venv"], system=[])
     tmpfs_tmp = cmd.index("/tmp", cmd.index("--tmpfs"))
-    bind_repo = cmd.index("/tmp/ci")
-    hide_var = cmd.index("/tmp/ci/var")
-    assert tmpfs_tmp < bind_repo < hide_var
-    assert cmd[bind_repo - 1] == "--ro-bind"
+    bind_venv = cmd.index("/tmp/ci/.venv")
+    hide = cmd.index("/tmp/ci/.venv/secret")
+    assert tmpfs_tmp < bind_venv < hide
+    assert cmd[bind_venv - 1] == "--ro-bind" and "/tmp/ci" not in cmd
+
+
+def test_the_system_binds_are_an_allow_list() -> None:
+    args = sandbox.bwrap.system_binds()
+    bound = {args[i + 2] for i in range(0, len(args), 3)}
+    assert bound <= set(sandbox.bwrap.SYSTEM_DIRS) and "/usr" in bound and "/etc" in bound
+    assert not bound & {"/work", "/root", "/home", "/var", "/run", "/srv", "/opt"}
 
 
 @pytest.mark.parametrize("name, limits, reason", [
@@ -299,9 +320,13 @@ def test_address_space_limit_never_with_gpus(job: Path, monkeypatch: pytest.Monk
     code = "import os, resource; print(resource.getrlimit(resource.RLIMIT_AS)[0], os.environ.get('CUDA_VISIBLE_DEVICES'))"
     limits = Limits(wall_s=20, memory_bytes=2048 * MiB)
     cpu = sandbox.run([VENV_PY, "-c", code], workdir=job / "run", limits=limits, env=ENV)
-    gpu = sandbox.run([VENV_PY, "-c", code], workdir=job / "run", limits=limits, env=ENV, gpus=[0, 1])
     assert cpu.stdout.split() == [str(2048 * MiB), "None"] and "rlimit-as" in cpu.layers
+    with pytest.raises(SandboxSetupError, match="memory limit"):  # no cgroup and no RLIMIT_AS: refused
+        sandbox.run([VENV_PY, "-c", code], workdir=job / "run", limits=limits, env=ENV, gpus=[0, 1])
+    monkeypatch.setenv("DISTGRADE_SANDBOX", "none")  # the operator's explicit choice: runs, says what is off
+    gpu = sandbox.run([VENV_PY, "-c", code], workdir=job / "run", limits=limits, env=ENV, gpus=[0, 1])
     assert gpu.stdout.split() == [str(resource.RLIM_INFINITY), "0,1"] and "rlimit-as" not in gpu.layers
+    assert any(d.startswith("bwrap: disabled") for d in gpu.degraded)
 
 
 @pytest.mark.parametrize("mode, visible", [("bwrap", "0,1"), ("none", "2,3")])
