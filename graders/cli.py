@@ -39,7 +39,7 @@ def grade(assignment_id: str, path: str, mode: str, submission_id: str | None = 
         report = GradeReport.crashed(assignment_id, traceback.format_exc(), mode=mode)
     seen = sandbox.recorded()
     report.sandbox = {**report.sandbox, "enforcement": sandbox.enforcement(),
-                      "layers": report.sandbox.get("layers") or seen["layers"], "degraded": seen["degraded"]}
+                      "layers": report.sandbox.get("layers") or seen["layers"], "degraded": report.sandbox.get("degraded") or seen["degraded"]}
     report.submission = submission_id
     report.mode = mode
     return report

@@ -62,12 +62,25 @@ def _ppid(pid: int) -> int:
         return 0
 
 
+def _creator_alive(name: str) -> bool:
+    """Whether the process that created group ``run-<pid>-<id>`` still exists."""
+    try:
+        os.kill(int(name.split("-")[1]), 0)
+    except (IndexError, ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _make_child(parent: Path) -> Path | None:
     """Create ``parent/distgrade/run-…``; None when that hierarchy is not writable here."""
     base = parent / "distgrade"
     try:
         base.mkdir(exist_ok=True)
         for stale in base.glob("run-*"):  # groups of a worker that was killed; rmdir only if empty
+            if _creator_alive(stale.name):  # a concurrent run's fresh group is empty until its child joins
+                continue
             try:
                 stale.rmdir()
             except OSError:
@@ -238,7 +251,8 @@ def create(memory_bytes: int, pids_max: int,
         d = _v1_dir(controller, own)
         if d is not None:
             cg.dirs[controller] = d
-    if "cpuset" in cg.dirs and not _write_text(cg.dirs["cpuset"] / "cpuset.cpus", cpu_list(cpus or [])):
+    if "cpuset" in cg.dirs and not (_copy(cg.dirs["cpuset"].parent / "cpuset.mems", cg.dirs["cpuset"] / "cpuset.mems")
+                                    and _write_text(cg.dirs["cpuset"] / "cpuset.cpus", cpu_list(cpus or []))):
         missing.append(f"cgroup-v1:cpuset: CPUs {cpu_list(cpus or [])} not writable")
         cg.dirs.pop("cpuset").rmdir()
     if "memory" in cg.dirs:

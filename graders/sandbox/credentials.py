@@ -8,13 +8,15 @@ worker never leaks a slot. Taking a slot and giving it back both *reap* the uid:
 process it still runs is killed and every file it owns in the host's ``/tmp`` and
 ``/dev/shm`` is removed (the jobs root excepted: the grader reads the job's own files there).
 
-A slot taken by ``workspace.job_dir`` is published in ``DISTGRADE_SANDBOX_UID`` for the job's
-child processes (the notebook kernel launcher); a uid set there is used as it is, unlocked.
+A slot taken by ``workspace.job_dir`` is the job's for every run in that thread (a context
+variable), and handed to child processes that run sandboxes (the notebook kernel launcher) in
+``DISTGRADE_SANDBOX_UID`` (``child_env``); a uid set there is used as it is, unlocked.
 The slot number also picks the job's CPUs (``DISTGRADE_JOB_CPUS`` per job, see ``job_cpus``).
 """
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import fcntl
 import os
 import re
@@ -52,6 +54,14 @@ class Slot:
         return int(os.environ.get("DISTGRADE_SANDBOX_GID", self.uid))
 
 
+_JOB_SLOT: contextvars.ContextVar[Slot | None] = contextvars.ContextVar("distgrade_job_slot", default=None)
+
+
+def child_env(slot: Slot | None) -> dict[str, str]:
+    """Environment that hands a job's slot to a child process it starts (the notebook kernel launcher)."""
+    return {"DISTGRADE_SANDBOX_UID": str(slot.uid), "DISTGRADE_SANDBOX_SLOT": str(slot.index)} if slot else {}
+
+
 def uid_range() -> list[int]:
     """The uids jobs may use, from ``DISTGRADE_SANDBOX_UIDS`` (``first-last``)."""
     raw = os.environ.get("DISTGRADE_SANDBOX_UIDS", DEFAULT_UIDS)
@@ -65,7 +75,15 @@ def uid_range() -> list[int]:
 
 
 def pinned() -> Slot | None:
-    """The uid fixed by ``DISTGRADE_SANDBOX_UID`` (an operator's choice or the job's published slot)."""
+    """The slot of the job this code runs in (``lease(job=True)``), else the uid fixed by
+    ``DISTGRADE_SANDBOX_UID`` (an operator's choice, or a parent job's slot handed to a child)."""
+    slot = _JOB_SLOT.get()
+    if slot is not None:
+        return slot
+    return _env_pin()
+
+
+def _env_pin() -> Slot | None:
     raw = os.environ.get("DISTGRADE_SANDBOX_UID")
     if not raw:
         return None
@@ -90,16 +108,17 @@ def lock_dir() -> Path:
 
 
 @contextlib.contextmanager
-def lease(publish: bool = False) -> Iterator[Slot | None]:
+def lease(job: bool = False) -> Iterator[Slot | None]:
     """Hold a free slot for the duration (None when not root: there is no uid to drop to).
 
-    With ``publish`` the slot goes into the environment for child processes. A slot pinned by
-    the environment is yielded as it is (its owner reaps it).
+    ``job=True`` (``workspace.job_dir``): always a fresh slot, which every run of this job in
+    this thread then uses (``pinned``). Otherwise (a run) the job's slot or the environment's
+    pin is yielded as it is, its owner reaping it, and a fresh slot only outside any job.
     """
     if os.geteuid() != 0:
         yield None
         return
-    slot = pinned()
+    slot = _env_pin() if job else pinned()
     if slot is not None:
         yield slot
         return
@@ -116,22 +135,19 @@ def lease(publish: bool = False) -> Iterator[Slot | None]:
         raise SandboxSetupError(f"all {len(uids)} sandbox uids ({uids[0]}-{uids[-1]}) are busy; "
                                 f"widen DISTGRADE_SANDBOX_UIDS")
     slot = Slot(uid, index, locked=True)
-    saved = {k: os.environ.get(k) for k in ("DISTGRADE_SANDBOX_UID", "DISTGRADE_SANDBOX_SLOT")}
+    token = _JOB_SLOT.set(slot) if job else None
     try:
         reap(uid)  # whatever a SIGKILLed predecessor left
-        if publish:
-            os.environ.update(DISTGRADE_SANDBOX_UID=str(uid), DISTGRADE_SANDBOX_SLOT=str(index))
         yield slot
     finally:
-        if publish:
-            for k, v in saved.items():
-                os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+        if token is not None:
+            _JOB_SLOT.reset(token)
         reap(uid)
         os.close(fd)  # releases the flock
 
 
 def processes_of(uid: int) -> list[int]:
-    """Pids whose real, effective or saved uid is ``uid``."""
+    """Live pids whose real, effective or saved uid is ``uid`` (zombies, already dead, excluded)."""
     found = []
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
@@ -139,6 +155,8 @@ def processes_of(uid: int) -> list[int]:
         try:
             with open(f"/proc/{entry.name}/status", "rb") as f:
                 for line in f:
+                    if line.startswith(b"State:") and line.split()[1:2] in ([b"Z"], [b"X"]):
+                        break
                     if line.startswith(b"Uid:"):
                         if str(uid).encode() in line.split()[1:4]:
                             found.append(int(entry.name))

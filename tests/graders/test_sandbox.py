@@ -9,6 +9,7 @@ code still works inside the sandbox.
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
 import resource
@@ -389,3 +390,132 @@ def test_two_rank_gloo_torchrun_runs_inside_the_sandbox(job: Path) -> None:
     assert "rank 0/2 sum=3" in r.stdout and "rank 1/2 sum=3" in r.stdout
     assert "hostname of the client socket cannot be retrieved" not in r.stderr  # ::1 resolves
     assert_clean(r, job / "run")
+
+
+@pytest.mark.parametrize("layers, missing", [
+    (["bwrap", "netns:loopback", "pidns", "allow-list", "uid:60100", "cgroup-v1:memory"], []),
+    (["bwrap", "netns:loopback", "pidns", "allow-list", "uid:60100", "rlimit-as"], []),
+    (["uid:60100", "cgroup-v1:memory", "cgroup-v1:pids"],
+     ["network namespace", "mount namespace with the allow-list"]),
+    (["bwrap", "netns:loopback", "pidns", "allow-list", "killpg"], ["unprivileged uid", "memory limit (cgroup or RLIMIT_AS)"]),
+    (["netns:loopback", "allow-list", "uid:1", "rlimit-as", "killpg"], ["process-tree kill (pid namespace or cgroup)"]),
+])
+def test_required_layers(layers: list[str], missing: list[str]) -> None:
+    assert sandbox.missing_layers(layers) == missing
+
+
+def test_a_missing_layer_refuses_the_run_unless_the_operator_said_none(job: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DISTGRADE_CGROUP", "none")
+    no_memory_limit = Limits(wall_s=20, address_space=False)
+    marker = job / "run" / "ran"
+    with pytest.raises(SandboxSetupError, match=r"memory limit .*DISTGRADE_SANDBOX=none"):
+        sandbox.run(["/bin/touch", str(marker)], workdir=job / "run", limits=no_memory_limit, env=ENV)
+    assert not marker.exists()  # refused before anything of the student's started
+    monkeypatch.setenv("DISTGRADE_SANDBOX", "none")
+    r = sandbox.run(["/bin/touch", str(marker)], workdir=job / "run", limits=no_memory_limit, env=ENV)
+    assert r.returncode == 0 and marker.exists()
+    assert "bwrap: disabled by DISTGRADE_SANDBOX=none" in r.degraded
+
+
+def test_the_cli_reports_a_sandbox_it_cannot_build_as_infrastructure(tmp_path: Path) -> None:
+    """Exit 4 and the reason on stderr (the worker retries it), never a crashed report or a score."""
+    sample = SAMPLES / "correct_argparse_sgd" / "train.py"
+    env = {**os.environ, "DISTGRADE_CGROUP": "none", "DISTGRADE_SANDBOX": "required", "DISTGRADE_FAST": "1",
+           "DISTGRADE_LIMITS": json.dumps({"address_space": False}), "DISTGRADE_VAR_DIR": str(tmp_path)}
+    import subprocess
+    proc = subprocess.run([sys.executable, "-m", "graders", "grade", "ddp_speedup", str(sample), "--json"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 4 and proc.stdout == "", proc.stdout[-500:] + proc.stderr[-2000:]
+    assert "sandbox unavailable" in proc.stderr and "memory limit" in proc.stderr
+
+
+def test_each_job_gets_its_own_uid_and_a_killed_holder_frees_it(tmp_path: Path) -> None:
+    import subprocess
+    from graders.sandbox import credentials
+
+    with credentials.lease() as a, credentials.lease() as b:
+        assert a is not None and b is not None and a.uid != b.uid and {a.locked, b.locked} == {True}
+    # a holder SIGKILLed mid-job (a lost worker): the kernel drops its flock; the next job reaps the uid
+    holder = subprocess.Popen([sys.executable, "-c",
+                               "import sys, time; from graders.sandbox import credentials\n"
+                               "with credentials.lease() as s:\n"
+                               "    print(s.uid, flush=True); time.sleep(300)"],
+                              cwd=REPO, stdout=subprocess.PIPE, text=True)
+    uid = int(holder.stdout.readline())
+    leftover = subprocess.Popen(["sleep", "300"], user=uid, group=uid)  # a process of that job
+    holder.kill()
+    holder.wait()
+    try:
+        taken = []
+        with contextlib.ExitStack() as stack:
+            while True:
+                slot = stack.enter_context(credentials.lease())
+                taken.append(slot.uid)
+                if slot.uid == uid or len(taken) > 64:
+                    break
+        assert uid in taken
+        assert leftover.wait(timeout=10) == -signal.SIGKILL  # reaped when the uid was taken again
+    finally:
+        leftover.kill()
+
+
+def test_leftovers_in_host_tmp_and_shm_are_removed_without_a_private_tmp(job: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DISTGRADE_SANDBOX", "none")  # no private /tmp: only the per-uid reaping can clean up
+    r = run_sample(job, "leave_tmp_files", Limits(wall_s=30))
+    assert "left files in /dev/shm, /tmp" in r.stderr
+    assert [p for pattern in ("/tmp/distgrade-hostile-leftover*", "/dev/shm/distgrade-hostile-leftover*")
+            for p in Path("/").glob(pattern.lstrip("/"))] == []
+    assert credentials_processes(sandbox.SANDBOX_UID) == []
+
+
+def credentials_processes(uid: int) -> list[int]:
+    from graders.sandbox import credentials
+    return credentials.processes_of(uid)
+
+
+def test_concurrent_jobs_cannot_see_or_kill_each_other(job: Path) -> None:
+    """A victim job runs while the hostile one looks for it in /proc and the jobs root."""
+    with workspace.job_dir("victim") as other:
+        (other / "run").mkdir()
+        victim_code = ("import os, time\nopen('canary.txt', 'w').write('VICTIM')\n"
+                       "while not os.path.exists('stop'):\n    time.sleep(0.1)\n")
+        box: dict[str, SandboxResult] = {}
+        t = threading.Thread(target=lambda: box.setdefault("r", sandbox.run(
+            [VENV_PY, "-c", victim_code, "distgrade-victim"], workdir=other / "run", limits=Limits(wall_s=120),
+            env=ENV)))
+        t.start()
+        deadline = time.monotonic() + 30
+        while not (other / "run" / "canary.txt").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        r = run_sample(job, "other_job", Limits(wall_s=30))
+        (other / "run" / "stop").touch()
+        t.join(timeout=60)
+    assert "blocked" in r.stderr, r.stderr[-1000:]
+    victim = box["r"]
+    assert victim.returncode == 0 and victim.killed_reason is None
+    uids = {x for x in victim.layers + r.layers if x.startswith("uid:")}
+    assert len(uids) == 2  # two jobs, two uids
+
+
+def test_concurrent_jobs_get_disjoint_cpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU: nothing to split")
+    monkeypatch.setenv("DISTGRADE_JOB_CPUS", "1")
+    code = "import os, time; print(sorted(os.sched_getaffinity(0))); time.sleep(2)"
+    seen: dict[str, SandboxResult] = {}
+
+    def job(name: str) -> None:  # two jobs at once, each in its own thread as in two workers
+        with workspace.job_dir(name) as root:
+            seen[name] = sandbox.run([VENV_PY, "-c", code], workdir=root / "run", limits=Limits(wall_s=30), env=ENV)
+    threads = [threading.Thread(target=job, args=(n,)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    a, b = seen["a"], seen["b"]
+    assert a.returncode == b.returncode == 0, a.stderr + b.stderr
+    cpus_a, cpus_b = ast.literal_eval(a.stdout.strip()), ast.literal_eval(b.stdout.strip())
+    assert len(cpus_a) == len(cpus_b) == 1 and cpus_a != cpus_b, (a.layers, b.layers, a.degraded, b.degraded)
+    assert "cgroup-v1:cpuset" in a.layers + b.layers or "cgroup-v2:cpuset" in a.layers + b.layers

@@ -30,3 +30,29 @@ def test_both_targets_install_with_the_readme_command():
     assert targets == ["web", "worker"]
     assert text.count("RUN ./distgrade install") == 2
     assert "./distgrade up" in (REPO / "README.md").read_text()
+
+
+def _sandbox_flags() -> list[str]:
+    m = re.search(r'^LABEL org\.distgrade\.sandbox-run-flags="([^"]+)"', (REPO / "Dockerfile").read_text(), re.M)
+    assert m, "the worker image must document the docker run flags its sandbox needs"
+    return m.group(1).split()
+
+
+def test_the_worker_image_documents_the_flags_bwrap_needs():
+    flags = _sandbox_flags()
+    # user/mount/pid/net namespaces (seccomp, AppArmor) and a fresh /proc (masked paths)
+    for needed in ("seccomp=unconfined", "apparmor=unconfined", "systempaths=unconfined"):
+        assert needed in flags
+    assert "--privileged" not in flags
+    assert "DISTGRADE_SANDBOX=required" in (REPO / "Dockerfile").read_text()
+
+
+def test_the_sandbox_probe_passes_inside_the_worker_image():
+    docker = shutil.which("docker")
+    if docker is None or subprocess.run([docker, "info"], capture_output=True).returncode != 0:
+        pytest.skip("no Docker engine on this machine: the probe in the image runs where Docker exists")
+    image = "distgrade-worker-probe"
+    subprocess.run([docker, "build", "--target", "worker", "-t", image, str(REPO)], check=True)
+    out = subprocess.run([docker, "run", "--rm", *_sandbox_flags(), image, ".venv/bin/python", "-m",
+                          "graders.sandbox"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
