@@ -5,8 +5,8 @@ the uid, and so do files left in a shared ``/tmp``. A job takes a *slot* (a uid 
 ``DISTGRADE_SANDBOX_UIDS``, default 60100-60163) by holding an ``flock`` on that uid's
 lock file; the kernel drops the lock when the holder dies, even by SIGKILL, so a crashed
 worker never leaks a slot. Taking a slot and giving it back both *reap* the uid: every
-process it still runs is killed and every file it owns in the host's ``/tmp`` and
-``/dev/shm`` is removed (the jobs root excepted: the grader reads the job's own files there).
+process it still runs is killed and every file it owns in the host's ``/tmp``,
+``/var/tmp`` and ``/dev/shm`` is removed (the jobs root excepted: the grader reads the job's own files there).
 
 A slot taken by ``workspace.job_dir`` is the job's for every run in that thread (a context
 variable), and handed to child processes that run sandboxes (the notebook kernel launcher) in
@@ -37,7 +37,7 @@ DEFAULT_UIDS = "60100-60163"
 # Service secrets that a caller passing ``dict(os.environ)`` would otherwise hand to students.
 SECRET_ENV = re.compile(r"SECRET|PASSWORD|PASSWD|TOKEN|CREDENTIAL|API_KEY|PRIVATE|^DATABASE_URL$"
                         r"|^REDIS_URL$|^AWS_|^RQ_", re.IGNORECASE)
-SCRATCH = ("/tmp", "/dev/shm")  # host folders a run without private ones may litter
+SCRATCH = ("/tmp", "/dev/shm", "/var/tmp")  # host folders a run without private ones may litter
 MAX_SCAN = 100_000  # entries looked at per scratch folder when reaping
 
 
@@ -182,7 +182,12 @@ def kill_uid(uid: int, wait_s: float = 5.0) -> int:
 
 
 def remove_files_of(uid: int, roots: Sequence[str] = SCRATCH, keep: Sequence[Path] = ()) -> int:
-    """Delete what ``uid`` owns under ``roots`` (never following links, never inside ``keep``)."""
+    """Delete what ``uid`` owns under ``roots`` (never following links, never inside ``keep``).
+
+    Another uid can only create entries in world-writable folders or in folders of its own,
+    so only world-writable folders are descended into, and the uid's own ones are removed
+    whole: the scan stays cheap however much the host keeps in /tmp.
+    """
     removed = 0
     keep_real = [str(Path(k).resolve()) for k in keep]
     for root in roots:
@@ -209,7 +214,7 @@ def remove_files_of(uid: int, roots: Sequence[str] = SCRATCH, keep: Sequence[Pat
                     else:
                         with contextlib.suppress(OSError):
                             os.unlink(e.path)
-                elif is_dir:
+                elif is_dir and st.st_mode & 0o002:
                     stack.append(e.path)
     return removed
 

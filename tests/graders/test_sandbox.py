@@ -519,3 +519,28 @@ def test_concurrent_jobs_get_disjoint_cpus(monkeypatch: pytest.MonkeyPatch) -> N
     cpus_a, cpus_b = ast.literal_eval(a.stdout.strip()), ast.literal_eval(b.stdout.strip())
     assert len(cpus_a) == len(cpus_b) == 1 and cpus_a != cpus_b, (a.layers, b.layers, a.degraded, b.degraded)
     assert "cgroup-v1:cpuset" in a.layers + b.layers or "cgroup-v2:cpuset" in a.layers + b.layers
+
+
+def test_reaping_removes_only_the_uids_files_and_spares_the_jobs_root(tmp_path: Path) -> None:
+    from graders.sandbox import credentials
+
+    uid = 60163
+    shared = tmp_path / "shared"  # world-writable, like /tmp: a foreign uid may write inside
+    private = tmp_path / "private"  # someone else's folder: never descended into, never touched
+    jobs = tmp_path / "jobs"
+    for d, mode in ((shared, 0o1777), (private, 0o755), (jobs, 0o711)):
+        d.mkdir()
+        os.chmod(d, mode)
+    os.chmod(tmp_path, 0o1777)
+    mine = [shared / "left.bin", tmp_path / "dir-of-mine", jobs / "job-output"]
+    mine[0].write_bytes(b"x")
+    mine[1].mkdir()
+    (mine[1] / "many").write_text("y")
+    mine[2].write_text("the grader reads this")
+    theirs = private / "keep.txt"
+    theirs.write_text("z")
+    for p in (*mine, mine[1] / "many", theirs):
+        os.chown(p, uid, uid)
+    assert credentials.remove_files_of(uid, roots=[str(tmp_path)], keep=[jobs]) == 2
+    assert not mine[0].exists() and not mine[1].exists()
+    assert mine[2].exists() and theirs.exists()
