@@ -73,8 +73,10 @@ _RECORD: dict[str, list[str]] = {"layers": [], "degraded": []}
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("SANDBOX_UID", "SANDBOX_GID"):  # the current job's slot (see credentials)
+    if name == "SANDBOX_UID":  # the current job's slot (see credentials)
         return credentials.current_uid()
+    if name == "SANDBOX_GID":
+        return int(os.environ.get("DISTGRADE_SANDBOX_GID", credentials.current_uid()))
     raise AttributeError(name)
 
 
@@ -157,6 +159,7 @@ def run(argv: Sequence[str], *, workdir: Path, limits: Limits, env: dict[str, st
             gpu_args: list[str] = []
             if gpus:
                 gpu_args, gpu_env = gpu_setup(gpus, isolated=binary is not None)
+                gpu_args += ["--ro-bind", "/sys", "/sys"]  # NVML and NCCL read the PCI topology there (not verified on a GPU host)
                 env.update(gpu_env)
                 layers.append("gpu:" + ",".join(str(g) for g in gpus))
             hide = [p for p in (default_hide_paths() if hide_paths is None else hide_paths) if Path(p).exists()]

@@ -76,7 +76,9 @@ def assert_clean(result: SandboxResult, workdir: Path) -> None:
     """Nothing of the job runs any more and the sandbox layers were all in force."""
     assert result.leftover_pids == 0
     assert pids_in(workdir) == []
-    assert "bwrap" in result.layers and f"uid:{sandbox.SANDBOX_UID}" in result.layers
+    from graders.sandbox import credentials
+    uids = [int(x[4:]) for x in result.layers if x.startswith("uid:")]
+    assert "bwrap" in result.layers and len(uids) == 1 and uids[0] in credentials.uid_range()
     assert not [d for d in result.degraded if d.startswith("bwrap")], result.degraded
 
 
@@ -544,3 +546,33 @@ def test_reaping_removes_only_the_uids_files_and_spares_the_jobs_root(tmp_path: 
     assert credentials.remove_files_of(uid, roots=[str(tmp_path)], keep=[jobs]) == 2
     assert not mine[0].exists() and not mine[1].exists()
     assert mine[2].exists() and theirs.exists()
+
+
+@pytest.fixture
+def laptop_home() -> Iterator[Path]:
+    """A folder another user can reach (pytest's own tmp_path sits under a 0700 folder)."""
+    path = Path(tempfile.mkdtemp(prefix="distgrade-laptop-"))
+    os.chmod(path, 0o777)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_a_students_laptop_run_works_and_says_what_is_off(laptop_home: Path) -> None:
+    """Not root, no writable cgroup: best effort, every missing protection named (the CLI prints them)."""
+    import subprocess
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv (util-linux) is needed to run as another user")
+    tmp_path = laptop_home
+    code = ("import json; from pathlib import Path; from graders import sandbox, workspace\n"
+            "with workspace.job_dir() as job:\n"
+            "    r = sandbox.run(['/bin/true'], workdir=job / 'run', env={'PATH': '/usr/bin:/bin'},\n"
+            "                    limits=sandbox.Limits(wall_s=20))\n"
+            "print(json.dumps([sandbox.enforcement(), r.returncode, r.degraded, r.layers]))\n")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "DISTGRADE_JOBS_DIR": str(tmp_path)}
+    proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", VENV_PY, "-c", code],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    enforcement, rc, degraded, layers = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert enforcement == "best-effort" and rc == 0
+    assert any(d.startswith("uid: the grader is not root") for d in degraded)
+    assert not any(x.startswith("uid:") for x in layers)
