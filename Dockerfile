@@ -28,11 +28,12 @@ ENV PYTHONUNBUFFERED=1 GRADER_MODE=gpu PYTHON=/opt/conda/bin/python \
 # the cgroup tree is read-only. Run the worker with the flags in the label below (the test in
 # tests/ops/test_dockerfile.py runs the sandbox probe with exactly these where Docker exists), e.g.
 #   docker run $(the label's flags) --gpus all distgrade-worker
-# GPU jobs also need a writable memory cgroup (RLIMIT_AS breaks CUDA): add a delegated cgroup
-# tree, e.g. -v /sys/fs/cgroup/distgrade:/sys/fs/cgroup:rw on a cgroup v2 host (not verified here).
+# The jobs need a writable memory cgroup (both assignments turn RLIMIT_AS off; CUDA breaks under
+# it): the label mounts the host's cgroup tree read-write and gives the container its own cgroup
+# namespace. Not verified here (no Docker engine on the development machine).
 # Without them the worker refuses to grade (DISTGRADE_SANDBOX=required) and says which layer is missing;
 # `docker run ... distgrade-worker .venv/bin/python -m graders.sandbox` prints what it gets.
-LABEL org.distgrade.sandbox-run-flags="--security-opt seccomp=unconfined --security-opt apparmor=unconfined --security-opt systempaths=unconfined"
+LABEL org.distgrade.sandbox-run-flags="--security-opt seccomp=unconfined --security-opt apparmor=unconfined --security-opt systempaths=unconfined --cgroupns=private -v /sys/fs/cgroup:/sys/fs/cgroup:rw"
 RUN apt-get update \
     && apt-get install -y --no-install-recommends bubblewrap=0.* \
     && rm -rf /var/lib/apt/lists/*

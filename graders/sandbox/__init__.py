@@ -209,8 +209,10 @@ def probe() -> dict[str, Any]:
                            "degraded": [], "missing": [], "error": None}
     try:
         with workspace.job_dir("probe") as job:
+            # address_space=False, as both assignments (and every GPU run) use it: the memory
+            # limit must then come from a cgroup, which is what a real job will need here
             r = run(["/bin/true"], workdir=job / "run", env={"PATH": "/usr/bin:/bin"},
-                    limits=Limits(wall_s=30, memory_bytes=256 * MiB, nproc=32))
+                    limits=Limits(wall_s=30, memory_bytes=256 * MiB, nproc=32, address_space=False))
         out.update(layers=r.layers, degraded=r.degraded, missing=missing_layers(r.layers))
         if r.returncode != 0:
             out["error"] = f"/bin/true exited {r.returncode}: {r.stderr[-300:]}"
