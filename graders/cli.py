@@ -3,6 +3,10 @@
 Needs no server: students use it for pre-submission checks, instructors for
 authoring, and the worker runs it as a subprocess so that a grader crash or
 hang can never take the worker down.
+
+Exit codes: 0 graded and passed, 1 graded (or a grader crash, reported as such), 2 unknown
+assignment, 3 upload rejected, 4 the sandbox could not be built (an infrastructure failure:
+the worker retries it and the student loses no attempt; the reason is on stderr for staff).
 """
 from __future__ import annotations
 
@@ -11,23 +15,31 @@ import os
 import sys
 import traceback
 
-from graders import assignments, workspace
-from graders.exceptions import AssignmentNotFound, SubmissionRejected
+from graders import assignments, sandbox, workspace
+from graders.exceptions import AssignmentNotFound, SandboxSetupError, SubmissionRejected
 from graders.report import GradeReport, ReportStatus
 
 
 def grade(assignment_id: str, path: str, mode: str, submission_id: str | None = None) -> GradeReport:
-    """Grade a file or folder; any exception inside the grader becomes a crashed report."""
+    """Grade a file or folder; any exception inside the grader becomes a crashed report.
+
+    SandboxSetupError is not the grader's bug nor the student's: it propagates (exit 4).
+    The layers every sandboxed run had, and what was off, go into ``report.sandbox``.
+    """
     assignment = assignments.load(assignment_id)
+    sandbox.recorded(reset=True)
     try:
         with workspace.job_dir(submission_id) as job:
             files = workspace.stage_submission(assignment, path, job)
             report = assignment.grader_function()(assignment=assignment, job=job,
                                                   files=files, mode=mode)
-    except SubmissionRejected:
+    except (SubmissionRejected, SandboxSetupError):
         raise
     except Exception:  # a grader bug: staff see the traceback, the student loses nothing
         report = GradeReport.crashed(assignment_id, traceback.format_exc(), mode=mode)
+    seen = sandbox.recorded()
+    report.sandbox = {**report.sandbox, "enforcement": sandbox.enforcement(),
+                      "layers": report.sandbox.get("layers") or seen["layers"], "degraded": report.sandbox.get("degraded") or seen["degraded"]}
     report.submission = submission_id
     report.mode = mode
     return report
@@ -43,6 +55,12 @@ def _print_human(report: GradeReport, lang: str) -> None:
             print(f"          -> {c.hint[lang]}")
     if report.staff_traceback:
         print(report.staff_traceback, file=sys.stderr)
+    off = [d for d in report.sandbox.get("degraded", []) if not d.startswith("cpus:")]
+    if off:  # a laptop run (not root, no cgroups): say plainly what did not protect this machine
+        print("\nSandbox protections that were OFF for this run (your machine ran the script with less "
+              "isolation than the grading server):", file=sys.stderr)
+        for line in off:
+            print(f"  - {line}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,6 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     except SubmissionRejected as e:
         print(e.message[args.lang], file=sys.stderr)
         return 3
+    except SandboxSetupError as e:  # infrastructure: the worker retries, no attempt is used
+        print(f"sandbox unavailable, not graded: {e}", file=sys.stderr)
+        return 4
     if args.json:
         sys.stdout.write(report.to_json() + "\n")
     else:

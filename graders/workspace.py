@@ -19,16 +19,21 @@ def job_dir(submission_id: str | None = None) -> Iterator[Path]:
     """Create a private job directory (mode 0711 on the root) and remove it afterwards.
 
     Each job directory is readable only by the grader; the sandbox binds just the
-    pieces a run needs, so one job can never see another.
+    pieces a run needs, so one job can never see another. The job holds a sandbox uid
+    of its own for its whole life (``graders.sandbox.credentials.lease``), used by every
+    run of the job; leaving reaps that uid and removes the folder.
     """
+    from graders.sandbox import credentials
+
     JOBS_ROOT.mkdir(parents=True, exist_ok=True)
     os.chmod(JOBS_ROOT, 0o711)
     prefix = f"sub{submission_id}-" if submission_id else "cli-"
-    path = Path(tempfile.mkdtemp(prefix=prefix, dir=JOBS_ROOT))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
+    with credentials.lease(job=True):
+        path = Path(tempfile.mkdtemp(prefix=prefix, dir=JOBS_ROOT))
+        try:
+            yield path
+        finally:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def stage_submission(assignment: Assignment, src: str | os.PathLike[str], job: Path) -> list[Path]:

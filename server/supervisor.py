@@ -121,6 +121,20 @@ def prepare_secret() -> str:
     return f"session key: {VAR_DIR / SECRET_FILE} ({'kept' if existed else 'generated'}, mode 0600)"
 
 
+def _print_sandbox_probe() -> None:
+    """Say at start-up which sandbox layers grading gets here (the workers refuse to grade without them)."""
+    from graders import sandbox
+    from server import sandbox_layers
+
+    env = dict(os.environ)
+    sandbox_layers.fail_closed_by_default()
+    try:
+        print(sandbox_layers.describe(sandbox.probe()), flush=True)
+    finally:
+        os.environ.clear()
+        os.environ.update(env)
+
+
 def main() -> int:
     try:
         print(prepare_secret())
@@ -137,6 +151,7 @@ def main() -> int:
     try:
         sup.start_redis()
         sup.prepare_database()
+        _print_sandbox_probe()
         sup.start_services()
         print(f"\n  distgrade is running: http://{HOST}:{PORT}/\n  Ctrl-C stops everything.\n", flush=True)
         return sup.watch()

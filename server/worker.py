@@ -38,6 +38,10 @@ def reconcile_forever(stop: threading.Event) -> None:
 
 
 def main() -> None:
+    from graders import sandbox
+    from server import sandbox_layers
+
+    sandbox_layers.fail_closed_by_default()
     app = worker_app()
     with app.app_context():
         conn = redis_conn()
@@ -45,6 +49,7 @@ def main() -> None:
     stop = threading.Event()
     threading.Thread(target=reconcile_forever, args=(stop,), daemon=True).start()
     worker = Worker([Queue(n, connection=conn) for n in names], connection=conn)
+    sandbox_layers.publish(conn, worker.name, sandbox.probe())  # shown on the queue-health page
     try:
         worker.work(with_scheduler=False)
     finally:

@@ -4,7 +4,7 @@
 
 nbgrader, nbclient and the gradebook stay in the grader process; only the kernel, which runs
 the student's cells, goes into ``graders.sandbox`` with the job's outer wall-clock limit and
-the default hide list: the answer key, the catalogue and the graders are out of its sight. The
+the sandbox's allow-list: the answer key, the catalogue and the graders are out of its sight. The
 notebook's test cells only check each answer's format; the scores are computed outside the
 sandbox on the answers read from the upload (``notebook.py``).
 The kernel talks ZeroMQ over unix sockets (``transport: ipc``) in a folder bound into the
@@ -57,10 +57,15 @@ def main(argv: list[str]) -> int:
     # the sandbox cleanly (sandbox.run's cleanup kills the cgroup).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    result = sandbox.run([sys.executable, "-m", "ipykernel_launcher", "-f", str(inner_conn), *extra],
-                         workdir=workdir, limits=_limits(), env=kernel_env(workdir),
-                         rw_binds=[(str(ipc_dir), str(ipc_dir))])
     out = os.environ.get("DISTGRADE_NB_RESULT")
+    try:
+        result = sandbox.run([sys.executable, "-m", "ipykernel_launcher", "-f", str(inner_conn), *extra],
+                             workdir=workdir, limits=_limits(), env=kernel_env(workdir),
+                             rw_binds=[(str(ipc_dir), str(ipc_dir))])
+    except sandbox.SandboxSetupError as e:  # the grader (notebook.py) turns this into an infrastructure error
+        if out:
+            Path(out).write_text(json.dumps({"setup_error": str(e)[-4000:]}))
+        return 4
     if out:
         Path(out).write_text(json.dumps({
             "returncode": result.returncode, "timed_out": result.timed_out, "wall_s": round(result.wall_s, 2),

@@ -31,6 +31,8 @@ from typing import Any
 
 from graders.assignments import REPO_ROOT, Assignment
 from graders.config_annotation import answers, core, release
+from graders.exceptions import SandboxSetupError
+from graders.sandbox import credentials
 from graders.report import CheckResult, CheckStatus, GradeReport, text
 
 STUDENT = "student"
@@ -95,7 +97,7 @@ def autograde(root: Path, name: str, job: Path, limits: dict[str, Any], cell_tim
     kernel_result = job / "kernel_result.json"
     env = {"JUPYTER_PATH": str(_kernelspec(job)), "JUPYTER_RUNTIME_DIR": str(runtime),
            "DISTGRADE_NB_WORKDIR": str(job / "kernel"), "DISTGRADE_NB_RESULT": str(kernel_result),
-           "DISTGRADE_NB_LIMITS": json.dumps(limits)}
+           "DISTGRADE_NB_LIMITS": json.dumps(limits), **credentials.child_env(credentials.pinned())}
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     c = release.nbgrader_config(root)
@@ -116,6 +118,8 @@ def autograde(root: Path, name: str, job: Path, limits: dict[str, Any], cell_tim
             else:
                 os.environ[k] = v
     result["kernel"] = json.loads(kernel_result.read_text()) if kernel_result.is_file() else None
+    if result["kernel"] and result["kernel"].get("setup_error"):  # not the student's doing: retried
+        raise SandboxSetupError(result["kernel"]["setup_error"])
     return result
 
 

@@ -16,6 +16,7 @@ from sqlalchemy import func
 
 from server.extensions import db
 from server.models import Submission, SubmissionStatus, utcnow
+from server import sandbox_layers
 from server.queue import redis_conn, wait_stats
 
 _GPU_QUEUE = re.compile(r"^distgrade-gpu(\d+)$")
@@ -29,6 +30,7 @@ class WorkerInfo:
     gpus: int  # the largest gpuN queue it listens to (0: CPU only)
     current_job: str | None
     last_heartbeat: datetime | None
+    sandbox: dict | None = None  # the worker's sandbox probe (server.sandbox_layers)
 
 
 @dataclass
@@ -75,7 +77,8 @@ def queue_health(course_ids: list[int] | None = None) -> QueueHealth:
         for w in Worker.all(connection=conn):
             names = w.queue_names()
             health.workers.append(WorkerInfo(w.name, str(w.get_state()), names, gpus_of(names),
-                                             w.get_current_job_id(), w.last_heartbeat))
+                                             w.get_current_job_id(), w.last_heartbeat,
+                                             sandbox_layers.read(conn, w.name)))
     except (redis.exceptions.RedisError, RuntimeError) as exc:
         health.redis_error = str(exc)
     health.workers.sort(key=lambda w: w.name)

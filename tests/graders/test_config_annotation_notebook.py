@@ -70,8 +70,8 @@ def test_the_kernel_cannot_read_the_answer_key(tmp_path: Path, monkeypatch: pyte
     assert read == {}, f"the kernel read grading data: {list(read)}"
     assert attempts["import"].startswith("failed: ModuleNotFoundError"), attempts["import"]
     if os.geteuid() == 0 and sandbox.find_bwrap():
-        assert f"hide:{REPO / 'assignments'}" in report.sandbox["layers"]
-        assert f"hide:{REPO / 'graders'}" in report.sandbox["layers"]
+        # the kernel's mount namespace binds an allow-list: no repository folder exists in it at all
+        assert {"allow-list", "bwrap", "netns:loopback"} <= set(report.sandbox["layers"])
     shown = json.dumps(report.to_dict(), ensure_ascii=False) + graded
     assert "HOSTILE-LEAK {}" in report.logs["kernel"]  # what it found, on the kernel's stderr: nothing
     leaked = [s for s in _grading_secrets() if s in shown]

@@ -2,17 +2,23 @@
 
 expected.json: ``status``; ``checks`` (id -> required status); optional ``min_score`` /
 ``max_score``; ``message_contains`` (id -> lowercase substrings of the English message);
-``limits`` (sandbox limit overrides, passed as ``DISTGRADE_LIMITS``); ``notes``. ``"status": "rejected"``
+``limits`` (sandbox limit overrides, passed as ``DISTGRADE_LIMITS``); ``traps`` (what the host sets up
+for a hostile sample and checks afterwards, see ``host_traps``); ``notes``. ``"status": "rejected"``
 means the upload must be refused (exit 3, no attempt used); ``message_contains.rejected`` checks stderr.
 Samples run one at a time (graders already use every core) in fast mode.
 """
 from __future__ import annotations
 
+import contextlib
+import glob
+import http.server
 import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -25,6 +31,90 @@ def _submission(folder: Path) -> Path:
     return files[0] if len(files) == 1 else folder
 
 
+CANARY = b"DISTGRADE-CANARY password hashes and grades"
+LEFTOVERS = ["/tmp/distgrade-hostile-leftover*", "/dev/shm/distgrade-hostile-leftover*"]
+VICTIM = """
+import os, sys, time
+open("canary.txt", "w").write("DISTGRADE-VICTIM-CANARY")
+while not os.path.exists("stop"):
+    time.sleep(0.1)
+"""
+
+
+def _sleepers() -> list[int]:
+    """Processes that are the hostile sample's detached ``sleep 600``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and (entry / "cmdline").read_bytes() == b"sleep\x00600\x00":
+                found.append(int(entry.name))
+        except OSError:
+            pass
+    return found
+
+
+@contextlib.contextmanager
+def host_traps(traps: list[str]) -> Iterator[None]:
+    """Set up what a hostile sample goes for on the host, and check after grading that it got none of it.
+
+    ``var_canary``: a database-like file in the repository's ``var/``; ``http_server``: an HTTP server on
+    the host's loopback that must receive no request; ``victim_job``: a concurrent sandboxed job that
+    must end normally (not killed); ``leftovers``: no ``distgrade-hostile-leftover*`` in /tmp or /dev/shm
+    and no detached sleeper afterwards.
+    """
+    with contextlib.ExitStack() as stack:
+        checks = []
+        if "var_canary" in traps:
+            var = ROOT / "var"
+            made_var = not var.exists()
+            var.mkdir(exist_ok=True)
+            canary = var / "distgrade-canary.db"
+            canary.write_bytes(CANARY)
+            os.chmod(canary, 0o644)  # as readable as an SQLite file created with the default umask
+            stack.callback(lambda: (canary.unlink(missing_ok=True), made_var and var.rmdir()))
+        if "http_server" in traps:
+            hits: list[str] = []
+
+            class Handler(http.server.BaseHTTPRequestHandler):
+                def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+                    hits.append(self.path)
+                    self.send_response(200)
+                    self.end_headers()
+
+                def log_message(self, *args: object) -> None:
+                    pass
+            server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+            stack.callback(server.server_close)
+            stack.callback(server.shutdown)
+            checks.append(lambda: hits == [] or pytest.fail(f"the sample reached the host's web server: {hits}"))
+        if "victim_job" in traps:
+            from graders import sandbox, workspace
+            job = stack.enter_context(workspace.job_dir("victim"))
+            (job / "run").mkdir()
+            outcome: dict[str, object] = {}
+
+            def victim() -> None:
+                outcome["result"] = sandbox.run([sys.executable, "-c", VICTIM, "distgrade-victim"],
+                                                workdir=job / "run", limits=sandbox.Limits(wall_s=300),
+                                                env={"PATH": "/usr/bin:/bin"})
+            thread = threading.Thread(target=victim, daemon=True)
+            thread.start()
+
+            def victim_survived() -> None:
+                (job / "run" / "stop").touch()
+                thread.join(timeout=60)
+                r = outcome.get("result")
+                assert r is not None and r.returncode == 0 and r.killed_reason is None, r
+            checks.append(victim_survived)
+        yield
+        if "leftovers" in traps:
+            left = [p for pattern in LEFTOVERS for p in glob.glob(pattern)]
+            assert left == [] and _sleepers() == [], f"left on the host: {left}, sleepers {_sleepers()}"
+        for check in checks:
+            check()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("folder", SAMPLES, ids=[f"{p.parent.parent.name}/{p.name}" for p in SAMPLES])
 def test_sample(folder: Path, tmp_path: Path) -> None:
@@ -33,8 +123,9 @@ def test_sample(folder: Path, tmp_path: Path) -> None:
     env = {**os.environ, "DISTGRADE_FAST": "1", "DISTGRADE_LIMITS": json.dumps(expected.get("limits", {})),
            "DISTGRADE_VAR_DIR": str(tmp_path / "var")}
     env.pop("DISTGRADE_PROGRESS_FILE", None)
-    proc = subprocess.run([sys.executable, "-m", "graders", "grade", assignment, str(_submission(folder)), "--json"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    with host_traps(expected.get("traps", [])):
+        proc = subprocess.run([sys.executable, "-m", "graders", "grade", assignment, str(_submission(folder)),
+                               "--json"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     if expected.get("status") == "rejected":  # refused before grading: exit 3, reason on stderr, no report
         assert proc.returncode == 3 and not proc.stdout.strip(), f"not rejected: {proc.stdout[-2000:]}"
         for part in expected.get("message_contains", {}).get("rejected", []):

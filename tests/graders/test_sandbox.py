@@ -8,6 +8,8 @@ code still works inside the sandbox.
 """
 from __future__ import annotations
 
+import ast
+import contextlib
 import json
 import os
 import resource
@@ -26,7 +28,7 @@ import pytest
 from graders import sandbox, workspace
 from graders.exceptions import SandboxSetupError
 from graders.sandbox import Limits, SandboxResult
-from graders.sandbox_session import disk_usage
+from graders.sandbox.watch import disk_usage
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "assignments" / "ddp_speedup" / "samples"
@@ -74,7 +76,9 @@ def assert_clean(result: SandboxResult, workdir: Path) -> None:
     """Nothing of the job runs any more and the sandbox layers were all in force."""
     assert result.leftover_pids == 0
     assert pids_in(workdir) == []
-    assert "bwrap" in result.layers and f"uid:{sandbox.SANDBOX_UID}" in result.layers
+    from graders.sandbox import credentials
+    uids = [int(x[4:]) for x in result.layers if x.startswith("uid:")]
+    assert "bwrap" in result.layers and len(uids) == 1 and uids[0] in credentials.uid_range()
     assert not [d for d in result.degraded if d.startswith("bwrap")], result.degraded
 
 
@@ -124,28 +128,48 @@ def test_a_hidden_file_shows_no_data(job: Path) -> None:
     assert r.returncode == 0 and r.stdout.strip() in ("''", "PermissionError"), r.stderr
 
 
-def test_grading_data_is_hidden_but_a_bound_harness_is_visible(job: Path) -> None:
-    # Solutions, samples, answer keys and grader code: none of it is the student's to read.
-    assignments, graders = sandbox.REPO_ROOT / "assignments", sandbox.REPO_ROOT / "graders"
-    harness = graders / "harness"
-    code = (f"import os\nprint(os.listdir('{assignments}'), os.listdir('{graders}'))\n"
-            f"print('sitecustomize.py' in os.listdir('{harness}'))")
-    r = sandbox.run([VENV_PY, "-c", code], workdir=job / "run", limits=Limits(wall_s=20), env=ENV,
-                    ro_binds=[(str(harness), str(harness))])
+def test_only_the_allow_list_is_visible(job: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # Solutions, samples, answer keys, quizzes, tests, .git, var/ and grader code: none of it is bound.
+    assignments_elsewhere = tmp_path / "assignments"
+    assignments_elsewhere.mkdir()
+    monkeypatch.setenv("DISTGRADE_ASSIGNMENTS_DIR", str(assignments_elsewhere))
+    harness = sandbox.REPO_ROOT / "graders" / "harness"
+    code = ("import os, sys\n"
+            f"print(sorted(os.listdir('{sandbox.REPO_ROOT}')), os.listdir('{harness.parent}'))\n"
+            f"print('sitecustomize.py' in os.listdir('{harness}'))\n"
+            f"print([p for p in ('/var', '/root', '/home', '/opt', '/srv', '/run', '{assignments_elsewhere}')"
+            " if os.path.exists(p)], [os.listdir(p) for p in ('/', '/work') if os.path.isdir(p)])\n"
+            "import torch; print(torch.__version__ is not None)\n")
+    r = sandbox.run([VENV_PY, "-c", code], workdir=job / "run", limits=Limits(wall_s=60, address_space=False),
+                    env=ENV, ro_binds=[(str(harness), str(harness))])
     assert r.returncode == 0, r.stdout + r.stderr
-    listed, harness_seen = r.stdout.strip().splitlines()
-    assert listed == "[] ['harness']" and harness_seen == "True"  # only the mount point of the bind
+    listed, harness_seen, others, torch_ok = r.stdout.strip().splitlines()
+    # only the mount points of the venv and the harness; /work holds nothing but the path to them
+    assert listed == "['.venv', 'graders'] ['harness']" and harness_seen == "True", listed
+    roots = sorted(os.listdir("/"))  # what the allow-list and the bind targets create, nothing more
+    assert others.startswith("[] "), others
+    assert set(ast.literal_eval(others[3:])[0]) <= {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "proc",
+                                         "dev", "tmp", REPO.parts[1]}, (others, roots)
+    assert torch_ok == "True"
+    assert "allow-list" in r.layers and "private-shm" in r.layers
 
 
-def test_a_checkout_under_tmp_stays_visible_and_its_var_stays_hidden() -> None:
-    # A CI clone under /tmp: the private /tmp must not swallow the interpreter, but var/ is hidden.
-    cmd = sandbox.bwrap_argv(["python"], bwrap="bwrap", workdir=None, hide=["/tmp/ci/var"],
-                             runtime=["/tmp/ci", "/tmp/ci/.venv"], system=[])
+def test_a_checkout_under_tmp_keeps_its_venv_visible() -> None:
+    # A CI clone under /tmp: the private /tmp must not swallow the interpreter; the repo stays unbound.
+    cmd = sandbox.bwrap_argv(["python"], bwrap="bwrap", workdir=None, hide=["/tmp/ci/.venv/secret"],
+                             runtime=["/tmp/ci/.venv"], system=[])
     tmpfs_tmp = cmd.index("/tmp", cmd.index("--tmpfs"))
-    bind_repo = cmd.index("/tmp/ci")
-    hide_var = cmd.index("/tmp/ci/var")
-    assert tmpfs_tmp < bind_repo < hide_var
-    assert cmd[bind_repo - 1] == "--ro-bind"
+    bind_venv = cmd.index("/tmp/ci/.venv")
+    hide = cmd.index("/tmp/ci/.venv/secret")
+    assert tmpfs_tmp < bind_venv < hide
+    assert cmd[bind_venv - 1] == "--ro-bind" and "/tmp/ci" not in cmd
+
+
+def test_the_system_binds_are_an_allow_list() -> None:
+    args = sandbox.bwrap.system_binds()
+    bound = {args[i + 2] for i in range(0, len(args), 3)}
+    assert bound <= set(sandbox.bwrap.SYSTEM_DIRS) and "/usr" in bound and "/etc" in bound
+    assert not bound & {"/work", "/root", "/home", "/var", "/run", "/srv", "/opt"}
 
 
 @pytest.mark.parametrize("name, limits, reason", [
@@ -299,9 +323,13 @@ def test_address_space_limit_never_with_gpus(job: Path, monkeypatch: pytest.Monk
     code = "import os, resource; print(resource.getrlimit(resource.RLIMIT_AS)[0], os.environ.get('CUDA_VISIBLE_DEVICES'))"
     limits = Limits(wall_s=20, memory_bytes=2048 * MiB)
     cpu = sandbox.run([VENV_PY, "-c", code], workdir=job / "run", limits=limits, env=ENV)
-    gpu = sandbox.run([VENV_PY, "-c", code], workdir=job / "run", limits=limits, env=ENV, gpus=[0, 1])
     assert cpu.stdout.split() == [str(2048 * MiB), "None"] and "rlimit-as" in cpu.layers
+    with pytest.raises(SandboxSetupError, match="memory limit"):  # no cgroup and no RLIMIT_AS: refused
+        sandbox.run([VENV_PY, "-c", code], workdir=job / "run", limits=limits, env=ENV, gpus=[0, 1])
+    monkeypatch.setenv("DISTGRADE_SANDBOX", "none")  # the operator's explicit choice: runs, says what is off
+    gpu = sandbox.run([VENV_PY, "-c", code], workdir=job / "run", limits=limits, env=ENV, gpus=[0, 1])
     assert gpu.stdout.split() == [str(resource.RLIM_INFINITY), "0,1"] and "rlimit-as" not in gpu.layers
+    assert any(d.startswith("bwrap: disabled") for d in gpu.degraded)
 
 
 @pytest.mark.parametrize("mode, visible", [("bwrap", "0,1"), ("none", "2,3")])
@@ -364,3 +392,187 @@ def test_two_rank_gloo_torchrun_runs_inside_the_sandbox(job: Path) -> None:
     assert "rank 0/2 sum=3" in r.stdout and "rank 1/2 sum=3" in r.stdout
     assert "hostname of the client socket cannot be retrieved" not in r.stderr  # ::1 resolves
     assert_clean(r, job / "run")
+
+
+@pytest.mark.parametrize("layers, missing", [
+    (["bwrap", "netns:loopback", "pidns", "allow-list", "uid:60100", "cgroup-v1:memory"], []),
+    (["bwrap", "netns:loopback", "pidns", "allow-list", "uid:60100", "rlimit-as"], []),
+    (["uid:60100", "cgroup-v1:memory", "cgroup-v1:pids"],
+     ["network namespace", "mount namespace with the allow-list"]),
+    (["bwrap", "netns:loopback", "pidns", "allow-list", "killpg"], ["unprivileged uid", "memory limit (cgroup or RLIMIT_AS)"]),
+    (["netns:loopback", "allow-list", "uid:1", "rlimit-as", "killpg"], ["process-tree kill (pid namespace or cgroup)"]),
+])
+def test_required_layers(layers: list[str], missing: list[str]) -> None:
+    assert sandbox.missing_layers(layers) == missing
+
+
+def test_a_missing_layer_refuses_the_run_unless_the_operator_said_none(job: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DISTGRADE_CGROUP", "none")
+    no_memory_limit = Limits(wall_s=20, address_space=False)
+    marker = job / "run" / "ran"
+    with pytest.raises(SandboxSetupError, match=r"memory limit .*DISTGRADE_SANDBOX=none"):
+        sandbox.run(["/bin/touch", str(marker)], workdir=job / "run", limits=no_memory_limit, env=ENV)
+    assert not marker.exists()  # refused before anything of the student's started
+    monkeypatch.setenv("DISTGRADE_SANDBOX", "none")
+    r = sandbox.run(["/bin/touch", str(marker)], workdir=job / "run", limits=no_memory_limit, env=ENV)
+    assert r.returncode == 0 and marker.exists()
+    assert "bwrap: disabled by DISTGRADE_SANDBOX=none" in r.degraded
+
+
+def test_the_cli_reports_a_sandbox_it_cannot_build_as_infrastructure(tmp_path: Path) -> None:
+    """Exit 4 and the reason on stderr (the worker retries it), never a crashed report or a score."""
+    sample = SAMPLES / "correct_argparse_sgd" / "train.py"
+    env = {**os.environ, "DISTGRADE_CGROUP": "none", "DISTGRADE_SANDBOX": "required", "DISTGRADE_FAST": "1",
+           "DISTGRADE_LIMITS": json.dumps({"address_space": False}), "DISTGRADE_VAR_DIR": str(tmp_path)}
+    import subprocess
+    proc = subprocess.run([sys.executable, "-m", "graders", "grade", "ddp_speedup", str(sample), "--json"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 4 and proc.stdout == "", proc.stdout[-500:] + proc.stderr[-2000:]
+    assert "sandbox unavailable" in proc.stderr and "memory limit" in proc.stderr
+
+
+def test_each_job_gets_its_own_uid_and_a_killed_holder_frees_it(tmp_path: Path) -> None:
+    import subprocess
+    from graders.sandbox import credentials
+
+    with credentials.lease() as a, credentials.lease() as b:
+        assert a is not None and b is not None and a.uid != b.uid and {a.locked, b.locked} == {True}
+    # a holder SIGKILLed mid-job (a lost worker): the kernel drops its flock; the next job reaps the uid
+    holder = subprocess.Popen([sys.executable, "-c",
+                               "import sys, time; from graders.sandbox import credentials\n"
+                               "with credentials.lease() as s:\n"
+                               "    print(s.uid, flush=True); time.sleep(300)"],
+                              cwd=REPO, stdout=subprocess.PIPE, text=True)
+    uid = int(holder.stdout.readline())
+    leftover = subprocess.Popen(["sleep", "300"], user=uid, group=uid)  # a process of that job
+    holder.kill()
+    holder.wait()
+    try:
+        taken = []
+        with contextlib.ExitStack() as stack:
+            while True:
+                slot = stack.enter_context(credentials.lease())
+                taken.append(slot.uid)
+                if slot.uid == uid or len(taken) > 64:
+                    break
+        assert uid in taken
+        assert leftover.wait(timeout=10) == -signal.SIGKILL  # reaped when the uid was taken again
+    finally:
+        leftover.kill()
+
+
+def test_leftovers_in_host_tmp_and_shm_are_removed_without_a_private_tmp(job: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DISTGRADE_SANDBOX", "none")  # no private /tmp: only the per-uid reaping can clean up
+    r = run_sample(job, "leave_tmp_files", Limits(wall_s=30))
+    assert "left files in /dev/shm, /tmp" in r.stderr
+    assert [p for pattern in ("/tmp/distgrade-hostile-leftover*", "/dev/shm/distgrade-hostile-leftover*")
+            for p in Path("/").glob(pattern.lstrip("/"))] == []
+    assert credentials_processes(sandbox.SANDBOX_UID) == []
+
+
+def credentials_processes(uid: int) -> list[int]:
+    from graders.sandbox import credentials
+    return credentials.processes_of(uid)
+
+
+def test_concurrent_jobs_cannot_see_or_kill_each_other(job: Path) -> None:
+    """A victim job runs while the hostile one looks for it in /proc and the jobs root."""
+    with workspace.job_dir("victim") as other:
+        (other / "run").mkdir()
+        victim_code = ("import os, time\nopen('canary.txt', 'w').write('VICTIM')\n"
+                       "while not os.path.exists('stop'):\n    time.sleep(0.1)\n")
+        box: dict[str, SandboxResult] = {}
+        t = threading.Thread(target=lambda: box.setdefault("r", sandbox.run(
+            [VENV_PY, "-c", victim_code, "distgrade-victim"], workdir=other / "run", limits=Limits(wall_s=120),
+            env=ENV)))
+        t.start()
+        deadline = time.monotonic() + 30
+        while not (other / "run" / "canary.txt").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        r = run_sample(job, "other_job", Limits(wall_s=30))
+        (other / "run" / "stop").touch()
+        t.join(timeout=60)
+    assert "blocked" in r.stderr, r.stderr[-1000:]
+    victim = box["r"]
+    assert victim.returncode == 0 and victim.killed_reason is None
+    uids = {x for x in victim.layers + r.layers if x.startswith("uid:")}
+    assert len(uids) == 2  # two jobs, two uids
+
+
+def test_concurrent_jobs_get_disjoint_cpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU: nothing to split")
+    monkeypatch.setenv("DISTGRADE_JOB_CPUS", "1")
+    code = "import os, time; print(sorted(os.sched_getaffinity(0))); time.sleep(2)"
+    seen: dict[str, SandboxResult] = {}
+
+    def job(name: str) -> None:  # two jobs at once, each in its own thread as in two workers
+        with workspace.job_dir(name) as root:
+            seen[name] = sandbox.run([VENV_PY, "-c", code], workdir=root / "run", limits=Limits(wall_s=30), env=ENV)
+    threads = [threading.Thread(target=job, args=(n,)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    a, b = seen["a"], seen["b"]
+    assert a.returncode == b.returncode == 0, a.stderr + b.stderr
+    cpus_a, cpus_b = ast.literal_eval(a.stdout.strip()), ast.literal_eval(b.stdout.strip())
+    assert len(cpus_a) == len(cpus_b) == 1 and cpus_a != cpus_b, (a.layers, b.layers, a.degraded, b.degraded)
+    assert "cgroup-v1:cpuset" in a.layers + b.layers or "cgroup-v2:cpuset" in a.layers + b.layers
+
+
+def test_reaping_removes_only_the_uids_files_and_spares_the_jobs_root(tmp_path: Path) -> None:
+    from graders.sandbox import credentials
+
+    uid = 60163
+    shared = tmp_path / "shared"  # world-writable, like /tmp: a foreign uid may write inside
+    private = tmp_path / "private"  # someone else's folder: never descended into, never touched
+    jobs = tmp_path / "jobs"
+    for d, mode in ((shared, 0o1777), (private, 0o755), (jobs, 0o711)):
+        d.mkdir()
+        os.chmod(d, mode)
+    os.chmod(tmp_path, 0o1777)
+    mine = [shared / "left.bin", tmp_path / "dir-of-mine", jobs / "job-output"]
+    mine[0].write_bytes(b"x")
+    mine[1].mkdir()
+    (mine[1] / "many").write_text("y")
+    mine[2].write_text("the grader reads this")
+    theirs = private / "keep.txt"
+    theirs.write_text("z")
+    for p in (*mine, mine[1] / "many", theirs):
+        os.chown(p, uid, uid)
+    assert credentials.remove_files_of(uid, roots=[str(tmp_path)], keep=[jobs]) == 2
+    assert not mine[0].exists() and not mine[1].exists()
+    assert mine[2].exists() and theirs.exists()
+
+
+@pytest.fixture
+def laptop_home() -> Iterator[Path]:
+    """A folder another user can reach (pytest's own tmp_path sits under a 0700 folder)."""
+    path = Path(tempfile.mkdtemp(prefix="distgrade-laptop-"))
+    os.chmod(path, 0o777)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_a_students_laptop_run_works_and_says_what_is_off(laptop_home: Path) -> None:
+    """Not root, no writable cgroup: best effort, every missing protection named (the CLI prints them)."""
+    import subprocess
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv (util-linux) is needed to run as another user")
+    tmp_path = laptop_home
+    code = ("import json; from pathlib import Path; from graders import sandbox, workspace\n"
+            "with workspace.job_dir() as job:\n"
+            "    r = sandbox.run(['/bin/true'], workdir=job / 'run', env={'PATH': '/usr/bin:/bin'},\n"
+            "                    limits=sandbox.Limits(wall_s=20))\n"
+            "print(json.dumps([sandbox.enforcement(), r.returncode, r.degraded, r.layers]))\n")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "DISTGRADE_JOBS_DIR": str(tmp_path)}
+    proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", VENV_PY, "-c", code],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    enforcement, rc, degraded, layers = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert enforcement == "best-effort" and rc == 0
+    assert any(d.startswith("uid: the grader is not root") for d in degraded)
+    assert not any(x.startswith("uid:") for x in layers)

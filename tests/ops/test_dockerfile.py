@@ -44,3 +44,29 @@ def test_worker_image_runs_the_tested_torch():
     tested = importlib.metadata.version("torch").split("+")[0]
     assert spec.group(1) == tested, f"worker pins torch {spec.group(1)}, the suite runs {tested}"
     assert '"torch>=2.13,<2.15"' in (REPO / "pyproject.toml").read_text()
+
+
+def _sandbox_flags() -> list[str]:
+    m = re.search(r'^LABEL org\.distgrade\.sandbox-run-flags="([^"]+)"', (REPO / "Dockerfile").read_text(), re.M)
+    assert m, "the worker image must document the docker run flags its sandbox needs"
+    return m.group(1).split()
+
+
+def test_the_worker_image_documents_the_flags_bwrap_needs():
+    flags = _sandbox_flags()
+    # user/mount/pid/net namespaces (seccomp, AppArmor) and a fresh /proc (masked paths)
+    for needed in ("seccomp=unconfined", "apparmor=unconfined", "systempaths=unconfined"):
+        assert needed in flags
+    assert "--privileged" not in flags
+    assert "DISTGRADE_SANDBOX=required" in (REPO / "Dockerfile").read_text()
+
+
+def test_the_sandbox_probe_passes_inside_the_worker_image():
+    docker = shutil.which("docker")
+    if docker is None or subprocess.run([docker, "info"], capture_output=True).returncode != 0:
+        pytest.skip("no Docker engine on this machine: the probe in the image runs where Docker exists")
+    image = "distgrade-worker-probe"
+    subprocess.run([docker, "build", "--target", "worker", "-t", image, str(REPO)], check=True)
+    out = subprocess.run([docker, "run", "--rm", *_sandbox_flags(), image, ".venv/bin/python", "-m",
+                          "graders.sandbox"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr

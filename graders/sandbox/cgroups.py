@@ -1,4 +1,4 @@
-"""One control group per sandboxed run: memory and pids limits, accounting and a reliable kill.
+"""One control group per sandboxed run: memory and pids limits, CPUs, accounting and a reliable kill.
 
 cgroup v1 (one hierarchy per controller, e.g. ``/sys/fs/cgroup/memory``) is used for
 each controller whose hierarchy is writable; otherwise cgroup v2 (one unified tree)
@@ -6,6 +6,11 @@ when it delegates both ``memory`` and ``pids``. Each run's group is created *bel
 service's own group* (read from ``/proc/self/cgroup``) so the container's limits still
 apply to it, under a ``distgrade/`` folder that also collects stale groups left by a
 worker that died.
+
+With ``cpus``, the run is confined to those CPUs by the ``cpuset`` controller (v1 hierarchy
+or v2 ``cpuset.cpus``), so two concurrent jobs given disjoint CPUs cannot slow each other's
+timed runs; a v1 cpuset group starts empty, so ``distgrade/`` inherits its parent's
+``cpuset.cpus`` and ``cpuset.mems`` before a run's group takes its share.
 
 The group is the only complete list of a job's processes: a ``setsid`` daemon leaves
 the process group but never its cgroup, so killing "everything in the group" is what
@@ -57,12 +62,25 @@ def _ppid(pid: int) -> int:
         return 0
 
 
+def _creator_alive(name: str) -> bool:
+    """Whether the process that created group ``run-<pid>-<id>`` still exists."""
+    try:
+        os.kill(int(name.split("-")[1]), 0)
+    except (IndexError, ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _make_child(parent: Path) -> Path | None:
     """Create ``parent/distgrade/run-…``; None when that hierarchy is not writable here."""
     base = parent / "distgrade"
     try:
         base.mkdir(exist_ok=True)
         for stale in base.glob("run-*"):  # groups of a worker that was killed; rmdir only if empty
+            if _creator_alive(stale.name):  # a concurrent run's fresh group is empty until its child joins
+                continue
             try:
                 stale.rmdir()
             except OSError:
@@ -81,7 +99,29 @@ def _v1_dir(controller: str, own: dict[str, str]) -> Path | None:
     parent = mount / own.get(controller, "/").lstrip("/")
     if not parent.is_dir():  # mounted without a cgroup namespace matching ours
         parent = mount
+    if controller == "cpuset":  # a new v1 cpuset group has no CPU and no memory node until given some
+        base = parent / "distgrade"
+        try:
+            base.mkdir(exist_ok=True)
+        except OSError:
+            return None
+        for name in ("cpuset.cpus", "cpuset.mems"):
+            if not _read(base / name).strip() and not _copy(parent / name, base / name):
+                return None
     return _make_child(parent)
+
+
+def _copy(src: Path, dst: Path) -> bool:
+    try:
+        dst.write_text(src.read_text().strip())
+        return True
+    except OSError:
+        return False
+
+
+def cpu_list(cpus: list[int]) -> str:
+    """``[0, 1, 2, 5]`` as the kernel's list format ``0,1,2,5``."""
+    return ",".join(str(c) for c in sorted(set(cpus)))
 
 
 @dataclass
@@ -188,24 +228,33 @@ class JobCgroup:
 
 
 def _write(path: Path, value: int) -> bool:
+    return _write_text(path, str(value))
+
+
+def _write_text(path: Path, value: str) -> bool:
     try:
-        path.write_text(str(value))
+        path.write_text(value)
         return True
     except OSError:
         return False
 
 
-def create(memory_bytes: int, pids_max: int) -> tuple[JobCgroup | None, list[str]]:
+def create(memory_bytes: int, pids_max: int,
+           cpus: list[int] | None = None) -> tuple[JobCgroup | None, list[str]]:
     """Create and limit a group for one run; returns it (or None) and what is missing and why."""
     if os.environ.get("DISTGRADE_CGROUP", "auto") == "none":
         return None, ["cgroup: disabled by DISTGRADE_CGROUP=none"]
     own = _own_paths()
     cg = JobCgroup(version=1)
     missing: list[str] = []
-    for controller in ("memory", "pids"):
+    for controller in ("memory", "pids", *(("cpuset",) if cpus else ())):
         d = _v1_dir(controller, own)
         if d is not None:
             cg.dirs[controller] = d
+    if "cpuset" in cg.dirs and not (_copy(cg.dirs["cpuset"].parent / "cpuset.mems", cg.dirs["cpuset"] / "cpuset.mems")
+                                    and _write_text(cg.dirs["cpuset"] / "cpuset.cpus", cpu_list(cpus or []))):
+        missing.append(f"cgroup-v1:cpuset: CPUs {cpu_list(cpus or [])} not writable")
+        cg.dirs.pop("cpuset").rmdir()
     if "memory" in cg.dirs:
         ok = _write(cg.dirs["memory"] / "memory.limit_in_bytes", memory_bytes)
         # without swap accounting a job could page out past its limit
@@ -217,11 +266,14 @@ def create(memory_bytes: int, pids_max: int) -> tuple[JobCgroup | None, list[str
     if "pids" in cg.dirs and not _write(cg.dirs["pids"] / "pids.max", pids_max):
         missing.append("cgroup-v1:pids: limit not writable")
     if cg.dirs:
+        if cpus and "cpuset" not in cg.dirs and not missing:
+            missing.append("cgroup-v1:cpuset: no writable cpuset hierarchy")
         return cg, missing
-    return _create_v2(own, memory_bytes, pids_max)
+    return _create_v2(own, memory_bytes, pids_max, cpus)
 
 
-def _create_v2(own: dict[str, str], memory_bytes: int, pids_max: int) -> tuple[JobCgroup | None, list[str]]:
+def _create_v2(own: dict[str, str], memory_bytes: int, pids_max: int,
+               cpus: list[int] | None) -> tuple[JobCgroup | None, list[str]]:
     for mount in (CGROUP_MOUNT / "unified", CGROUP_MOUNT):
         controllers = _read(mount / "cgroup.controllers").split()
         if not controllers:
@@ -232,7 +284,7 @@ def _create_v2(own: dict[str, str], memory_bytes: int, pids_max: int) -> tuple[J
             base.mkdir(exist_ok=True)
         except OSError:
             continue
-        have = set(_read(base / "cgroup.controllers").split()) & {"memory", "pids"}
+        have = set(_read(base / "cgroup.controllers").split()) & {"memory", "pids", *(("cpuset",) if cpus else ())}
         try:
             (base / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in sorted(have)))
         except OSError:
@@ -248,6 +300,9 @@ def _create_v2(own: dict[str, str], memory_bytes: int, pids_max: int) -> tuple[J
             _write(child / "memory.swap.max", 0)
         if "pids" in have:
             _write(child / "pids.max", pids_max)
-        missing = [f"cgroup-v2:{c}: not delegated" for c in ("memory", "pids") if c not in have]
+        if "cpuset" in have and not _write_text(child / "cpuset.cpus", cpu_list(cpus or [])):
+            del cg.dirs["cpuset"]
+        wanted = ("memory", "pids", *(("cpuset",) if cpus else ()))
+        missing = [f"cgroup-v2:{c}: not delegated" for c in wanted if c not in cg.dirs]
         return cg, missing
     return None, ["cgroup: no writable v1 hierarchy nor v2 tree with memory/pids delegated"]

@@ -1,4 +1,4 @@
-"""The watch loop of one sandboxed run: bounded output, limits enforced, every process reaped.
+"""The watch loop of one sandboxed run (formerly ``graders/sandbox_session.py``): bounded output, limits enforced, every process reaped.
 
 A single thread multiplexes the child's stdout and stderr with the checks (wall clock,
 output flood, disk quota, pids and memory events), so nothing blocks on a pipe that a
@@ -11,15 +11,12 @@ import selectors
 import signal
 import subprocess
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import Callable, Sequence
 
-from graders.cgroups import JobCgroup
 from graders.exceptions import SandboxSetupError
-
-if TYPE_CHECKING:
-    from graders.sandbox import Limits
+from graders.sandbox.cgroups import JobCgroup
+from graders.sandbox.result import KilledReason, Limits, SandboxResult
 
 DISK_CHECK_EVERY_S = 0.5
 DRAIN_AFTER_EXIT_S = 2.0  # how long pipes may stay open once every process is gone
@@ -63,21 +60,6 @@ class Tail:
         return data.decode("utf-8", errors="replace")
 
 
-@dataclass
-class Outcome:
-    """What the watch loop saw; ``graders.sandbox.run`` turns it into a SandboxResult."""
-
-    returncode: int | None
-    wall_s: float
-    stdout: str
-    stderr: str
-    killed_reason: str | None
-    oom_killed: bool
-    peak_memory_bytes: int | None
-    output_total_bytes: int
-    leftover_pids: int
-
-
 def disk_usage(roots: Sequence[Path], max_entries: int = 200_000) -> int:
     """Bytes allocated under ``roots``; a tree with too many entries counts as full."""
     total, seen = 0, 0
@@ -108,7 +90,7 @@ class Session:
         self.setup_mark, self.disk_roots = setup_mark, list(disk_roots)
         self.out, self.err = Tail(limits.output_bytes), Tail(limits.output_bytes)
         self.mark = bytearray()
-        self.reason: str | None = None
+        self.reason: KilledReason | None = None
 
     def _start(self) -> subprocess.Popen:
         # stdin carries the setup mark: the inner shell writes it once bwrap's mounts
@@ -126,8 +108,8 @@ class Session:
         self.mark_fd = mark_r
         return proc
 
-    def wait(self) -> Outcome:
-        """Run to the end; kill on any limit; return what happened."""
+    def wait(self) -> SandboxResult:
+        """Run to the end; kill on any limit; return what happened (``layers`` left to the caller)."""
         start = time.monotonic()
         proc = self._start()
         sel = selectors.DefaultSelector()
@@ -160,7 +142,7 @@ class Session:
                     next_disk = now + DISK_CHECK_EVERY_S
                 if self.reason is not None:
                     kill_at = now
-                    if self.reason == "timeout" and self.limits.dump_signal is not None:
+                    if self.reason == KilledReason.TIMEOUT and self.limits.dump_signal is not None:
                         self._signal_students(proc, self.limits.dump_signal, parents=False)
                         parents_at = now + min(PARENT_DUMP_DELAY_S, self.limits.dump_grace_s / 2)
                         kill_at = now + self.limits.dump_grace_s  # keep draining their dumps
@@ -201,17 +183,17 @@ class Session:
             elif len(key.data) < 256:
                 key.data.extend(chunk)
 
-    def _limit_hit(self, now: float, deadline: float, next_disk: float) -> str | None:
+    def _limit_hit(self, now: float, deadline: float, next_disk: float) -> KilledReason | None:
         if self.out.total + self.err.total > self.limits.output_kill_bytes:
-            return "output"
+            return KilledReason.OUTPUT
         if self.cg is not None and self.cg.oom_kills() > 0:
-            return "memory"
+            return KilledReason.MEMORY
         if self.cg is not None and self.cg.pids_limit_hit():
-            return "pids"
+            return KilledReason.PIDS
         if now >= next_disk and disk_usage(self.disk_roots) > self.limits.disk_bytes:
-            return "disk"
+            return KilledReason.DISK
         if now >= deadline:
-            return "timeout"
+            return KilledReason.TIMEOUT
         return None
 
     def _signal_students(self, proc: subprocess.Popen, sig: int, parents: bool) -> None:
@@ -236,15 +218,15 @@ class Session:
             raise SandboxSetupError(f"bubblewrap failed to set up the sandbox (exit {rc}): "
                                     f"{self.err.text()[-2000:]}")
 
-    def _outcome(self, rc: int, wall_s: float) -> Outcome:
+    def _outcome(self, rc: int, wall_s: float) -> SandboxResult:
         reason = self.reason
         oom = self.cg is not None and self.cg.oom_kills() > 0
         if reason is None and oom:
-            reason = "memory"
+            reason = KilledReason.MEMORY
         if reason is None and rc in (-signal.SIGXFSZ, 128 + signal.SIGXFSZ):
-            reason = "disk"  # RLIMIT_FSIZE: one file grew past fsize_bytes
+            reason = KilledReason.DISK  # RLIMIT_FSIZE: one file grew past fsize_bytes
         leftover = len(self.cg.pids()) if self.cg is not None else 0
-        return Outcome(returncode=rc, wall_s=wall_s, stdout=self.out.text(), stderr=self.err.text(),
-                       killed_reason=reason, oom_killed=oom,
-                       peak_memory_bytes=self.cg.peak_memory() if self.cg else None,
-                       output_total_bytes=self.out.total + self.err.total, leftover_pids=leftover)
+        return SandboxResult(returncode=rc, timed_out=reason == KilledReason.TIMEOUT, wall_s=wall_s,
+                             stdout=self.out.text(), stderr=self.err.text(), killed_reason=reason,
+                             oom_killed=oom, peak_memory_bytes=self.cg.peak_memory() if self.cg else None,
+                             output_total_bytes=self.out.total + self.err.total, leftover_pids=leftover)
