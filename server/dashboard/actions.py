@@ -117,12 +117,18 @@ def _score(value: Any, top: float | None = None) -> float:
 
 
 def set_override(course_id: int, user_id: int, item: str, value: Any, reason: str, actor_id: int,
-                 computed: float | None) -> ScoreOverride:
-    """Replace the computed score of one gradebook cell; the reason is required and audited."""
+                 computed: float | None, top: float | None = None) -> ScoreOverride:
+    """Replace the computed score of one gradebook cell; the reason is required and audited.
+
+    ``top`` is the item's maximum: a score above it is refused (``above_max``), since every
+    total and export is out of that maximum.
+    """
     reason = (reason or "").strip()
     if not reason:
         raise ActionError("reason_required")
     score = _score(value)
+    if top and score > top:
+        raise ActionError("above_max")
     row = db.session.scalar(db.select(ScoreOverride).where(
         ScoreOverride.course_id == course_id, ScoreOverride.user_id == user_id, ScoreOverride.item == item))
     old = row.score if row else computed

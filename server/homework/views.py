@@ -147,13 +147,24 @@ def report_context(sub: Submission) -> dict:
                 elapsed=elapsed_s(sub))
 
 
+def counted_for(sub: Submission) -> dict:
+    """The score that counts for the submission's homework (the owner's gradebook cell) and its maximum."""
+    from server.dashboard.gradebook import build_gradebook  # the dashboard package imports this module
+
+    book = build_gradebook(db.session.get(Course, sub.course_id), sub.user_id)
+    item = book.item(f"hw:{sub.assignment_id}")
+    cell = book.rows[0].cells.get(item.key) if item and book.rows else None
+    return dict(counted=cell, counted_max=item.max_score if item else sub.max_score,
+                counted_policy=item.policy if item else "best")
+
+
 @bp.route("/submissions/<int:submission_id>")
 def submission(submission_id: int):
     """Live status (queue position, elapsed time, rank logs), polled by status.js; the report once done."""
     sub = submission_or_404(submission_id)
     return render_template("homework/submission.html", hw_title=_assignment_title(sub),
                            position=queue_position(sub), finished=sub.status in FINISHED,
-                           **report_context(sub))
+                           **report_context(sub), **counted_for(sub))
 
 
 @bp.route("/submissions/<int:submission_id>/report")
@@ -163,9 +174,9 @@ def report(submission_id: int):
     if sub.status not in FINISHED:
         return redirect(url_for("homework.submission", submission_id=sub.id))
     if request.args.get("partial"):
-        return render_template("homework/_report.html", **report_context(sub))
+        return render_template("homework/_report.html", **report_context(sub), **counted_for(sub))
     return render_template("homework/submission.html", hw_title=_assignment_title(sub), position=None,
-                           finished=True, **report_context(sub))
+                           finished=True, **report_context(sub), **counted_for(sub))
 
 
 def _assignment_title(sub: Submission) -> dict:
