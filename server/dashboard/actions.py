@@ -62,6 +62,38 @@ def regrade(subs: list[Submission], actor_id: int) -> str:
     return batch
 
 
+DEFAULT_GRADING_S = 120.0  # assumed per submission before any has been graded
+
+
+def estimate_seconds(count: int, mean_grading_s: float | None, graders: int) -> float:
+    """How long ``count`` submissions take to grade, one at a time on each of ``graders`` workers."""
+    per = mean_grading_s if mean_grading_s and mean_grading_s > 0 else DEFAULT_GRADING_S
+    return count * per / max(1, graders)
+
+
+def mean_grading_s(course_id: int, assignment_id: str, last: int = 50) -> float | None:
+    """Mean grading time (started -> finished) of the latest graded submissions of a homework."""
+    rows = db.session.execute(
+        db.select(Submission.started_at, Submission.finished_at)
+        .where(Submission.course_id == course_id, Submission.assignment_id == assignment_id,
+               Submission.status == SubmissionStatus.GRADED.value, Submission.started_at.is_not(None),
+               Submission.finished_at.is_not(None))
+        .order_by(Submission.id.desc()).limit(last)).all()
+    spans = [(f - s).total_seconds() for s, f in rows if f >= s]
+    return sum(spans) / len(spans) if spans else None
+
+
+def pending_regrades(submission_ids: list[int]) -> dict[int, Regrade]:
+    """For submissions put back in the queue by a regrade: the latest ``Regrade`` row (the old result)."""
+    if not submission_ids:
+        return {}
+    out: dict[int, Regrade] = {}
+    for r in db.session.scalars(db.select(Regrade).where(Regrade.submission_id.in_(submission_ids))
+                                .order_by(Regrade.id)):
+        out[r.submission_id] = r
+    return out
+
+
 @dataclass
 class RegradeResult:
     submission_id: int

@@ -88,7 +88,15 @@ def assignment(code: str, assignment_id: str):
         .order_by(Submission.id.desc())).all()
     return render_template("homework/assignment.html", hw=hw, form=form, spec=spec_html(hw.assignment.path),
                            history=history, refusal=upload_refusal(hw), files=student_files(hw.assignment.path),
-                           staff=is_instructor_of(hw.course.id)), status
+                           staff=is_instructor_of(hw.course.id), regrading=regrading_of(history)), status
+
+
+def regrading_of(subs: list[Submission]) -> dict:
+    """Submission id -> its ``Regrade`` row, for those waiting or running again after a regrade
+    (their previous result stays on show, marked as being regraded)."""
+    from server.dashboard.actions import pending_regrades  # the dashboard package imports this module
+
+    return pending_regrades([s.id for s in subs if s.status not in FINISHED])
 
 
 # Only these folders of an assignment are for students; solution/ and samples/ never leave the server.
@@ -162,8 +170,11 @@ def counted_for(sub: Submission) -> dict:
 def submission(submission_id: int):
     """Live status (queue position, elapsed time, rank logs), polled by status.js; the report once done."""
     sub = submission_or_404(submission_id)
+    old = regrading_of([sub]).get(sub.id)
     return render_template("homework/submission.html", hw_title=_assignment_title(sub),
                            position=queue_position(sub), finished=sub.status in FINISHED,
+                           regrading=old if old is not None and old.old_status == SubmissionStatus.GRADED.value
+                           and sub.report_json else None,
                            **report_context(sub), **counted_for(sub))
 
 

@@ -6,6 +6,7 @@ without importing each other.
 from __future__ import annotations
 
 import json
+import math
 from datetime import datetime
 from typing import Any
 
@@ -51,6 +52,20 @@ def duration(seconds: float | None) -> str:
     h, rem = divmod(s, 3600)
     m, s = divmod(rem, 60)
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+@bp.app_template_filter("approx_duration")
+def approx_duration(seconds: float | None) -> str:
+    """An estimate for people, rounded up: ``45 s``, ``5 min``, ``2 h 10 min`` (in the page's language)."""
+    if seconds is None:
+        return "—"
+    s = max(0, int(math.ceil(seconds)))
+    if s < 60:
+        return _("%(n)d s", n=s)
+    minutes = int(math.ceil(s / 60))
+    if minutes < 60:
+        return _("%(n)d min", n=minutes)
+    return _("%(h)d h %(m)d min", h=minutes // 60, m=minutes % 60)
 
 
 @bp.app_template_filter("num")
