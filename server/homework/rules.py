@@ -118,11 +118,10 @@ def upload_refusal(hw: Homework) -> str | None:
 
 
 def elapsed_s(sub: Submission) -> float | None:
-    """Seconds the submission has waited (queued), run (running) or took to grade (finished)."""
-    if sub.status == SubmissionStatus.QUEUED.value:
-        start, end = sub.created_at, utcnow()
-    elif sub.status == SubmissionStatus.RUNNING.value:
-        start, end = sub.started_at, utcnow()
+    """Seconds since the submission entered the queue while it waits or runs (one clock that does not
+    restart at 0:00 when grading starts), or how long grading took once finished."""
+    if sub.status in PENDING:
+        start, end = sub.enqueued_at or sub.created_at, utcnow()
     else:
         start, end = sub.started_at, sub.finished_at
     if start is None or end is None:

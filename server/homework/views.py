@@ -21,7 +21,7 @@ from graders.config_annotation.notebook import merge_manual_scores
 from graders.exceptions import AssignmentNotFound, SubmissionRejected
 from server.access import is_instructor_of, submission_or_404
 from server.extensions import db
-from server.homework import markdown
+from server.homework import markdown, readable
 from server.homework.charts import charts_for
 from server.homework.rules import elapsed_s, homework_for, homework_or_404, upload_refusal
 from server.models import Course, Submission, SubmissionStatus
@@ -46,6 +46,35 @@ def root():
 def index():
     """Every homework of the user's courses with deadline, attempts and best score."""
     return render_template("homework/index.html", homework=homework_for(current_user))
+
+
+@bp.app_template_filter("evidence_items")
+def _evidence_filter(evidence, staff: bool = False):
+    return readable.evidence_items(evidence, lang_key(), staff)
+
+
+@bp.app_template_filter("timing_items")
+def _timing_filter(timings):
+    return readable.timing_items(timings, lang_key())
+
+
+@bp.app_template_filter("check_titles")
+def _titles_filter(text: str, checks):
+    return readable.titles_for_ids(text, checks, lang_key())
+
+
+@bp.app_template_filter("student_log")
+def _log_filter(text: str, filename: str = "train.py"):
+    return readable.student_log(text, (filename, "train.py"))
+
+
+@bp.app_template_filter("rank_label")
+def _rank_filter(name: str) -> str:
+    return readable.humanize_key(name, lang_key())
+
+
+bp.add_app_template_filter(readable.clean_message, "clean_message")
+bp.add_app_template_filter(readable.syntax_problem, "syntax_problem")
 
 
 def spec_html(path: Path) -> str:
