@@ -107,8 +107,11 @@ def index():
             alt = form.setup(f"zero{stage}") if not (form.offload_params and stage < 3) else None
             if alt:
                 compare.append((stage, estimate(alt)))
+        card = form.card_bytes
         chart = bar_chart(_("Model states per card (GB)"),
-                          {f"ZeRO-{s}": round(e.total_bytes / GB, 2) for s, e in compare})
+                          {f"ZeRO-{s}": round(e.total_bytes / GB, 2) for s, e in compare},
+                          x_title=_("ZeRO stage"), y_title=_("GB per card"),
+                          line=(card / GB, _("card: %(gb)s GB", gb=f"{card / GB:g}")) if card else None)
     return render_template("calculator/index.html", form=form, result=result, compare=compare, chart=chart,
                            GB=GB, GIB=GIB, lang=lang_key(), strategies=STRATEGIES,
                            precisions=[p.value for p in Precision], optimizers=[o.value for o in Optimizer])

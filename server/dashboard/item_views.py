@@ -38,10 +38,12 @@ def quiz_stats(code: str, quiz_id: str):
                  if item and item.max_score and item.key in r.cells and r.cells[item.key].score is not None]
     charts = {}
     if fractions:
-        charts["hist"] = bar_chart(_("Score distribution"), stats.histogram(fractions))
+        charts["hist"] = bar_chart(_("Score distribution"), stats.histogram(fractions),
+                                   x_title=_("score (% of the maximum)"), y_title=_("students"))
     if any(q.answers for q in questions):
         charts["facility"] = bar_chart(_("Facility per question"),
-                                       {str(i + 1): q.facility for i, q in enumerate(questions)})
+                                       {str(i + 1): q.facility for i, q in enumerate(questions)},
+                                       x_title=_("question"), y_title=_("facility (0–1)"))
     return render_template("dashboard/quiz_stats.html", course=course, quiz=quiz, questions=questions,
                            charts=charts, takers=len(fractions))
 
@@ -54,16 +56,20 @@ def homework_stats(code: str, assignment_id: str):
     hs = stats.homework_stats(course.id, assignment_id)
     charts = {}
     if hs.scores:
-        charts["hist"] = bar_chart(_("Score distribution"), stats.histogram(hs.scores))
-    failing = {c.check_id: float(len(c.failing)) for c in hs.checks if c.failing}
+        charts["hist"] = bar_chart(_("Score distribution"), stats.histogram(hs.scores),
+                                   x_title=_("score (% of the maximum)"), y_title=_("students"))
+    failing = {(c.title.get(lang_key()) or c.check_id): float(len(c.failing)) for c in hs.checks if c.failing}
     if failing:
-        charts["failures"] = bar_chart(_("Students failing each check"), failing)
+        charts["failures"] = bar_chart(_("Students failing each check"), failing, x_title=_("check"),
+                                       y_title=_("students"))
     if hs.speedups:
         charts["speedup"] = bar_chart(_("Speed-up across the class"),
-                                      stats.value_histogram(hs.speedups, SPEEDUP_EDGES))
+                                      stats.value_histogram(hs.speedups, SPEEDUP_EDGES),
+                                      x_title=_("speed-up (×)"), y_title=_("students"))
     if hs.rank_peaks:
         charts["memory"] = bar_chart(_("Mean peak memory per rank (GiB)"), {
-            rank: sum(v) / len(v) / 2 ** 30 for rank, v in sorted(hs.rank_peaks.items())})
+            f"rank {rank.removeprefix('rank')}": sum(v) / len(v) / 2 ** 30 for rank, v in sorted(hs.rank_peaks.items())},
+            x_title=_("rank"), y_title=_("peak memory (GiB)"))
     extensions = db.session.execute(db.select(Extension, User.username).join(User, User.id == Extension.user_id)
                                     .where(Extension.course_assignment_id == ca.id)
                                     .order_by(User.username)).all()

@@ -21,7 +21,7 @@ from graders.config_annotation.notebook import merge_manual_scores
 from graders.exceptions import AssignmentNotFound, SubmissionRejected
 from server.access import is_instructor_of, submission_or_404
 from server.extensions import db
-from server.homework import markdown, readable
+from server.homework import chart_labels, markdown, readable
 from server.homework.charts import charts_for
 from server.homework.rules import elapsed_s, homework_for, homework_or_404, upload_refusal
 from server.models import Course, Submission, SubmissionStatus
@@ -179,7 +179,7 @@ def report_context(sub: Submission) -> dict:
     """What the report fragment needs; the traceback only for the course's instructors."""
     report = with_manual_scores(sub.id, sub.report_json or {})
     staff = is_instructor_of(sub.course_id)
-    return dict(sub=sub, course=db.session.get(Course, sub.course_id), report=report, checks=report.get("checks", []), charts=charts_for(report.get("plots")),
+    return dict(sub=sub, course=db.session.get(Course, sub.course_id), report=report, checks=report.get("checks", []), charts=charts_for(report.get("plots"), chart_labels.for_page()),
                 staff=staff, traceback=(sub.error_detail or report.get("staff_traceback")) if staff else None,
                 elapsed=elapsed_s(sub))
 
