@@ -91,26 +91,39 @@ def assignment(code: str, assignment_id: str):
     """The spec, the upload form and the user's submission history for one homework."""
     hw = homework_or_404(current_user, code, assignment_id)
     form = UploadForm()
-    status = 200
-    if request.method == "POST":
-        error = None
-        if not form.validate_on_submit():
-            error = _("Choose a file to upload.")
+    if request.method != "POST":
+        return assignment_page(hw, form)
+    if not form.validate_on_submit():
+        error = _("Choose a file to upload.")
+    else:
+        error = upload_refusal(hw)
+    if error is None:
+        upload = form.file.data
+        filename = Path(upload.filename.replace("\\", "/")).name[:255]
+        data = upload.read()
+        try:
+            hw.assignment.validate_upload(filename, data)
+        except SubmissionRejected as exc:
+            error = pick(exc.message)
         else:
-            error = upload_refusal(hw)
-        if error is None:
-            upload = form.file.data
-            filename = Path(upload.filename.replace("\\", "/")).name[:255]
-            data = upload.read()
-            try:
-                hw.assignment.validate_upload(filename, data)
-            except SubmissionRejected as exc:
-                error = pick(exc.message)
-            else:
-                sub = store_submission(hw, filename, data)
-                return redirect(url_for("homework.submission", submission_id=sub.id))
+            sub = store_submission(hw, filename, data)
+            return redirect(url_for("homework.submission", submission_id=sub.id))
+    return assignment_page(hw, form, error, 400)
+
+
+def too_large(code: str, assignment_id: str):
+    """A request over the server's whole-request limit (413, refused before the view runs): the
+    assignment page with the same inline error as any other file that is too large."""
+    hw = homework_or_404(current_user, code, assignment_id)
+    limit = min(hw.assignment.max_upload_bytes, current_app.config.get("MAX_CONTENT_LENGTH") or 2 ** 62)
+    return assignment_page(hw, UploadForm(formdata=None),
+                           _("The file is too large; the limit is %(kib)d KiB.", kib=limit // 1024), 413)
+
+
+def assignment_page(hw, form, error: str | None = None, status: int = 200):
+    """Render the assignment page, with a refused upload's message (nothing stored, no attempt used)."""
+    if error:
         flash(error + " " + _("Nothing was stored and no attempt was used."), "error")
-        status = 400
     history = db.session.scalars(
         db.select(Submission).where(Submission.user_id == current_user.id, Submission.course_id == hw.course.id,
                                     Submission.assignment_id == hw.assignment.id)
@@ -118,14 +131,6 @@ def assignment(code: str, assignment_id: str):
     return render_template("homework/assignment.html", hw=hw, form=form, spec=spec_html(hw.assignment.path),
                            history=history, refusal=upload_refusal(hw), files=student_files(hw.assignment.path),
                            staff=is_instructor_of(hw.course.id), regrading=regrading_of(history)), status
-
-
-def regrading_of(subs: list[Submission]) -> dict:
-    """Submission id -> its ``Regrade`` row, for those waiting or running again after a regrade
-    (their previous result stays on show, marked as being regraded)."""
-    from server.dashboard.actions import pending_regrades  # the dashboard package imports this module
-
-    return pending_regrades([s.id for s in subs if s.status not in FINISHED])
 
 
 # Only these folders of an assignment are for students; solution/ and samples/ never leave the server.
@@ -136,6 +141,14 @@ def student_files(path: Path) -> list[str]:
     """Downloadable files of an assignment, as ``folder/name`` (starter code, released notebooks)."""
     return [f"{folder}/{p.name}" for folder in STUDENT_FOLDERS if (path / folder).is_dir()
             for p in sorted((path / folder).iterdir()) if p.is_file() and not p.name.startswith(".")]
+
+
+def regrading_of(subs: list[Submission]) -> dict:
+    """Submission id -> its ``Regrade`` row, for those waiting or running again after a regrade
+    (their previous result stays on show, marked as being regraded)."""
+    from server.dashboard.actions import pending_regrades  # the dashboard package imports this module
+
+    return pending_regrades([s.id for s in subs if s.status not in FINISHED])
 
 
 @bp.route("/homework/<code>/<assignment_id>/files/<folder>/<name>")
