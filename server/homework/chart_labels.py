@@ -12,13 +12,13 @@ TEXT = {
     "zh": {"throughput": ("各进程数下的吞吐", "进程数", "吞吐（样本/秒）"),
            "loss": ("训练损失", "优化器步数", "损失"),
            "speedup": ("各进程数下的加速比", "进程数", "加速比（×）"),
-           "memory": "每个 rank 的峰值显存与卡的容量", "memory_x": "实测（蓝）· 1 个进程（橙）· 计算器估算（灰）",
+           "memory": "每个 rank 的峰值显存与卡的容量（蓝：实测；橙：1 个进程；灰：计算器估算）", "memory_x": "",
            "memory_y": "显存（{unit}）", "capacity": "{card}：{value:.1f} {unit}",
            "baseline": "1 个进程", "stage": "ZeRO-{stage}", "rank": "rank {rank}"},
     "en": {"throughput": ("Throughput by number of processes", "processes", "throughput (samples/s)"),
            "loss": ("Training loss", "optimizer step", "loss"),
            "speedup": ("Speed-up by number of processes", "processes", "speed-up (×)"),
-           "memory": "Peak memory per rank against the card", "memory_x": "measured (blue) · 1 process (orange) · calculator (grey)",
+           "memory": "Peak memory per rank against the card (blue: measured; orange: 1 process; grey: calculator)", "memory_x": "",
            "memory_y": "memory ({unit})", "capacity": "{card}: {value:.1f} {unit}",
            "baseline": "1 process", "stage": "ZeRO-{stage}", "rank": "rank {rank}"},
 }
@@ -61,6 +61,14 @@ class ChartLabels:
 
     def memory_y(self, unit: str) -> str:
         return self._t["memory_y"].format(unit=unit)
+
+    def card_name(self, label: str, capacity_bytes, size: str) -> str:
+        """The simulated card in the page's language: "T4 (15 GiB) scaled to small" / "T4（15 GiB）按 small 缩放"."""
+        name = label.split(" (")[0].split("（")[0].strip() or label
+        if not isinstance(capacity_bytes, (int, float)) or not size:
+            return name
+        gib = capacity_bytes / 2 ** 30
+        return f"{name}（{gib:g} GiB）按 {size} 缩放" if self.lang == "zh" else f"{name} ({gib:g} GiB) scaled to {size}"
 
     def capacity_label(self, card: str, value: float, unit: str) -> str:
         return self._t["capacity"].format(card=card, value=value, unit=unit)

@@ -133,6 +133,11 @@ def _two_lines(label: str, width: float) -> list[str]:
     return [_short(label[:cut], width), _short(label[cut + 1:], width)]
 
 
+def text_width(s: str) -> float:
+    """About how wide ``s`` is at the charts' 13-unit font (CJK characters are twice as wide)."""
+    return sum(13 if ord(ch) > 0x2e80 else 7 for ch in s)
+
+
 def _short(label: str, width: float) -> str:
     """A bar label cut to what fits under its bar (about 7 units per character)."""
     room = max(3, int(width / 7))
@@ -163,7 +168,7 @@ def line_chart(title: str, series: dict[str, list[float]], *, x_title: str = "",
         ticks, labels = nice_ticks(lo, hi), None
     lo, hi = ticks[0], ticks[-1]
     legend_rows = _legend_rows(list(series))
-    bottom = H - 40 - 16 * len(legend_rows)
+    bottom = H - (40 if x_title else 24) - 18 * len(legend_rows)
     plot_w, plot_h = W - PAD_L - PAD_R, bottom - PAD_T
     parts = [f"<title>{escape(title)}</title>"] + _y_axis(ticks, lo, hi, PAD_T, bottom, y_title, labels)
     longest = max(len(vs) for vs in series.values())
@@ -180,7 +185,7 @@ def line_chart(title: str, series: dict[str, list[float]], *, x_title: str = "",
         parts.append(f'<polyline points="{pts}" fill="none" stroke="{color}" stroke-width="2"{dash} '
                      f'stroke-linejoin="round" opacity="0.9"><title>{escape(label)}</title></polyline>')
     for row_i, row in enumerate(legend_rows):
-        y = H - 36 - 16 * (len(legend_rows) - 1 - row_i) + 2
+        y = bottom + (50 if x_title else 34) + 18 * row_i
         x = PAD_L
         for label, n in row:
             color = PALETTE[n % len(PALETTE)]
@@ -188,7 +193,7 @@ def line_chart(title: str, series: dict[str, list[float]], *, x_title: str = "",
             parts.append(_text(x + 18, y, label, anchor="start"))
             x += 26 + 7 * len(label)
     if x_title:
-        parts.append(_text(PAD_L + plot_w / 2, H - 8, x_title, "axis"))
+        parts.append(_text(PAD_L + plot_w / 2, bottom + 32, x_title, "axis"))
     return _svg(title, parts)
 
 
@@ -206,8 +211,44 @@ def _legend_rows(labels: list[str]) -> list[list[tuple[str, int]]]:
     return rows
 
 
-def _svg(title: str, parts: list[str]) -> Markup:
-    return Markup(f'<svg viewBox="0 0 {W} {H}" role="img" aria-label="{escape(title)}" class="chart" '
+def hbar_chart(title: str, series: dict[str, float], *, x_title: str = "", line: tuple[float, str] | None = None,
+               colors: list[str] | None = None) -> Markup:
+    """Horizontal bars (labels on the left, so many bars stay legible on a phone) with an optional
+    vertical reference line (value, label), e.g. a card's capacity."""
+    labels = list(series)[:MAX_BARS]
+    values = [max(0.0, series[k]) for k in labels]
+    ticks = nice_ticks(0, max(values + ([line[0]] if line else []) + [1e-9]))
+    hi = ticks[-1]
+    left = 12 + min(120, max(text_width(k) for k in labels))
+    row, top = 24, 34 if line else 12
+    height = top + row * len(labels) + (48 if x_title else 30)
+    plot_w = W - left - PAD_R - 24
+    bottom = top + row * len(labels)
+    step = ticks[1] - ticks[0] if len(ticks) > 1 else 1.0
+    parts = [f"<title>{escape(title)}</title>"]
+    for t in ticks:
+        x = left + plot_w * t / hi
+        parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top}" y2="{bottom}" class="grid"/>')
+        parts.append(_text(x, bottom + 15, tick_label(t, step)))
+    for i, label in enumerate(labels):
+        y = top + row * i + 4
+        w = plot_w * values[i] / hi
+        color = (colors or [PALETTE[0]])[i % len(colors or [PALETTE[0]])]
+        parts.append(f'<rect x="{left}" y="{y}" width="{w:.1f}" height="{row - 8}" fill="{color}" rx="3">'
+                     f'<title>{escape(label)}: {tick_label(values[i], step / 10)}</title></rect>')
+        parts.append(_text(left - 6, y + row / 2, label, anchor="end"))
+        parts.append(_text(left + w + 4, y + row / 2, tick_label(values[i], step / 10), "val", anchor="start"))
+    if line:
+        x = left + plot_w * line[0] / hi
+        parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top - 6}" y2="{bottom}" class="limit"/>')
+        parts.append(_text(W - PAD_R, top - 12, line[1], "limit-label", anchor="end"))
+    if x_title:
+        parts.append(_text(left + plot_w / 2, height - 8, x_title, "axis"))
+    return _svg(title, parts, height)
+
+
+def _svg(title: str, parts: list[str], height: int = H) -> Markup:
+    return Markup(f'<svg viewBox="0 0 {W} {height}" role="img" aria-label="{escape(title)}" class="chart" '
                   f'xmlns="http://www.w3.org/2000/svg">' + "".join(parts) + "</svg>")
 
 
@@ -282,6 +323,7 @@ def memory_chart(rec: dict[str, Any], t: Any) -> Markup | None:
         return None
     unit, div = ("GiB", 2 ** 30) if max(list(bars.values()) + [capacity]) >= 2 ** 30 else ("MiB", 2 ** 20)
     scaled = {k: v / div for k, v in bars.items()}
-    card = str(rec.get("card") or "")[:60]
-    return bar_chart(t.memory_title, scaled, x_title=t.memory_x, y_title=t.memory_y(unit),
-                     line=(capacity / div, t.capacity_label(card, capacity / div, unit)), colors=colors)
+    mirror = rec.get("mirror") if isinstance(rec.get("mirror"), dict) else {}
+    card = t.card_name(str(rec.get("card") or "")[:60], mirror.get("capacity"), str(rec.get("size") or "")[:20])
+    return hbar_chart(t.memory_title, scaled, x_title=t.memory_y(unit),
+                      line=(capacity / div, t.capacity_label(card, capacity / div, unit)), colors=colors)

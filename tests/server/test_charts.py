@@ -52,13 +52,16 @@ def test_throughput_bars_are_labelled_by_process_count():
 
 def test_homework3_memory_chart_against_the_card_with_the_calculator():
     gib = 2 ** 30
-    memory = {"unit": "bytes", "capacity": 0.16 * gib, "card": "T4 (15 GiB, scaled to small)",
+    memory = {"unit": "bytes", "capacity": 0.16 * gib, "card": "T4 (15 GiB, scaled to small)", "size": "small",
+              "mirror": {"size": "1b", "capacity": 15 * gib},
               "ranks": [{"rank": 0, "peak": 0.09 * gib}, {"rank": 1, "peak": 0.091 * gib}],
               "baseline": {"nproc": 1, "ranks": [{"rank": 0, "peak": 0.2 * gib}]},
               "estimates": [{"stage": s, "total": (0.19 - 0.03 * s) * gib} for s in range(4)]}
     (chart,) = charts_for({"memory": memory}, ChartLabels("en"))
     svg = str(chart.svg)
     texts = _texts(svg)
-    assert {"rank 0", "rank 1", "1", "process", "ZeRO-0", "ZeRO-3", "memory (MiB)"} <= set(texts)
-    assert 'class="limit"' in svg and any(t.startswith("T4 (15 GiB, scaled to small): 163.8 MiB") for t in texts)
-    assert chart.title == "Peak memory per rank against the card"
+    assert {"rank 0", "rank 1", "1 process", "ZeRO-0", "ZeRO-3", "memory (MiB)"} <= set(texts)
+    assert 'class="limit"' in svg and "T4 (15 GiB) scaled to small: 163.8 MiB" in texts
+    assert chart.title.startswith("Peak memory per rank against the card")
+    zh = _texts(charts_for({"memory": memory}, ChartLabels("zh"))[0].svg)
+    assert "T4（15 GiB）按 small 缩放：163.8 MiB" in zh and "显存（MiB）" in zh
