@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import datetime
 
 from flask import Blueprint, Response, abort, redirect, render_template, request, stream_with_context, url_for
 from flask_login import current_user
@@ -16,6 +17,7 @@ from server.dashboard import actions, exports
 from server.dashboard.gradebook import build_gradebook, sort_and_filter
 from server.dashboard.models import AuditEntry, Extension
 from server.extensions import db
+from server.homework.points import natural_key
 from server.homework.views import report_context
 from server.models import CourseAssignment, Membership, Role, Submission, User
 from server.quiz.models import QuizAttempt
@@ -54,6 +56,13 @@ def hw_title(assignment_id: str) -> str:
         return pick(load_assignment(assignment_id).title)
     except AssignmentNotFound:
         return assignment_id
+
+
+@bp.app_template_filter("hw_in_order")
+def hw_in_order(settings: list) -> list:
+    """A course's homework by deadline, then title ("Homework 1, 2, 3"), as the gradebook orders them."""
+    return sorted(settings, key=lambda ca: (ca.deadline or datetime.max, natural_key(hw_title(ca.assignment_id)),
+                                            ca.assignment_id))
 
 
 @bp.app_template_filter("hw_short_title")

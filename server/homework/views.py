@@ -82,7 +82,8 @@ def spec_html(path: Path) -> str:
     names = ["README.zh.md", "README.md"] if lang_key() == "zh" else ["README.md", "README.zh.md"]
     for name in names:
         if (path / name).is_file():
-            return markdown.render((path / name).read_text(encoding="utf-8", errors="replace"))
+            return markdown.render(markdown.for_language(
+                (path / name).read_text(encoding="utf-8", errors="replace"), lang_key()))
     return ""
 
 

@@ -31,3 +31,28 @@ def test_an_upload_over_the_server_limit_gets_the_same_inline_error(app, client,
     assert "The file is too large" in page and "Nothing was stored and no attempt was used." in page
     assert 'class="upload"' in page and 'id="file"' in page  # the assignment page itself, form ready again
     assert 'data-max-bytes="4096"' in page  # the browser checks the size before uploading
+
+
+def test_spec_markdown_indented_code_links_and_backticks():
+    from server.homework.markdown import render
+
+    html = str(render("Run it:\n\n    torchrun --standalone train.py\n    python -m graders grade x   # quick\n\n"
+                      "after\n\nSee [`set_epoch`](https://pytorch.org/docs) and [the docs](https://a.b).\n"
+                      "- item\n    continued line\n"))
+    assert "<pre><code>torchrun --standalone train.py\npython -m graders grade x   # quick</code></pre>" in html
+    assert "<p>after</p>" in html
+    assert '<a href="https://pytorch.org/docs"><code>set_epoch</code></a>' in html
+    assert '<a href="https://a.b">the docs</a>' in html
+    assert "<li>item continued line</li>" in html
+
+
+def test_a_bilingual_spec_shows_the_interface_language_only():
+    from server.homework.markdown import for_language
+
+    src = ("# 作业 1 / Homework 1\n\n## 中文\n\n中文内容 `x`\n\n## English\n\nEnglish text\n\n### Part\n\nmore\n")
+    zh, en = for_language(src, "zh"), for_language(src, "en")
+    assert "中文内容" in zh and "English text" not in zh and "## 中文" not in zh
+    assert "English text" in en and "### Part" in en and "中文内容" not in en
+    assert "# 作业 1 / Homework 1" not in en  # the page has its own title
+    plain = "*中文版见 [README.zh.md](README.zh.md).*\n\n# Title\n\nBody\n"
+    assert "README.zh.md" not in for_language(plain, "en") and "Body" in for_language(plain, "en")
