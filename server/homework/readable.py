@@ -192,6 +192,8 @@ def evidence_items(evidence: Any, lang: str, staff: bool = False, depth: int = 0
     keys = [k for k in evidence if not _hidden(str(k), staff)]
     for key in keys[:MAX_ITEMS]:
         k, value = str(key), evidence[key]
+        if value is None or value == "" or value == [] or value == {}:
+            continue  # nothing to say
         kind = kind_of(k, value)
         if isinstance(value, dict):
             if depth >= MAX_DEPTH:

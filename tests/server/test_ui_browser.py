@@ -53,8 +53,10 @@ def ui(tmp_path_factory, redis_server):
     svc.stop()
 
 
-def _shots(tmp_path: Path) -> Path:
-    folder = Path(os.environ.get("UI_SHOTS", tmp_path / "shots"))
+def _shots(tmp_path: Path) -> Path | None:
+    if not os.environ.get("UI_SHOTS"):
+        return None
+    folder = Path(os.environ["UI_SHOTS"])
     folder.mkdir(parents=True, exist_ok=True)
     return folder
 
@@ -74,8 +76,14 @@ def _visit(page, url: str, width: int, shots: Path, name: str) -> str:
         d.evaluate("e => e.open = true")
     assert page.evaluate("document.documentElement.scrollWidth") <= page.evaluate("innerWidth"), \
         (url, width, page.evaluate(WIDEST))
-    page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
+    _shot(page, shots, name)
     return page.inner_text("main")
+
+
+def _shot(page, shots: Path | None, name: str) -> None:
+    """Full-page screenshots only when someone asked for them (UI_SHOTS): they cost CI time."""
+    if shots is not None:
+        page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
 
 
 @pytest.mark.parametrize("lang, width", [("en", 1280), ("zh_CN", 1280), ("en", 375), ("zh_CN", 375)])
@@ -149,12 +157,12 @@ def test_regrade_all_confirms_follows_progress_and_keeps_the_old_result(ui, brow
         page.wait_for_load_state()
         text = page.inner_text("main")
         assert "1" in text and page.locator("input[name=confirm]").input_value() == "1"
-        page.screenshot(path=str(shots / f"regrade-confirm-{lang}.png"), full_page=True)
+        _shot(page, shots, f"regrade-confirm-{lang}")
         page.goto(f"{ui.url}/dashboard/DIST101/homework/ddp_speedup")
         page.locator("#regrade button").click()
         page.wait_for_load_state()
         assert t["confirm"] in page.inner_text("main")
-        page.screenshot(path=str(shots / f"regrade-confirm2-{lang}.png"), full_page=True)
+        _shot(page, shots, f"regrade-confirm2-{lang}")
         with page.expect_navigation():
             page.get_by_role("button", name=t["yes"]).click()
         assert "/regrades/" in page.url and page.locator("progress").count() == 1
@@ -163,14 +171,14 @@ def test_regrade_all_confirms_follows_progress_and_keeps_the_old_result(ui, brow
         _finish(ui, sid)  # what a worker does: store the new result
         page.wait_for_function("document.querySelector('progress').value >= 1", timeout=15000)
         assert page.evaluate("window.__same_page") is True  # updated in place, no reload
-        page.screenshot(path=str(shots / f"regrade-batch-{lang}.png"), full_page=True)
+        _shot(page, shots, f"regrade-batch-{lang}")
 
         page.context.clear_cookies()
         _login(page, ui.url, "alice", "alice-pass", lang)
         page.goto(f"{ui.url}/submissions/{ui.ids['good']}")
         text = page.inner_text("main")
         assert t["regrading"] in text and page.locator(".score-num").inner_text() != "—"
-        page.screenshot(path=str(shots / f"being-regraded-{lang}.png"), full_page=True)
+        _shot(page, shots, f"being-regraded-{lang}")
     finally:
         context.close()
     _requeue_reset(ui)
@@ -206,6 +214,6 @@ def test_a_too_large_file_is_refused_in_the_browser_before_upload(ui, browser, t
         err = page.locator("#file-size-error")
         assert err.is_visible() and "too large" in err.inner_text() and "Nothing was stored" in err.inner_text()
         assert "/homework/DIST101/ddp_speedup" in page.url  # still the same page, nothing sent
-        page.screenshot(path=str(_shots(tmp_path) / "upload-too-large-en.png"), full_page=True)
+        _shot(page, _shots(tmp_path), "upload-too-large-en")
     finally:
         context.close()
