@@ -29,6 +29,13 @@ class WorkerInfo:
     gpus: int  # the largest gpuN queue it listens to (0: CPU only)
     current_job: str | None
     last_heartbeat: datetime | None
+    host: str = ""
+    pid: int | None = None
+
+    @property
+    def label(self) -> str:
+        """"host, process 1234" rather than RQ's random worker name."""
+        return f"{self.host} · {self.pid}" if self.host and self.pid else self.name[:12]
 
 
 @dataclass
@@ -73,7 +80,8 @@ def queue_health(course_ids: list[int] | None = None) -> QueueHealth:
         for w in Worker.all(connection=conn):
             names = w.queue_names()
             health.workers.append(WorkerInfo(w.name, str(w.get_state()), names, gpus_of(names),
-                                             w.get_current_job_id(), w.last_heartbeat))
+                                             w.get_current_job_id(), w.last_heartbeat,
+                                             str(w.hostname or "")[:60], w.pid))
     except (redis.exceptions.RedisError, RuntimeError) as exc:
         health.redis_error = str(exc)
     health.workers.sort(key=lambda w: w.name)

@@ -7,6 +7,7 @@ import re
 from datetime import datetime
 
 from flask import Blueprint, Response, abort, redirect, render_template, request, stream_with_context, url_for
+from flask_babel import gettext as _
 from flask_login import current_user
 
 from graders.assignments import load as load_assignment
@@ -47,6 +48,13 @@ def dashboard_globals() -> dict:
         except BankError:
             quizzes.append((qid, {"zh": qid, "en": qid}))
     return {"dash_quiz_ids": [q for q, _ in quizzes], "dash_quizzes": quizzes}
+
+
+@bp.app_template_filter("job_label")
+def job_label(job_id: str) -> str:
+    """"submission #12" for the queue's ``sub-12-g1`` job ids."""
+    m = re.fullmatch(r"sub-(\d+)-g\d+", job_id or "")
+    return _("submission #%(id)s", id=m.group(1)) if m else (job_id or "")[:40]
 
 
 @bp.app_template_filter("hw_title")

@@ -56,3 +56,25 @@ def test_a_bilingual_spec_shows_the_interface_language_only():
     assert "# 作业 1 / Homework 1" not in en  # the page has its own title
     plain = "*中文版见 [README.zh.md](README.zh.md).*\n\n# Title\n\nBody\n"
     assert "README.zh.md" not in for_language(plain, "en") and "Body" in for_language(plain, "en")
+
+
+def test_the_queue_page_names_workers_by_host_and_says_how_long_ago(app, client, auth):
+    import os
+    import socket
+
+    from rq import Queue, Worker
+
+    from server.queue import queues_for_host, redis_conn
+
+    with app.app_context():
+        conn = redis_conn()
+        worker = Worker([Queue(n, connection=conn) for n in queues_for_host(0)], connection=conn)
+        worker.register_birth()
+        worker.heartbeat()
+    try:
+        auth.login("teacher", "teacher-pass")
+        page = client.get("/dashboard/DIST101/queue?lang=en").get_data(as_text=True)
+    finally:
+        worker.register_death()
+    assert f"{socket.gethostname()} · {os.getpid()}" in page
+    assert " s ago" in page and worker.name not in page.replace(f'title="{worker.name}"', "")
