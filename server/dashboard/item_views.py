@@ -23,6 +23,11 @@ from server.ui import lang_key
 SPEEDUP_EDGES = [0.0, 0.5, 1.0, 1.25, 1.5, 1.75, 2.0]
 
 
+def _bin_starts(hist: dict[str, float]) -> dict[str, float]:
+    """Histogram bars labelled by where each bin starts ("0–10%" -> "0"), so ten labels fit on a phone."""
+    return {k.split("–")[0].rstrip("%") if "–" in k else k: v for k, v in hist.items()}
+
+
 @bp.route("/<code>/quiz/<quiz_id>")
 def quiz_stats(code: str, quiz_id: str):
     """Each question: answers, mean score, facility, discrimination, common wrong answers or missing concepts."""
@@ -38,8 +43,8 @@ def quiz_stats(code: str, quiz_id: str):
                  if item and item.max_score and item.key in r.cells and r.cells[item.key].score is not None]
     charts = {}
     if fractions:
-        charts["hist"] = bar_chart(_("Score distribution"), stats.histogram(fractions),
-                                   x_title=_("score (% of the maximum)"), y_title=_("students"))
+        charts["hist"] = bar_chart(_("Score distribution"), _bin_starts(stats.histogram(fractions)),
+                                   x_title=_("score, % of the maximum (bins from)"), y_title=_("students"))
     if any(q.answers for q in questions):
         charts["facility"] = bar_chart(_("Facility per question"),
                                        {str(i + 1): q.facility for i, q in enumerate(questions)},
@@ -56,16 +61,16 @@ def homework_stats(code: str, assignment_id: str):
     hs = stats.homework_stats(course.id, assignment_id)
     charts = {}
     if hs.scores:
-        charts["hist"] = bar_chart(_("Score distribution"), stats.histogram(hs.scores),
-                                   x_title=_("score (% of the maximum)"), y_title=_("students"))
+        charts["hist"] = bar_chart(_("Score distribution"), _bin_starts(stats.histogram(hs.scores)),
+                                   x_title=_("score, % of the maximum (bins from)"), y_title=_("students"))
     failing = {(c.title.get(lang_key()) or c.check_id): float(len(c.failing)) for c in hs.checks if c.failing}
     if failing:
         charts["failures"] = bar_chart(_("Students failing each check"), failing, x_title=_("check"),
                                        y_title=_("students"))
     if hs.speedups:
         charts["speedup"] = bar_chart(_("Speed-up across the class"),
-                                      stats.value_histogram(hs.speedups, SPEEDUP_EDGES),
-                                      x_title=_("speed-up (×)"), y_title=_("students"))
+                                      _bin_starts(stats.value_histogram(hs.speedups, SPEEDUP_EDGES)),
+                                      x_title=_("speed-up (×), bins from"), y_title=_("students"))
     if hs.rank_peaks:
         charts["memory"] = bar_chart(_("Mean peak memory per rank (GiB)"), {
             f"rank {rank.removeprefix('rank')}": sum(v) / len(v) / 2 ** 30 for rank, v in sorted(hs.rank_peaks.items())},

@@ -97,6 +97,8 @@ def bar_chart(title: str, series: dict[str, float], *, x_title: str = "", y_titl
     values = [max(0.0, series[k]) for k in labels]
     top_value = max(values + ([line[0]] if line else []) + [0.0])
     ticks = nice_ticks(0, top_value or 1.0)
+    if all(float(v).is_integer() for v in values) and len(ticks) > 1 and ticks[1] < 1:
+        ticks = nice_ticks(0, max(1.0, top_value), 3)  # counts: no quarter students on the axis
     hi = ticks[-1]
     slot = (W - PAD_L - PAD_R) / max(1, len(labels))
     two = any(len(_two_lines(k, slot)) > 1 for k in labels)
@@ -110,9 +112,10 @@ def bar_chart(title: str, series: dict[str, float], *, x_title: str = "", y_titl
         x = PAD_L + slot * i + slot * 0.18
         y = bottom - bh
         color = (colors or [PALETTE[0]])[i % len(colors or [PALETTE[0]])]
+        shown = f"{v:,.0f}" if float(v).is_integer() else tick_label(v, step / 10)
         parts.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{slot * 0.64:.1f}" height="{bh:.1f}" fill="{color}" '
-                     f'rx="3"><title>{escape(label)}: {tick_label(v, step / 10)}</title></rect>')
-        parts.append(_text(x + slot * 0.32, y - 4, tick_label(v, step / 10), "val"))
+                     f'rx="3"><title>{escape(label)}: {shown}</title></rect>')
+        parts.append(_text(x + slot * 0.32, y - 4, shown, "val"))
         for j, piece in enumerate(_two_lines(label, slot)):
             parts.append(_text(x + slot * 0.32, bottom + 15 + 13 * j, piece))
     if line:
