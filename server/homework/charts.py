@@ -98,7 +98,7 @@ def bar_chart(title: str, series: dict[str, float], *, x_title: str = "", y_titl
     top_value = max(values + ([line[0]] if line else []) + [0.0])
     ticks = nice_ticks(0, top_value or 1.0)
     if all(float(v).is_integer() for v in values) and len(ticks) > 1 and ticks[1] < 1:
-        ticks = nice_ticks(0, max(1.0, top_value), 3)  # counts: no quarter students on the axis
+        ticks = [float(i) for i in range(0, int(math.ceil(max(1.0, top_value))) + 1)]  # counts: whole students
     hi = ticks[-1]
     slot = (W - PAD_L - PAD_R) / max(1, len(labels))
     two = any(len(_two_lines(k, slot)) > 1 for k in labels)
