@@ -234,7 +234,39 @@ def _homework_cells(course_id: int, items: dict[str, Item], user_id: int | None 
         if not items[aid].defined_max:
             items[aid].max_score = max(items[aid].max_score, top)
     _apply_extensions(course_id, items, graded, total, cells)
+    _keep_while_regrading(course_id, items, cells, user_id)
     return cells
+
+
+def _keep_while_regrading(course_id: int, items: dict[str, Item], cells, user_id: int | None) -> None:
+    """Submissions back in the queue for a regrade still count with their previous score until the
+    new one is stored (one query; only the students concerned are recomputed)."""
+    from server.dashboard.models import Regrade  # the dashboard's own table
+
+    latest = (db.select(func.max(Regrade.id)).where(Regrade.course_id == course_id)
+              .group_by(Regrade.submission_id))
+    q = (db.select(Submission.id, Submission.user_id, Submission.assignment_id, Submission.created_at,
+                   Regrade.old_score)
+         .join(Regrade, Regrade.submission_id == Submission.id)
+         .where(Submission.course_id == course_id, Submission.status.in_(("queued", "running")),
+                Regrade.id.in_(latest), Regrade.old_status == SubmissionStatus.GRADED.value))
+    if user_id is not None:
+        q = q.where(Submission.user_id == user_id)
+    waiting = db.session.execute(q).all()
+    if not waiting:
+        return
+    for uid, aid in {(w.user_id, w.assignment_id) for w in waiting}:
+        item = items.get(aid)
+        if item is None:
+            continue
+        subs = [(w.id, w.old_score, w.created_at) for w in waiting if (w.user_id, w.assignment_id) == (uid, aid)]
+        subs += [tuple(r) for r in db.session.execute(
+            db.select(Submission.id, Submission.score, Submission.created_at).where(
+                Submission.course_id == course_id, Submission.user_id == uid, Submission.assignment_id == aid,
+                Submission.status == SubmissionStatus.GRADED.value))]
+        ext = db.session.scalar(db.select(Extension.deadline).where(
+            Extension.course_assignment_id == item.settings_id, Extension.user_id == uid))
+        cells.setdefault(uid, {})[item.key] = _cell_from(subs, item, ext or item.deadline, item.max_score or None)
 
 
 def _apply_extensions(course_id: int, items: dict[str, Item], graded, total, cells) -> None:

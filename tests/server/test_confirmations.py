@@ -72,3 +72,18 @@ def test_the_student_keeps_the_old_result_while_it_is_regraded(app, client, auth
     assert "7 / 10" in page and "Almost there." in page  # the old report stays readable
     history = _text(client.get(f"/homework/DIST101/{PLACEHOLDER}?lang=en"))
     assert "7 / 10 (being regraded)" in history
+
+
+def test_the_gradebook_keeps_counting_the_old_score_while_it_is_regraded(app, client, auth, make_sub):
+    from server.dashboard.gradebook import build_gradebook
+    from server.models import Course
+
+    make_sub("alice", score=8.5)
+    make_sub("alice", score=6.0)
+    auth.login(*TEACHER)
+    client.post(f"/dashboard/DIST101/homework/{PLACEHOLDER}/regrade", data={"confirm": "2"})
+    with app.app_context():
+        book = build_gradebook(db.session.get(Course, 1))
+        row = next(r for r in book.rows if r.username == "alice")
+        cell = row.cells[f"hw:{PLACEHOLDER}"]
+        assert cell.score == 8.5 and cell.attempts == 2 and row.total == 8.5
