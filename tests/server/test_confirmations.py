@@ -8,7 +8,7 @@ import re
 from datetime import timedelta
 
 from server.extensions import db
-from server.models import Submission, SubmissionStatus, utcnow
+from server.models import Submission, utcnow
 from tests.server.conftest import PLACEHOLDER
 
 TEACHER = ("teacher", "teacher-pass")
