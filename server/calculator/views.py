@@ -17,13 +17,13 @@ from server.ui import lang_key
 
 bp = Blueprint("calculator", __name__, url_prefix="/calculator")
 
-_SUFFIX = {"": 1, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
+_SUFFIX = {"": 1, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12, "千": 1e3, "万": 1e4, "亿": 1e8, "万亿": 1e12}
 STRATEGIES = ["zero0", "zero1", "zero2", "zero3"] + [s.value for s in FsdpStrategy]
 
 
 def parse_params(text: str) -> float:
-    """'7B', '1.3b', '350M', '7e9', '7,000,000,000' -> number of parameters."""
-    m = re.fullmatch(r"\s*([0-9][0-9_,]*(?:\.[0-9]+)?(?:e[0-9]+)?)\s*([kmbgt]?)\s*", text.lower())
+    """'7B', '1.3b', '350M', '7e9', '7,000,000,000', '70亿', '350万' -> number of parameters."""
+    m = re.fullmatch(r"\s*([0-9][0-9_,]*(?:\.[0-9]+)?(?:e[0-9]+)?)\s*(万亿|[kmbgt千万亿]?)\s*", text.lower())
     if not m:
         raise ValueError(text)
     value = float(m.group(1).replace(",", "").replace("_", "")) * _SUFFIX[m.group(2)]
@@ -56,23 +56,25 @@ class Form:
                    offload_params=a.get("offload_params") == "1")
 
     def setup(self, strategy: str | None = None) -> TrainingSetup | None:
-        """The TrainingSetup these inputs describe, or None with ``errors`` filled in."""
+        """The TrainingSetup these inputs describe, or None with ``errors`` filled in (every bad field)."""
+        params = cards = None
         try:
             params = parse_params(self.params)
         except ValueError:
-            self.errors["params"] = _("Write a parameter count such as 7B, 1.3B, 350M or 7e9.")
-            return None
+            self.errors["params"] = _("Write a parameter count such as 7B, 1.3B, 350M, 7e9 or 70亿.")
         try:
             cards = int(self.cards)
             if not 1 <= cards <= 100000:
                 raise ValueError
         except ValueError:
             self.errors["cards"] = _("The number of cards must be a whole number from 1 to 100000.")
-            return None
+            cards = None
         strategy = strategy or self.strategy
         if strategy not in STRATEGIES or self.precision not in [p.value for p in Precision] \
                 or self.optimizer not in [o.value for o in Optimizer]:
             self.errors["strategy"] = _("Choose one of the listed options.")
+            return None
+        if params is None or cards is None:
             return None
         stage = int(strategy[-1]) if strategy.startswith("zero") else 0
         fsdp = None if strategy.startswith("zero") else FsdpStrategy(strategy)
@@ -107,8 +109,13 @@ def index():
             alt = form.setup(f"zero{stage}") if not (form.offload_params and stage < 3) else None
             if alt:
                 compare.append((stage, estimate(alt)))
+        card = form.card_bytes
         chart = bar_chart(_("Model states per card (GB)"),
-                          {f"ZeRO-{s}": round(e.total_bytes / GB, 2) for s, e in compare})
+                          {f"ZeRO-{s}": round(e.total_bytes / GB, 2) for s, e in compare},
+                          x_title=_("ZeRO stage"), y_title=_("GB per card"),
+                          line=(card / GB, _("card: %(gb)s GB", gb=f"{card / GB:g}")) if card else None)
     return render_template("calculator/index.html", form=form, result=result, compare=compare, chart=chart,
                            GB=GB, GIB=GIB, lang=lang_key(), strategies=STRATEGIES,
-                           precisions=[p.value for p in Precision], optimizers=[o.value for o in Optimizer])
+                           precisions=[p.value for p in Precision], optimizers=[o.value for o in Optimizer],
+                           optimizer_names={"adam": "Adam", "adamw": "AdamW", "sgd_momentum": _("SGD with momentum"),
+                                            "sgd": _("SGD (no momentum)")})

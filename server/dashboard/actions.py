@@ -62,6 +62,38 @@ def regrade(subs: list[Submission], actor_id: int) -> str:
     return batch
 
 
+DEFAULT_GRADING_S = 120.0  # assumed per submission before any has been graded
+
+
+def estimate_seconds(count: int, mean_grading_s: float | None, graders: int) -> float:
+    """How long ``count`` submissions take to grade, one at a time on each of ``graders`` workers."""
+    per = mean_grading_s if mean_grading_s and mean_grading_s > 0 else DEFAULT_GRADING_S
+    return count * per / max(1, graders)
+
+
+def mean_grading_s(course_id: int, assignment_id: str, last: int = 50) -> float | None:
+    """Mean grading time (started -> finished) of the latest graded submissions of a homework."""
+    rows = db.session.execute(
+        db.select(Submission.started_at, Submission.finished_at)
+        .where(Submission.course_id == course_id, Submission.assignment_id == assignment_id,
+               Submission.status == SubmissionStatus.GRADED.value, Submission.started_at.is_not(None),
+               Submission.finished_at.is_not(None))
+        .order_by(Submission.id.desc()).limit(last)).all()
+    spans = [(f - s).total_seconds() for s, f in rows if f >= s]
+    return sum(spans) / len(spans) if spans else None
+
+
+def pending_regrades(submission_ids: list[int]) -> dict[int, Regrade]:
+    """For submissions put back in the queue by a regrade: the latest ``Regrade`` row (the old result)."""
+    if not submission_ids:
+        return {}
+    out: dict[int, Regrade] = {}
+    for r in db.session.scalars(db.select(Regrade).where(Regrade.submission_id.in_(submission_ids))
+                                .order_by(Regrade.id)):
+        out[r.submission_id] = r
+    return out
+
+
 @dataclass
 class RegradeResult:
     submission_id: int
@@ -117,12 +149,18 @@ def _score(value: Any, top: float | None = None) -> float:
 
 
 def set_override(course_id: int, user_id: int, item: str, value: Any, reason: str, actor_id: int,
-                 computed: float | None) -> ScoreOverride:
-    """Replace the computed score of one gradebook cell; the reason is required and audited."""
+                 computed: float | None, top: float | None = None) -> ScoreOverride:
+    """Replace the computed score of one gradebook cell; the reason is required and audited.
+
+    ``top`` is the item's maximum: a score above it is refused (``above_max``), since every
+    total and export is out of that maximum.
+    """
     reason = (reason or "").strip()
     if not reason:
         raise ActionError("reason_required")
     score = _score(value)
+    if top and score > top:
+        raise ActionError("above_max")
     row = db.session.scalar(db.select(ScoreOverride).where(
         ScoreOverride.course_id == course_id, ScoreOverride.user_id == user_id, ScoreOverride.item == item))
     old = row.score if row else computed

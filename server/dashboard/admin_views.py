@@ -19,8 +19,10 @@ from server.homework.views import report_context
 from server.models import User
 
 
-def _messages() -> dict[str, str]:
+def _messages(top: float | None = None) -> dict[str, str]:
     return {"reason_required": _("A reason is required for every manual change."),
+            "above_max": _("Enter a score between 0 and %(max)s, this item's maximum; nothing was changed.",
+                           max=f"{top or 0:g}"),
             "bad_score": _("Enter a score between 0 and the maximum."),
             "no_such_cell": _("That cell is not in this submission's report."),
             "bad_settings": _("Check the settings: at least one attempt, a penalty between 0 and 1, policy best or last."),
@@ -57,10 +59,10 @@ def override(code: str, username: str):
             flash(_("Override removed; the computed score counts again."), "info")
         else:
             actions.set_override(course.id, user.id, item, request.form.get("score"), request.form.get("reason", ""),
-                                 current_user.id, computed)
+                                 current_user.id, computed, top=book.item(item).max_score)
             flash(_("Score overridden and recorded in the audit log."), "info")
     except actions.ActionError as err:
-        flash(_messages()[err.code], "error")
+        flash(_messages(book.item(item).max_score)[err.code], "error")
         return redirect(url_for("dashboard.student", code=code, username=username, _anchor="items")), 303
     return redirect(url_for("dashboard.student", code=code, username=username, _anchor="items"))
 

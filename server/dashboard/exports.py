@@ -5,6 +5,9 @@ every column after the five fixed ones as an assignment (a column it does not kn
 new assignment); a "Points Possible" row right after the header sets the maxima. Moodle's CSV
 import lets the teacher pick the column that identifies the user (email address or username)
 and map each remaining column to a grade item. Empty cells mean "no grade" in both.
+
+Only what counts goes out (``Gradebook.counted_items``: homework and graded quizzes, each
+out of its defined maximum); practice quizzes stay on the dashboard.
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from typing import Any, Iterator
 from graders.report import GradeReport
 from server.dashboard.gradebook import Gradebook
 from server.extensions import db
+from server.homework.points import item_total
 from server.models import Submission, User
 
 CANVAS_FIXED = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
@@ -38,20 +42,22 @@ def _write(rows: list[list[str]]) -> str:
 
 def canvas_csv(book: Gradebook, lang: str = "en") -> str:
     """The gradebook in Canvas's import layout (students by SIS User ID = username)."""
-    rows = [CANVAS_FIXED + [_column(i, lang) for i in book.items]]
-    rows.append(["Points Possible", "", "", "", ""] + [_fmt(i.max_score) for i in book.items])
+    items = book.counted_items
+    rows = [CANVAS_FIXED + [_column(i, lang) for i in items]]
+    rows.append(["Points Possible", "", "", "", ""] + [_fmt(i.max_score) for i in items])
     for r in book.rows:
         rows.append([r.name or r.username, "", r.username, r.email or r.username, book.course.code]
-                    + [_fmt(r.cells[i.key].score if i.key in r.cells else None) for i in book.items])
+                    + [_fmt(r.cells[i.key].score if i.key in r.cells else None) for i in items])
     return _write(rows)
 
 
 def moodle_csv(book: Gradebook, lang: str = "en") -> str:
     """The gradebook for Moodle's "Import grades from CSV": map "Email address" (or "Username")."""
-    rows = [["Email address", "Username", "Full name"] + [_column(i, lang) for i in book.items]]
+    items = book.counted_items  # Moodle has no maxima row: each header says what the column is out of
+    rows = [["Email address", "Username", "Full name"] + [f"{_column(i, lang)} (/ {_fmt(i.max_score)})" for i in items]]
     for r in book.rows:
         rows.append([r.email, r.username, r.name or r.username]
-                    + [_fmt(r.cells[i.key].score if i.key in r.cells else None) for i in book.items])
+                    + [_fmt(r.cells[i.key].score if i.key in r.cells else None) for i in items])
     return _write(rows)
 
 
@@ -85,6 +91,7 @@ def reports_jsonl(course_id: int, assignment_id: str | None = None, batch: int =
             last = sub.id
             yield json.dumps({"submission": sub.id, "username": username, "assignment": sub.assignment_id,
                               "status": sub.status, "score": sub.score, "max_score": sub.max_score,
+                              "points_possible": item_total("hw", sub.assignment_id),
                               "created_at": sub.created_at.isoformat() + "Z", "sha256": sub.sha256,
                               "report": sub.report_json}, ensure_ascii=False, sort_keys=True) + "\n"
         db.session.expunge_all()

@@ -4,7 +4,12 @@ of aggregate queries, whatever the class size.
 A homework cell is the best or last graded submission (per the item's policy) plus its manual
 cell scores, with the late penalty applied to submissions after the student's deadline (the
 course deadline or their extension); a quiz cell is the best or last finished attempt. An
-instructor's override replaces the computed score. Nothing here loops over students with a
+instructor's override replaces the computed score (and carries its reason to the student).
+
+Every column is out of the item's own maximum (``server.homework.points``: from
+``assignment.json`` or the quiz), known before anyone submits. The total is one sum, defined
+once here: every homework of the course and every graded quiz; practice quizzes are shown,
+labelled, and never counted. A student with nothing counted has no total (``None``: "-"). Nothing here loops over students with a
 query inside: each table is read once, grouped by (student, item), and joined in Python.
 """
 from __future__ import annotations
@@ -23,6 +28,7 @@ from graders.exceptions import AssignmentNotFound
 from graders.quiz.bank import BankError, all_quiz_ids, load_quiz
 from server.dashboard.models import Extension, ManualCellScore, ScoreOverride
 from server.extensions import db
+from server.homework.points import item_total, natural_key
 from server.models import Course, CourseAssignment, Membership, Role, Submission, SubmissionStatus, User
 from server.quiz.models import AttemptStatus, QuizAttempt
 
@@ -40,6 +46,8 @@ class Item:
     deadline: datetime | None = None
     penalty_per_day: float = 0.0
     settings_id: int | None = None  # CourseAssignment.id for homework
+    counted: bool = True  # part of the total (homework and graded quizzes; not practice)
+    defined_max: bool = False  # max_score is the definition's, not the highest one seen
 
 
 @dataclass(slots=True)
@@ -52,6 +60,7 @@ class Cell:
     attempts: int
     late: bool = False
     overridden: bool = False
+    reason: str = ""  # the override's reason (shown to the student)
 
 
 @dataclass(slots=True)
@@ -61,8 +70,8 @@ class Row:
     name: str
     email: str
     cells: dict[str, Cell] = field(default_factory=dict)
-    total: float = 0.0
-    missing: int = 0  # items with nothing counted yet
+    total: float | None = None  # sum of the counted items; None: nothing counted yet
+    missing: int = 0  # counted items with nothing yet
 
 
 @dataclass
@@ -73,7 +82,12 @@ class Gradebook:
 
     @property
     def total_max(self) -> float:
-        return round(sum(i.max_score for i in self.items), 4)
+        """What every total is out of: the maxima of the counted items."""
+        return round(sum(i.max_score for i in self.items if i.counted), 4)
+
+    @property
+    def counted_items(self) -> list[Item]:
+        return [i for i in self.items if i.counted]
 
     def item_mean(self, key: str) -> float | None:
         """Mean counted score over the students who have one."""
@@ -99,12 +113,22 @@ def _title(kind: str, ref: str) -> dict[str, str]:
         return {"zh": ref, "en": ref}
 
 
+def _with_max(item: Item) -> Item:
+    """Set the item's maximum from its definition where there is one."""
+    top = item_total(item.kind, item.ref)
+    if top:
+        item.max_score, item.defined_max = top, True
+    return item
+
+
 def course_items(course: Course, quiz_ids_seen: set[str] = frozenset()) -> list[Item]:
-    """Homework of the course by deadline, then graded quizzes and any quiz its students took."""
+    """Homework of the course by deadline (then title, so "Homework 1, 2, 3"), then graded quizzes
+    and any practice quiz its students took (shown, not counted)."""
     settings = db.session.scalars(db.select(CourseAssignment).where(CourseAssignment.course_id == course.id)).all()
-    items = [Item(f"hw:{ca.assignment_id}", "hw", ca.assignment_id, _title("hw", ca.assignment_id),
-                  ca.score_policy, 0.0, ca.deadline, ca.late_penalty_per_day, ca.id)
-             for ca in sorted(settings, key=lambda c: (c.deadline or datetime.max, c.assignment_id))]
+    homework = [Item(f"hw:{ca.assignment_id}", "hw", ca.assignment_id, _title("hw", ca.assignment_id),
+                     ca.score_policy, 0.0, ca.deadline, ca.late_penalty_per_day, ca.id) for ca in settings]
+    items = [_with_max(i) for i in sorted(homework, key=lambda i: (i.deadline or datetime.max,
+                                                                   natural_key(i.title.get("en") or i.ref), i.ref))]
     for quiz_id in sorted(set(all_quiz_ids()) | set(quiz_ids_seen)):
         try:
             quiz = load_quiz(quiz_id)
@@ -114,17 +138,21 @@ def course_items(course: Course, quiz_ids_seen: set[str] = frozenset()) -> list[
             continue
         if quiz is not None and quiz.mode != "graded" and quiz_id not in quiz_ids_seen:
             continue
-        items.append(Item(f"quiz:{quiz_id}", "quiz", quiz_id, quiz.title if quiz else {"zh": quiz_id, "en": quiz_id},
-                          quiz.score_policy if quiz else "best"))
+        items.append(_with_max(Item(f"quiz:{quiz_id}", "quiz", quiz_id,
+                                    quiz.title if quiz else {"zh": quiz_id, "en": quiz_id},
+                                    quiz.score_policy if quiz else "best",
+                                    counted=quiz is not None and quiz.mode == "graded")))
     return items
 
 
-def students_of(course_id: int) -> list[tuple]:
-    return db.session.execute(
-        db.select(User.id, User.username, User.display_name, User.email)
-        .join(Membership, Membership.user_id == User.id)
-        .where(Membership.course_id == course_id, Membership.role == Role.STUDENT.value)
-        .order_by(User.username)).all()
+def students_of(course_id: int, user_id: int | None = None) -> list[tuple]:
+    q = (db.select(User.id, User.username, User.display_name, User.email)
+         .join(Membership, Membership.user_id == User.id)
+         .where(Membership.course_id == course_id, Membership.role == Role.STUDENT.value)
+         .order_by(User.username))
+    if user_id is not None:
+        q = q.where(User.id == user_id)
+    return db.session.execute(q).all()
 
 
 def _manual_sums():
@@ -146,7 +174,7 @@ def _cell_from(subs: list[tuple[int, float, datetime]], item: Item, due: datetim
     return Cell(round(score, 4), round(score, 4), top, len(subs), is_late)
 
 
-def _homework_cells(course_id: int, items: dict[str, Item]) -> dict[tuple[int, str], Cell]:
+def _homework_cells(course_id: int, items: dict[str, Item], user_id: int | None = None) -> dict[tuple[int, str], Cell]:
     """(user_id, assignment_id) -> Cell over graded submissions (+ their manual cell points).
 
     One GROUP BY per (student, homework) does the common case: the course deadline is a CASE
@@ -162,6 +190,8 @@ def _homework_cells(course_id: int, items: dict[str, Item]) -> dict[tuple[int, s
     # Each row's lateness is computed once, in a subquery, and reused by the aggregates.
     graded = (db.select().select_from(Submission).outerjoin(manual, manual.c.sid == Submission.id)
               .where(Submission.course_id == course_id, Submission.status == SubmissionStatus.GRADED.value))
+    if user_id is not None:
+        graded = graded.where(Submission.user_id == user_id)
     rows = graded.add_columns(
         Submission.id.label("id"), Submission.user_id.label("uid"), Submission.assignment_id.label("aid"),
         total.label("total"), Submission.max_score.label("top"), Submission.created_at.label("created"),
@@ -200,10 +230,43 @@ def _homework_cells(course_id: int, items: dict[str, Item]) -> dict[tuple[int, s
         cells.setdefault(uid, {})[item.key] = Cell(score, score, top, n, is_late)
         if top and top > tops.get(aid, 0.0):
             tops[aid] = top
-    for aid, top in tops.items():
-        items[aid].max_score = max(items[aid].max_score, top)
+    for aid, top in tops.items():  # only where the definition gives none (a folder removed from disk)
+        if not items[aid].defined_max:
+            items[aid].max_score = max(items[aid].max_score, top)
     _apply_extensions(course_id, items, graded, total, cells)
+    _keep_while_regrading(course_id, items, cells, user_id)
     return cells
+
+
+def _keep_while_regrading(course_id: int, items: dict[str, Item], cells, user_id: int | None) -> None:
+    """Submissions back in the queue for a regrade still count with their previous score until the
+    new one is stored (one query; only the students concerned are recomputed)."""
+    from server.dashboard.models import Regrade  # the dashboard's own table
+
+    latest = (db.select(func.max(Regrade.id)).where(Regrade.course_id == course_id)
+              .group_by(Regrade.submission_id))
+    q = (db.select(Submission.id, Submission.user_id, Submission.assignment_id, Submission.created_at,
+                   Regrade.old_score)
+         .join(Regrade, Regrade.submission_id == Submission.id)
+         .where(Submission.course_id == course_id, Submission.status.in_(("queued", "running")),
+                Regrade.id.in_(latest), Regrade.old_status == SubmissionStatus.GRADED.value))
+    if user_id is not None:
+        q = q.where(Submission.user_id == user_id)
+    waiting = db.session.execute(q).all()
+    if not waiting:
+        return
+    for uid, aid in {(w.user_id, w.assignment_id) for w in waiting}:
+        item = items.get(aid)
+        if item is None:
+            continue
+        subs = [(w.id, w.old_score, w.created_at) for w in waiting if (w.user_id, w.assignment_id) == (uid, aid)]
+        subs += [tuple(r) for r in db.session.execute(
+            db.select(Submission.id, Submission.score, Submission.created_at).where(
+                Submission.course_id == course_id, Submission.user_id == uid, Submission.assignment_id == aid,
+                Submission.status == SubmissionStatus.GRADED.value))]
+        ext = db.session.scalar(db.select(Extension.deadline).where(
+            Extension.course_assignment_id == item.settings_id, Extension.user_id == uid))
+        cells.setdefault(uid, {})[item.key] = _cell_from(subs, item, ext or item.deadline, item.max_score or None)
 
 
 def _apply_extensions(course_id: int, items: dict[str, Item], graded, total, cells) -> None:
@@ -228,9 +291,11 @@ def _apply_extensions(course_id: int, items: dict[str, Item], graded, total, cel
             cells[uid][item.key] = _cell_from(subs, item, own[(uid, aid)], old.max_score)
 
 
-def _quiz_cells(course_id: int, policies: dict[str, str]) -> dict[tuple[int, str], Cell]:
+def _quiz_cells(course_id: int, policies: dict[str, str], user_id: int | None = None) -> dict[tuple[int, str], Cell]:
     """(user_id, quiz_id) -> Cell from finished attempts, one grouped query (+1 for 'last' quizzes)."""
     finished = and_(QuizAttempt.course_id == course_id, QuizAttempt.status != AttemptStatus.OPEN.value)
+    if user_id is not None:
+        finished = and_(finished, QuizAttempt.user_id == user_id)
     grouped = db.session.connection().execute(
         db.select(QuizAttempt.user_id, QuizAttempt.quiz_id, func.count(QuizAttempt.id), func.max(QuizAttempt.score),
                   func.max(QuizAttempt.max_score), func.max(QuizAttempt.attempt_no))
@@ -269,38 +334,45 @@ def _gc_paused():
             gc.enable()
 
 
-def build_gradebook(course: Course) -> Gradebook:
-    """The whole class: rows in username order, one cell per item (absent: nothing counted yet)."""
+def build_gradebook(course: Course, user_id: int | None = None) -> Gradebook:
+    """The whole class: rows in username order, one cell per item (absent: nothing counted yet).
+
+    ``user_id``: just that student's row, by the same rules (what the student's own pages show).
+    """
     with _gc_paused():
-        return _build(course)
+        return _build(course, user_id)
 
 
-def _build(course: Course) -> Gradebook:
+def _build(course: Course, user_id: int | None = None) -> Gradebook:
     quiz_seen = set(db.session.scalars(db.select(QuizAttempt.quiz_id).where(
         QuizAttempt.course_id == course.id).distinct()))
     items = course_items(course, quiz_seen)
     by_key = {i.key: i for i in items}
-    hw = _homework_cells(course.id, {i.ref: i for i in items if i.kind == "hw"})
-    quiz = _quiz_cells(course.id, {i.ref: i.policy for i in items if i.kind == "quiz"})
+    hw = _homework_cells(course.id, {i.ref: i for i in items if i.kind == "hw"}, user_id)
+    quiz = _quiz_cells(course.id, {i.ref: i.policy for i in items if i.kind == "quiz"}, user_id)
     for user_cells in quiz.values():
         for key, cell in user_cells.items():
-            if key in by_key and (cell.max_score or 0.0) > by_key[key].max_score:
-                by_key[key].max_score = cell.max_score
-    overrides: dict[int, dict[str, float]] = {}
-    for uid, key, score in db.session.execute(db.select(ScoreOverride.user_id, ScoreOverride.item, ScoreOverride.score)
-                                              .where(ScoreOverride.course_id == course.id)):
+            item = by_key.get(key)
+            if item is not None and not item.defined_max and (cell.max_score or 0.0) > item.max_score:
+                item.max_score = cell.max_score
+    overrides: dict[int, dict[str, tuple[float, str]]] = {}
+    for uid, key, score, reason in db.session.execute(
+            db.select(ScoreOverride.user_id, ScoreOverride.item, ScoreOverride.score, ScoreOverride.reason)
+            .where(ScoreOverride.course_id == course.id,
+                   *([] if user_id is None else [ScoreOverride.user_id == user_id]))):
         if key in by_key:
-            overrides.setdefault(uid, {})[key] = score
+            overrides.setdefault(uid, {})[key] = (score, reason or "")
+    counted_keys = [i.key for i in items if i.counted]
     rows = []
-    for uid, username, name, email in students_of(course.id):
+    for uid, username, name, email in students_of(course.id, user_id):
         cells = {**hw.get(uid, {}), **quiz.get(uid, {})}
-        for key, score in overrides.get(uid, {}).items():
+        for key, (score, reason) in overrides.get(uid, {}).items():
             cell = cells.get(key) or Cell(None, None, by_key[key].max_score, 0)
-            cell.score, cell.overridden = score, True
+            cell.score, cell.overridden, cell.reason = score, True, reason
             cells[key] = cell
-        counted = [c.score for c in cells.values() if c.score is not None]
-        rows.append(Row(uid, username, name or "", email or "", cells, round(sum(counted), 4),
-                        len(items) - len(counted)))
+        counted = [cells[k].score for k in counted_keys if k in cells and cells[k].score is not None]
+        rows.append(Row(uid, username, name or "", email or "", cells,
+                        round(sum(counted), 4) if counted else None, len(counted_keys) - len(counted)))
     return Gradebook(course, items, rows)
 
 
@@ -313,9 +385,9 @@ def sort_and_filter(book: Gradebook, *, q: str = "", sort: str = "username", des
         rows = [r for r in rows if needle in r.username.lower() or needle in r.name.lower()
                 or needle in r.email.lower()]
     if behind:
-        rows = [r for r in rows if r.missing or (book.total_max and r.total < 0.6 * book.total_max)]
+        rows = [r for r in rows if r.missing or (book.total_max and (r.total or 0.0) < 0.6 * book.total_max)]
     if sort == "total":
-        key: Any = lambda r: r.total
+        key: Any = lambda r: -1.0 if r.total is None else r.total
     elif sort == "name":
         key = lambda r: (r.name or r.username).lower()
     elif sort in {i.key for i in book.items}:

@@ -2,9 +2,11 @@
 the class charts, and regrading (one submission or a whole homework) with its result page."""
 from __future__ import annotations
 
-from flask import abort, flash, redirect, render_template, url_for
+import redis
+from flask import abort, flash, redirect, render_template, request, url_for
 from flask_babel import gettext as _
 from flask_login import current_user
+from rq import Worker
 
 from graders.quiz.bank import BankError, load_quiz
 from server.access import course_or_404
@@ -15,9 +17,15 @@ from server.dashboard.views import bp, course_submission_or_404, settings_or_404
 from server.extensions import db
 from server.homework.charts import bar_chart
 from server.models import Submission, User
+from server.queue import redis_conn
 from server.ui import lang_key
 
 SPEEDUP_EDGES = [0.0, 0.5, 1.0, 1.25, 1.5, 1.75, 2.0]
+
+
+def _bin_starts(hist: dict[str, float]) -> dict[str, float]:
+    """Histogram bars labelled by where each bin starts ("0–10%" -> "0"), so ten labels fit on a phone."""
+    return {k.split("–")[0].rstrip("%") if "–" in k else k: v for k, v in hist.items()}
 
 
 @bp.route("/<code>/quiz/<quiz_id>")
@@ -35,10 +43,12 @@ def quiz_stats(code: str, quiz_id: str):
                  if item and item.max_score and item.key in r.cells and r.cells[item.key].score is not None]
     charts = {}
     if fractions:
-        charts["hist"] = bar_chart(_("Score distribution"), stats.histogram(fractions))
+        charts["hist"] = bar_chart(_("Score distribution"), _bin_starts(stats.histogram(fractions)),
+                                   x_title=_("score, % of the maximum (bins from)"), y_title=_("students"))
     if any(q.answers for q in questions):
         charts["facility"] = bar_chart(_("Facility per question"),
-                                       {str(i + 1): q.facility for i, q in enumerate(questions)})
+                                       {str(i + 1): q.facility for i, q in enumerate(questions)},
+                                       x_title=_("question"), y_title=_("facility (0–1)"))
     return render_template("dashboard/quiz_stats.html", course=course, quiz=quiz, questions=questions,
                            charts=charts, takers=len(fractions))
 
@@ -51,16 +61,20 @@ def homework_stats(code: str, assignment_id: str):
     hs = stats.homework_stats(course.id, assignment_id)
     charts = {}
     if hs.scores:
-        charts["hist"] = bar_chart(_("Score distribution"), stats.histogram(hs.scores))
-    failing = {c.check_id: float(len(c.failing)) for c in hs.checks if c.failing}
+        charts["hist"] = bar_chart(_("Score distribution"), _bin_starts(stats.histogram(hs.scores)),
+                                   x_title=_("score, % of the maximum (bins from)"), y_title=_("students"))
+    failing = {(c.title.get(lang_key()) or c.check_id): float(len(c.failing)) for c in hs.checks if c.failing}
     if failing:
-        charts["failures"] = bar_chart(_("Students failing each check"), failing)
+        charts["failures"] = bar_chart(_("Students failing each check"), failing, x_title=_("check"),
+                                       y_title=_("students"))
     if hs.speedups:
         charts["speedup"] = bar_chart(_("Speed-up across the class"),
-                                      stats.value_histogram(hs.speedups, SPEEDUP_EDGES))
+                                      _bin_starts(stats.value_histogram(hs.speedups, SPEEDUP_EDGES)),
+                                      x_title=_("speed-up (×), bins from"), y_title=_("students"))
     if hs.rank_peaks:
         charts["memory"] = bar_chart(_("Mean peak memory per rank (GiB)"), {
-            rank: sum(v) / len(v) / 2 ** 30 for rank, v in sorted(hs.rank_peaks.items())})
+            f"rank {rank.removeprefix('rank')}": sum(v) / len(v) / 2 ** 30 for rank, v in sorted(hs.rank_peaks.items())},
+            x_title=_("rank"), y_title=_("peak memory (GiB)"))
     extensions = db.session.execute(db.select(Extension, User.username).join(User, User.id == Extension.user_id)
                                     .where(Extension.course_assignment_id == ca.id)
                                     .order_by(User.username)).all()
@@ -68,17 +82,36 @@ def homework_stats(code: str, assignment_id: str):
                            extensions=extensions, batches=actions.recent_batches(course.id))
 
 
+def _live_graders() -> int:
+    """Workers registered with Redis now (0 if it cannot be asked): the estimate divides by them."""
+    try:
+        return Worker.count(connection=redis_conn())
+    except (redis.exceptions.RedisError, RuntimeError):
+        return 0
+
+
 @bp.post("/<code>/homework/<assignment_id>/regrade")
 def regrade_all(code: str, assignment_id: str):
-    """Regrade every finished submission of a homework (after a grader change)."""
+    """Regrade every finished submission of a homework (after a grader change).
+
+    Nothing happens until the instructor confirms the number shown to them: the first POST
+    answers with the count and a time estimate; the confirming POST carries that count back,
+    and if more submissions have finished since, it asks again.
+    """
     course = course_or_404(code, instructor=True)
-    settings_or_404(course.id, assignment_id)
+    ca = settings_or_404(course.id, assignment_id)
     subs = db.session.scalars(db.select(Submission).where(
         Submission.course_id == course.id, Submission.assignment_id == assignment_id,
         Submission.status.in_(actions.REGRADABLE))).all()
     if not subs:
         flash(_("Nothing to regrade: no finished submissions."), "info")
         return redirect(url_for("dashboard.homework_stats", code=code, assignment_id=assignment_id))
+    if request.form.get("confirm", type=int) != len(subs):
+        graders = _live_graders()
+        mean = actions.mean_grading_s(course.id, assignment_id)
+        return render_template("dashboard/regrade_confirm.html", course=course, ca=ca, count=len(subs),
+                               students=len({s.user_id for s in subs}), graders=graders, mean_s=mean,
+                               estimate_s=actions.estimate_seconds(len(subs), mean, graders))
     batch = actions.regrade(list(subs), current_user.id)
     return redirect(url_for("dashboard.regrade_batch", code=code, batch=batch))
 
@@ -103,5 +136,6 @@ def regrade_batch(code: str, batch: str):
     if not results:
         abort(404)
     done = sum(r.done for r in results)
-    return render_template("dashboard/regrade.html", course=course, batch=batch, results=results, done=done,
+    template = "dashboard/_regrade_live.html" if request.args.get("partial") else "dashboard/regrade.html"
+    return render_template(template, course=course, batch=batch, results=results, done=done,
                            changed=sum(r.changed for r in results))

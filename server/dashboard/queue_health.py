@@ -31,6 +31,13 @@ class WorkerInfo:
     current_job: str | None
     last_heartbeat: datetime | None
     sandbox: dict | None = None  # the worker's sandbox probe (server.sandbox_layers)
+    host: str = ""
+    pid: int | None = None
+
+    @property
+    def label(self) -> str:
+        """"host, process 1234" rather than RQ's random worker name."""
+        return f"{self.host} · {self.pid}" if self.host and self.pid else self.name[:12]
 
 
 @dataclass
@@ -78,7 +85,8 @@ def queue_health(course_ids: list[int] | None = None) -> QueueHealth:
             names = w.queue_names()
             health.workers.append(WorkerInfo(w.name, str(w.get_state()), names, gpus_of(names),
                                              w.get_current_job_id(), w.last_heartbeat,
-                                             sandbox_layers.read(conn, w.name)))
+                                             host=str(w.hostname or "")[:60], pid=w.pid,
+                                             sandbox=sandbox_layers.read(conn, w.name)))
     except (redis.exceptions.RedisError, RuntimeError) as exc:
         health.redis_error = str(exc)
     health.workers.sort(key=lambda w: w.name)

@@ -1,6 +1,11 @@
 """Class statistics: per quiz question (facility, discrimination, common wrong answers) and per
-homework check id (how many students' latest submissions fail it), plus the class-wide
+homework check id (how many students' counted submissions fail it), plus the class-wide
 measurements (speed-ups, per-rank peak memory) the charts draw.
+
+"Counted" follows the homework's policy, like the gradebook: with "best" each student's
+best graded submission, with "last" their last one; the score distribution is the
+gradebook's own cells (late penalty, manual cells and overrides included), so the two pages
+never disagree about a student.
 
 Facility is the mean fraction of the points earned. Discrimination is the upper-lower index:
 the facility among the best 27 % of attempts minus that among the weakest 27 % (by attempt
@@ -16,7 +21,7 @@ from sqlalchemy import func
 
 from graders.quiz.bank import BankError, load_question
 from server.extensions import db
-from server.models import Submission, SubmissionStatus
+from server.models import Course, CourseAssignment, Submission, SubmissionStatus
 from server.quiz.models import AttemptStatus, QuizAnswer, QuizAttempt
 
 FAILING = ("fail", "error", "warn")
@@ -121,16 +126,44 @@ class HomeworkStats:
     checks: list[CheckStats]
     latest: int  # students with a graded submission
     submissions: int
-    scores: list[float]  # fraction of max, latest submission per student
+    scores: list[float]  # fraction of the maximum that counts per student (the gradebook's cells)
     speedups: list[float]
     rank_peaks: dict[str, list[float]]  # "rank0" -> peak bytes per student
+    policy: str = "best"  # which submission per student the per-check counts use
+
+
+def counted_ids(rows: list[tuple[int, int, float | None]], policy: str) -> set[int]:
+    """From ``(submission id, user id, score)`` of graded submissions: each student's counted one.
+
+    ``best``: the highest score (the later one on a tie); ``last``: the latest.
+    """
+    pick: dict[int, tuple[float, int]] = {}
+    for sid, uid, score in rows:
+        key = (sid, sid) if policy == "last" else ((score or 0.0), sid)
+        if uid not in pick or key > pick[uid]:
+            pick[uid] = key
+    return {k[1] for k in pick.values()}
+
+
+def _class_fractions(course_id: int, assignment_id: str) -> list[float]:
+    from server.dashboard.gradebook import build_gradebook  # gradebook imports this package's models
+
+    book = build_gradebook(db.session.get(Course, course_id))
+    item = book.item(f"hw:{assignment_id}")
+    if item is None or not item.max_score:
+        return []
+    return [r.cells[item.key].score / item.max_score for r in book.rows
+            if item.key in r.cells and r.cells[item.key].score is not None]
 
 
 def homework_stats(course_id: int, assignment_id: str) -> HomeworkStats:
-    """Per check id, over each student's latest graded submission and over all of them."""
+    """Per check id, over each student's counted graded submission (the policy's) and over all of them."""
     graded = (Submission.course_id == course_id) & (Submission.assignment_id == assignment_id) & \
              (Submission.status == SubmissionStatus.GRADED.value)
-    latest_ids = set(db.session.scalars(db.select(func.max(Submission.id)).where(graded).group_by(Submission.user_id)))
+    policy = db.session.scalar(db.select(CourseAssignment.score_policy).where(
+        CourseAssignment.course_id == course_id, CourseAssignment.assignment_id == assignment_id)) or "best"
+    latest_ids = counted_ids(db.session.execute(
+        db.select(Submission.id, Submission.user_id, Submission.score).where(graded)).all(), policy)
     checks: dict[str, CheckStats] = {}
     scores, speedups, peaks = [], [], defaultdict(list)
     n = 0
@@ -149,11 +182,10 @@ def homework_stats(course_id: int, assignment_id: str) -> HomeworkStats:
                 if bad:
                     st.failing.append(sid)
         if latest:
-            if top:
-                scores.append((score or 0.0) / top)
             _measurements(report.get("plots") or {}, speedups, peaks)
     ordered = sorted(checks.values(), key=lambda c: (-c.share, c.check_id))
-    return HomeworkStats(ordered, len(latest_ids), n, scores, speedups, dict(peaks))
+    scores = _class_fractions(course_id, assignment_id)
+    return HomeworkStats(ordered, len(latest_ids), n, scores, speedups, dict(peaks), policy)
 
 
 def _measurements(plots: dict[str, Any], speedups: list[float], peaks: dict[str, list[float]]) -> None:

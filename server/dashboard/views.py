@@ -3,20 +3,26 @@ one student's page (every quiz attempt and submission with its report), and the 
 from __future__ import annotations
 
 import json
+import re
+from datetime import datetime
 
 from flask import Blueprint, Response, abort, redirect, render_template, request, stream_with_context, url_for
+from flask_babel import gettext as _
 from flask_login import current_user
 
-from graders.quiz.bank import all_quiz_ids
+from graders.assignments import load as load_assignment
+from graders.exceptions import AssignmentNotFound
+from graders.quiz.bank import BankError, all_quiz_ids, load_quiz
 from server.access import course_or_404
 from server.dashboard import actions, exports
 from server.dashboard.gradebook import build_gradebook, sort_and_filter
 from server.dashboard.models import AuditEntry, Extension
 from server.extensions import db
+from server.homework.points import natural_key
 from server.homework.views import report_context
 from server.models import CourseAssignment, Membership, Role, Submission, User
 from server.quiz.models import QuizAttempt
-from server.ui import lang_key
+from server.ui import lang_key, pick
 
 bp = Blueprint("dashboard", __name__, url_prefix="/dashboard")
 
@@ -34,8 +40,44 @@ def instructors_only():
 
 @bp.context_processor
 def dashboard_globals() -> dict:
-    """Every quiz id, for the dashboard's navigation."""
-    return {"dash_quiz_ids": all_quiz_ids()}
+    """Every quiz (id, title), for the dashboard's navigation."""
+    quizzes = []
+    for qid in all_quiz_ids():
+        try:
+            quizzes.append((qid, load_quiz(qid).title))
+        except BankError:
+            quizzes.append((qid, {"zh": qid, "en": qid}))
+    return {"dash_quiz_ids": [q for q, _ in quizzes], "dash_quizzes": quizzes}
+
+
+@bp.app_template_filter("job_label")
+def job_label(job_id: str) -> str:
+    """"submission #12" for the queue's ``sub-12-g1`` job ids."""
+    m = re.fullmatch(r"sub-(\d+)-g\d+", job_id or "")
+    return _("submission #%(id)s", id=m.group(1)) if m else (job_id or "")[:40]
+
+
+@bp.app_template_filter("hw_title")
+def hw_title(assignment_id: str) -> str:
+    """A homework's title in the page's language (its folder name if the folder is gone)."""
+    try:
+        return pick(load_assignment(assignment_id).title)
+    except AssignmentNotFound:
+        return assignment_id
+
+
+@bp.app_template_filter("hw_in_order")
+def hw_in_order(settings: list) -> list:
+    """A course's homework by deadline, then title ("Homework 1, 2, 3"), as the gradebook orders them."""
+    return sorted(settings, key=lambda ca: (ca.deadline or datetime.max, natural_key(hw_title(ca.assignment_id)),
+                                            ca.assignment_id))
+
+
+@bp.app_template_filter("hw_short_title")
+def hw_short_title(assignment_id: str) -> str:
+    """"Homework 1" from "Homework 1: DDP speedup" (the part before the colon), else the whole title."""
+    title = hw_title(assignment_id)
+    return re.split(r"[:：]", title, maxsplit=1)[0].strip() or title
 
 
 @bp.route("/")

@@ -17,11 +17,10 @@ _CODE = re.compile(r"`([^`]+)`")
 _BOLD = re.compile(r"\*\*(.+?)\*\*")
 _ITALIC = re.compile(r"(?<![*\w])\*(?!\s)([^*]+?)(?<!\s)\*(?![*\w])")
 _TABLE_RULE = re.compile(r"^\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
-_LINK = re.compile(r"\[([^\]]+)\]\(((?:https?://|/|#)[^)\s]*)\)")
 
 
-def inline(text: str) -> str:
-    """Escape one line and apply inline code, bold and links (code spans are left untouched)."""
+def _spans(text: str) -> str:
+    """Escape text and apply inline code, bold and italics (no links)."""
     parts = []
     for i, chunk in enumerate(re.split(r"(`[^`]+`)", text)):
         if i % 2:
@@ -30,9 +29,38 @@ def inline(text: str) -> str:
         s = str(escape(chunk))
         s = _BOLD.sub(r"<strong>\1</strong>", s)
         s = _ITALIC.sub(r"<em>\1</em>", s)
-        s = _LINK.sub(r'<a href="\2">\1</a>', s)  # \2 is already escaped and scheme-checked
         parts.append(s)
     return "".join(parts)
+
+
+def inline(text: str) -> str:
+    """Escape one line and apply links (whose text may hold code spans), inline code, bold and italics."""
+    out, pos = [], 0
+    for m in _LINK_RAW.finditer(text):
+        out.append(_spans(text[pos:m.start()]))
+        out.append(f'<a href="{escape(m.group(2))}">{_spans(m.group(1))}</a>')  # scheme checked by the pattern
+        pos = m.end()
+    out.append(_spans(text[pos:]))
+    return "".join(out)
+
+
+_LINK_RAW = re.compile(r"\[([^\]]+)\]\(((?:https?://|/|#)[^)\s]*)\)")
+_OTHER_README = re.compile(r"^\s*\*?[^\n]*\[[^\]]*\]\(README[\w.]*\.md\)[^\n]*$")
+_LANG_HEADING = re.compile(r"^##\s+(中文|English)\s*$")
+
+
+def for_language(source: str, lang: str) -> str:
+    """The part of a spec for one language: in a bilingual file with "## 中文" and "## English"
+    sections, the preamble plus that section (its "##" headings kept); the file's own "# title"
+    and lines pointing at the other language's README are dropped (the page has both)."""
+    lines = [ln for ln in source.splitlines() if not _OTHER_README.match(ln)]
+    marks = [(i, m.group(1)) for i, ln in enumerate(lines) if (m := _LANG_HEADING.match(ln))]
+    want = "中文" if lang == "zh" else "English"
+    if len({name for _, name in marks}) == 2:
+        start = next(i for i, name in marks if name == want)
+        end = next((i for i, _ in marks if i > start), len(lines))
+        lines = lines[:marks[0][0]] + lines[start + 1:end]
+    return "\n".join(ln for ln in lines if not re.match(r"^#\s", ln))
 
 
 def _cells(line: str) -> list[str]:
@@ -70,7 +98,19 @@ def render(source: str) -> Markup:
             items.clear()
             list_tag = ""
 
+    indented: list[str] | None = None  # an indented code block (4 spaces after a blank line)
+
+    def close_indented() -> None:
+        nonlocal indented
+        if indented is not None:
+            while indented and not indented[-1].strip():
+                indented.pop()
+            out.append("<pre><code>" + str(escape("\n".join(indented))) + "</code></pre>")
+            indented = None
+
     for line in source.splitlines():
+        if indented is not None and line.strip() and not line.startswith("    "):
+            close_indented()
         if code is not None:
             if line.strip().startswith("```"):
                 out.append("<pre><code>" + str(escape("\n".join(code))) + "</code></pre>")
@@ -81,6 +121,11 @@ def render(source: str) -> Markup:
         if line.strip().startswith("```"):
             flush()
             code = []
+        elif indented is not None and (line.startswith("    ") or not line.strip()):
+            indented.append(line[4:])
+        elif line.startswith("    ") and not para and not items and not rows:
+            flush()
+            indented = [line[4:]]
         elif not line.strip():
             flush()
         elif line.lstrip().startswith("|"):
@@ -105,5 +150,6 @@ def render(source: str) -> Markup:
             para.append(line.strip())
     if code is not None:  # an unclosed fence still shows its code
         out.append("<pre><code>" + str(escape("\n".join(code))) + "</code></pre>")
+    close_indented()
     flush()
     return Markup("\n".join(out))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from flask import abort
 from flask_babel import gettext as _
@@ -17,6 +18,7 @@ from sqlalchemy import func
 from graders.assignments import Assignment, load
 from graders.exceptions import AssignmentNotFound
 from server.extensions import db
+from server.homework.points import natural_key
 from server.models import Course, CourseAssignment, Role, Submission, SubmissionStatus, User, utcnow
 
 PENDING = (SubmissionStatus.QUEUED.value, SubmissionStatus.RUNNING.value)
@@ -32,8 +34,9 @@ class Homework:
     used: int = 0  # graded submissions
     pending: int = 0  # queued or running
     best: float | None = None
-    max_score: float | None = None
+    max_score: float | None = None  # what the homework is out of (its definition)
     extension: datetime | None = None  # this student's own later deadline, if granted
+    counted: Any = None  # the gradebook's Cell for this student: the score that counts, override and reason
 
     @property
     def deadline(self) -> datetime | None:
@@ -67,8 +70,13 @@ def homework_for(user: User) -> list[Homework]:
     """Every homework of the user's courses (students see only published ones), by course then deadline."""
     from server.dashboard.models import Extension  # here: the dashboard package imports homework views
 
+    from server.dashboard.gradebook import build_gradebook
+
     out: list[Homework] = []
     for m in sorted(user.memberships, key=lambda m: m.course.code):
+        # The student's own gradebook row: the same counted score, override and maximum as the instructor sees.
+        book = build_gradebook(m.course, user.id) if m.role == Role.STUDENT.value else None
+        row = book.rows[0] if book and book.rows else None
         for ca in m.course.homework:
             if not ca.published and m.role != Role.INSTRUCTOR.value:
                 continue
@@ -78,10 +86,16 @@ def homework_for(user: User) -> list[Homework]:
                 continue  # a folder removed from disk: nothing to show or submit
             hw = Homework(m.course, ca, assignment)
             hw.used, hw.pending, hw.best, hw.max_score = attempt_counts(user.id, m.course.id, ca.assignment_id)
+            item = book.item(f"hw:{ca.assignment_id}") if book else None
+            if item is not None and item.max_score:
+                hw.max_score = item.max_score
+            if row is not None:
+                hw.counted = row.cells.get(f"hw:{ca.assignment_id}")
             hw.extension = db.session.scalar(db.select(Extension.deadline).where(
                 Extension.course_assignment_id == ca.id, Extension.user_id == user.id))
             out.append(hw)
-    out.sort(key=lambda h: (h.course.code, h.settings.deadline or datetime.max, h.assignment.id))
+    out.sort(key=lambda h: (h.course.code, h.settings.deadline or datetime.max,
+                            natural_key(h.assignment.title.get("en") or h.assignment.id), h.assignment.id))
     return out
 
 
@@ -103,11 +117,10 @@ def upload_refusal(hw: Homework) -> str | None:
 
 
 def elapsed_s(sub: Submission) -> float | None:
-    """Seconds the submission has waited (queued), run (running) or took to grade (finished)."""
-    if sub.status == SubmissionStatus.QUEUED.value:
-        start, end = sub.created_at, utcnow()
-    elif sub.status == SubmissionStatus.RUNNING.value:
-        start, end = sub.started_at, utcnow()
+    """Seconds since the submission entered the queue while it waits or runs (one clock that does not
+    restart at 0:00 when grading starts), or how long grading took once finished."""
+    if sub.status in PENDING:
+        start, end = sub.enqueued_at or sub.created_at, utcnow()
     else:
         start, end = sub.started_at, sub.finished_at
     if start is None or end is None:

@@ -21,7 +21,7 @@ from graders.config_annotation.notebook import merge_manual_scores
 from graders.exceptions import AssignmentNotFound, SubmissionRejected
 from server.access import is_instructor_of, submission_or_404
 from server.extensions import db
-from server.homework import markdown
+from server.homework import chart_labels, markdown, readable
 from server.homework.charts import charts_for
 from server.homework.rules import elapsed_s, homework_for, homework_or_404, upload_refusal
 from server.models import Course, Submission, SubmissionStatus
@@ -48,12 +48,42 @@ def index():
     return render_template("homework/index.html", homework=homework_for(current_user))
 
 
+@bp.app_template_filter("evidence_items")
+def _evidence_filter(evidence, staff: bool = False):
+    return readable.evidence_items(evidence, lang_key(), staff)
+
+
+@bp.app_template_filter("timing_items")
+def _timing_filter(timings):
+    return readable.timing_items(timings, lang_key())
+
+
+@bp.app_template_filter("check_titles")
+def _titles_filter(text: str, checks):
+    return readable.titles_for_ids(text, checks, lang_key())
+
+
+@bp.app_template_filter("student_log")
+def _log_filter(text: str, filename: str = "train.py"):
+    return readable.student_log(text, (filename, "train.py"))
+
+
+@bp.app_template_filter("rank_label")
+def _rank_filter(name: str) -> str:
+    return readable.humanize_key(name, lang_key())
+
+
+bp.add_app_template_filter(readable.clean_message, "clean_message")
+bp.add_app_template_filter(readable.syntax_problem, "syntax_problem")
+
+
 def spec_html(path: Path) -> str:
     """The assignment's README in the current language (README.zh.md for Chinese), rendered safely."""
     names = ["README.zh.md", "README.md"] if lang_key() == "zh" else ["README.md", "README.zh.md"]
     for name in names:
         if (path / name).is_file():
-            return markdown.render((path / name).read_text(encoding="utf-8", errors="replace"))
+            return markdown.render(markdown.for_language(
+                (path / name).read_text(encoding="utf-8", errors="replace"), lang_key()))
     return ""
 
 
@@ -62,33 +92,46 @@ def assignment(code: str, assignment_id: str):
     """The spec, the upload form and the user's submission history for one homework."""
     hw = homework_or_404(current_user, code, assignment_id)
     form = UploadForm()
-    status = 200
-    if request.method == "POST":
-        error = None
-        if not form.validate_on_submit():
-            error = _("Choose a file to upload.")
+    if request.method != "POST":
+        return assignment_page(hw, form)
+    if not form.validate_on_submit():
+        error = _("Choose a file to upload.")
+    else:
+        error = upload_refusal(hw)
+    if error is None:
+        upload = form.file.data
+        filename = Path(upload.filename.replace("\\", "/")).name[:255]
+        data = upload.read()
+        try:
+            hw.assignment.validate_upload(filename, data)
+        except SubmissionRejected as exc:
+            error = pick(exc.message)
         else:
-            error = upload_refusal(hw)
-        if error is None:
-            upload = form.file.data
-            filename = Path(upload.filename.replace("\\", "/")).name[:255]
-            data = upload.read()
-            try:
-                hw.assignment.validate_upload(filename, data)
-            except SubmissionRejected as exc:
-                error = pick(exc.message)
-            else:
-                sub = store_submission(hw, filename, data)
-                return redirect(url_for("homework.submission", submission_id=sub.id))
+            sub = store_submission(hw, filename, data)
+            return redirect(url_for("homework.submission", submission_id=sub.id))
+    return assignment_page(hw, form, error, 400)
+
+
+def too_large(code: str, assignment_id: str):
+    """A request over the server's whole-request limit (413, refused before the view runs): the
+    assignment page with the same inline error as any other file that is too large."""
+    hw = homework_or_404(current_user, code, assignment_id)
+    limit = min(hw.assignment.max_upload_bytes, current_app.config.get("MAX_CONTENT_LENGTH") or 2 ** 62)
+    return assignment_page(hw, UploadForm(formdata=None),
+                           _("The file is too large; the limit is %(kib)d KiB.", kib=limit // 1024), 413)
+
+
+def assignment_page(hw, form, error: str | None = None, status: int = 200):
+    """Render the assignment page, with a refused upload's message (nothing stored, no attempt used)."""
+    if error:
         flash(error + " " + _("Nothing was stored and no attempt was used."), "error")
-        status = 400
     history = db.session.scalars(
         db.select(Submission).where(Submission.user_id == current_user.id, Submission.course_id == hw.course.id,
                                     Submission.assignment_id == hw.assignment.id)
         .order_by(Submission.id.desc())).all()
     return render_template("homework/assignment.html", hw=hw, form=form, spec=spec_html(hw.assignment.path),
                            history=history, refusal=upload_refusal(hw), files=student_files(hw.assignment.path),
-                           staff=is_instructor_of(hw.course.id)), status
+                           staff=is_instructor_of(hw.course.id), regrading=regrading_of(history)), status
 
 
 # Only these folders of an assignment are for students; solution/ and samples/ never leave the server.
@@ -99,6 +142,14 @@ def student_files(path: Path) -> list[str]:
     """Downloadable files of an assignment, as ``folder/name`` (starter code, released notebooks)."""
     return [f"{folder}/{p.name}" for folder in STUDENT_FOLDERS if (path / folder).is_dir()
             for p in sorted((path / folder).iterdir()) if p.is_file() and not p.name.startswith(".")]
+
+
+def regrading_of(subs: list[Submission]) -> dict:
+    """Submission id -> its ``Regrade`` row, for those waiting or running again after a regrade
+    (their previous result stays on show, marked as being regraded)."""
+    from server.dashboard.actions import pending_regrades  # the dashboard package imports this module
+
+    return pending_regrades([s.id for s in subs if s.status not in FINISHED])
 
 
 @bp.route("/homework/<code>/<assignment_id>/files/<folder>/<name>")
@@ -143,18 +194,33 @@ def report_context(sub: Submission) -> dict:
     """What the report fragment needs; the traceback only for the course's instructors."""
     report = with_manual_scores(sub.id, sub.report_json or {})
     staff = is_instructor_of(sub.course_id)
-    return dict(sub=sub, course=db.session.get(Course, sub.course_id), report=report, checks=report.get("checks", []), charts=charts_for(report.get("plots")),
+    return dict(sub=sub, course=db.session.get(Course, sub.course_id), report=report, checks=report.get("checks", []), charts=charts_for(report.get("plots"), chart_labels.for_page()),
                 staff=staff, traceback=(sub.error_detail or report.get("staff_traceback")) if staff else None,
                 elapsed=elapsed_s(sub))
+
+
+def counted_for(sub: Submission) -> dict:
+    """The score that counts for the submission's homework (the owner's gradebook cell) and its maximum."""
+    from server.dashboard.gradebook import build_gradebook  # the dashboard package imports this module
+
+    book = build_gradebook(db.session.get(Course, sub.course_id), sub.user_id)
+    item = book.item(f"hw:{sub.assignment_id}")
+    cell = book.rows[0].cells.get(item.key) if item and book.rows else None
+    return dict(counted=cell, counted_max=item.max_score if item else sub.max_score,
+                counted_policy=item.policy if item else "best")
 
 
 @bp.route("/submissions/<int:submission_id>")
 def submission(submission_id: int):
     """Live status (queue position, elapsed time, rank logs), polled by status.js; the report once done."""
     sub = submission_or_404(submission_id)
+    old = regrading_of([sub]).get(sub.id)
     return render_template("homework/submission.html", hw_title=_assignment_title(sub),
                            position=queue_place(sub)["queue_position"], eta=queue_place(sub)["eta_s"],
-                           finished=sub.status in FINISHED, **report_context(sub))
+                           finished=sub.status in FINISHED,
+                           regrading=old if old is not None and old.old_status == SubmissionStatus.GRADED.value
+                           and sub.report_json else None,
+                           **report_context(sub), **counted_for(sub))
 
 
 @bp.route("/submissions/<int:submission_id>/report")
@@ -164,9 +230,9 @@ def report(submission_id: int):
     if sub.status not in FINISHED:
         return redirect(url_for("homework.submission", submission_id=sub.id))
     if request.args.get("partial"):
-        return render_template("homework/_report.html", **report_context(sub))
+        return render_template("homework/_report.html", **report_context(sub), **counted_for(sub))
     return render_template("homework/submission.html", hw_title=_assignment_title(sub), position=None,
-                           finished=True, **report_context(sub))
+                           finished=True, **report_context(sub), **counted_for(sub))
 
 
 def _assignment_title(sub: Submission) -> dict:

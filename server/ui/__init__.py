@@ -6,6 +6,7 @@ without importing each other.
 from __future__ import annotations
 
 import json
+import math
 from datetime import datetime
 from typing import Any
 
@@ -53,6 +54,20 @@ def duration(seconds: float | None) -> str:
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
 
+@bp.app_template_filter("approx_duration")
+def approx_duration(seconds: float | None) -> str:
+    """An estimate for people, rounded up: ``45 s``, ``5 min``, ``2 h 10 min`` (in the page's language)."""
+    if seconds is None:
+        return "—"
+    s = max(0, int(math.ceil(seconds)))
+    if s < 60:
+        return _("%(n)d s", n=s)
+    minutes = int(math.ceil(s / 60))
+    if minutes < 60:
+        return _("%(n)d min", n=minutes)
+    return _("%(h)d h %(m)d min", h=minutes // 60, m=minutes % 60)
+
+
 @bp.app_template_filter("num")
 def num(value: float | None) -> str:
     """A score without trailing zeros (``7.5``, ``10``)."""
@@ -85,6 +100,11 @@ def not_found(_exc):
 
 @bp.app_errorhandler(413)
 def too_large(_exc):
+    """An upload over the whole-request limit: on a homework page, that page with its usual inline error."""
+    if request.endpoint == "homework.assignment" and request.view_args:
+        from server.homework.views import too_large as homework_too_large  # homework imports this module
+
+        return homework_too_large(**request.view_args)
     return _error_page(413, _("The upload is larger than the server accepts. Nothing was stored."))
 
 

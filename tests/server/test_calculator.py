@@ -55,3 +55,18 @@ def test_page_in_chinese(client, auth):
 
 def test_anonymous_is_sent_to_login(client):
     assert client.get("/calculator/").status_code == 302
+
+
+@pytest.mark.parametrize("text, value", [("70亿", 7e9), ("13亿", 1.3e9), ("3.5亿", 3.5e8), ("1.2万亿", 1.2e12),
+                                         ("350万", 3.5e6)])
+def test_parse_params_in_chinese_units(text, value):
+    assert parse_params(text) == pytest.approx(value)
+
+
+def test_every_invalid_field_is_named_at_once_and_options_are_words(client, auth):
+    auth.login()
+    text = client.get("/calculator/?params=seven&cards=0&card_gb=-1&lang=en").get_data(as_text=True)
+    assert "Write a parameter count" in text and "whole number from 1" in text and "positive number of GB" in text
+    zh = client.get("/calculator/?lang=zh_CN").get_data(as_text=True)
+    assert ">带动量的 SGD<" in zh and ">sgd_momentum<" not in zh
+    assert 'action="/calculator/#result"' in zh  # the result is scrolled into view after "Calculate"

@@ -37,7 +37,7 @@ def test_regrade_all_goes_through_the_queue_and_shows_changes(app, client, auth,
     a, b = make_sub("alice"), make_sub("bob")
     queued = make_sub("bob", status="queued")
     auth.login(*TEACHER)
-    r = client.post(f"/dashboard/DIST101/homework/{PLACEHOLDER}/regrade")
+    r = client.post(f"/dashboard/DIST101/homework/{PLACEHOLDER}/regrade", data={"confirm": "2"})  # the count shown
     assert r.status_code == 302 and "/regrades/" in r.location
     with app.app_context():
         subs = {s.id: s for s in db.session.scalars(db.select(Submission))}
@@ -52,7 +52,7 @@ def test_regrade_all_goes_through_the_queue_and_shows_changes(app, client, auth,
     _store_result(app, a, 9.0)
     _store_result(app, b, 5.0)
     page = client.get(r.location + "?lang=en").get_data(as_text=True)
-    assert "2 of 2 finished" in page and "1 scores changed" in page
+    assert "2 of 2 finished" in page and "1 score changed" in page
     with app.app_context():
         sub = db.session.get(Submission, a)
         assert (sub.score, sub.results_stored) == (9.0, 1)
@@ -68,7 +68,7 @@ def test_a_large_regrade_leaves_the_rest_to_the_reconciler(app, client, auth, ma
     monkeypatch.setattr(server.queue, "QUEUE_DEPTH", 1)  # RQ holds one job ahead of the workers
     ids = [make_sub("alice"), make_sub("bob"), make_sub("alice")]
     auth.login(*TEACHER)
-    assert client.post(f"/dashboard/DIST101/homework/{PLACEHOLDER}/regrade").status_code == 302
+    assert client.post(f"/dashboard/DIST101/homework/{PLACEHOLDER}/regrade", data={"confirm": "3"}).status_code == 302
     with app.app_context():
         queue = Queue(queue_name("cpu"), connection=redis_conn())
         assert len(queue.job_ids) == 1  # only the first went to Redis inside the request

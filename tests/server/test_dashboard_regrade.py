@@ -21,11 +21,11 @@ def test_regrade_after_a_grader_change_through_the_real_worker(probe):  # noqa: 
                       "WTF_CSRF_ENABLED": False, "SECRET_KEY": "test-only-secret-key-0123456789"})  # the pages, without CSRF tokens
     client = web.test_client()
     client.post("/login", data={"username": "teacher", "password": "teacher-pass"})
-    r = client.post("/dashboard/DIST101/homework/probe/regrade")
+    r = client.post("/dashboard/DIST101/homework/probe/regrade", data={"confirm": "2"})  # the count shown
     assert r.status_code == 302 and "/regrades/" in r.location
     subs = wait_until(lambda: all_final(probe.app, [same, fixed]), 30, "regrading")
     assert [(subs[i].score, subs[i].grading_runs, subs[i].results_stored) for i in (same, fixed)] == \
         [(0.5, 2, 1), (0.5, 2, 1)]
     page = client.get(r.location + "?lang=en").get_data(as_text=True)
-    assert "2 of 2 finished" in page and "1 scores changed" in page
+    assert "2 of 2 finished" in page and "1 score changed" in page
     assert rows(probe.app, [fixed])[fixed].enqueue_gen == 2
