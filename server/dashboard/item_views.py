@@ -44,7 +44,7 @@ def quiz_stats(code: str, quiz_id: str):
     charts = {}
     if fractions:
         charts["hist"] = bar_chart(_("Score distribution"), _bin_starts(stats.histogram(fractions)),
-                                   x_title=_("score, % of the maximum (bins from)"), y_title=_("students"))
+                                   x_title=_("score, percent of the maximum (bins from)"), y_title=_("students"))
     if any(q.answers for q in questions):
         charts["facility"] = bar_chart(_("Facility per question"),
                                        {str(i + 1): q.facility for i, q in enumerate(questions)},
@@ -62,7 +62,7 @@ def homework_stats(code: str, assignment_id: str):
     charts = {}
     if hs.scores:
         charts["hist"] = bar_chart(_("Score distribution"), _bin_starts(stats.histogram(hs.scores)),
-                                   x_title=_("score, % of the maximum (bins from)"), y_title=_("students"))
+                                   x_title=_("score, percent of the maximum (bins from)"), y_title=_("students"))
     failing = {(c.title.get(lang_key()) or c.check_id): float(len(c.failing)) for c in hs.checks if c.failing}
     if failing:
         charts["failures"] = bar_chart(_("Students failing each check"), failing, x_title=_("check"),
