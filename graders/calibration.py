@@ -294,6 +294,22 @@ def refresh_due(mode: str = "cpu", *, force: bool = False) -> list[dict[str, Any
     return out
 
 
+def calibrate_forever(stop, mode: str = "cpu", every_s: float = 600.0) -> None:
+    """A worker thread: refresh due calibrations at start-up, then every ``every_s`` until ``stop`` is set.
+
+    For ``server/worker.py``, beside its reconciler thread::
+
+        from graders.calibration import calibrate_forever
+        threading.Thread(target=calibrate_forever, args=(stop, "gpu" if app.config["WORKER_GPUS"] else "cpu"),
+                         daemon=True).start()
+
+    A refresh waits for the job being graded (shared host lock) and holds the next one back.
+    """
+    while not stop.is_set():
+        refresh_due(mode)
+        stop.wait(every_s)
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
     parser = argparse.ArgumentParser(prog="python -m graders.calibration",

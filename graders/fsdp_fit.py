@@ -144,7 +144,7 @@ def _findings(cfg, run, base, nproc, capacity, card, est, mode, reason) -> dict[
         out["train.progress"] = fsdp.check_progress(run, float(ccfg["train.progress"]["min_loss_drop"]))
         out["ckpt.save"] = fsdp.check_checkpoint(run, global_bytes, mode)
     else:
-        out["train.progress"] = out["ckpt.save"] = Finding(CheckStatus.SKIP, "not_finished")
+        out["train.progress"] = out["ckpt.save"] = Finding(CheckStatus.FAIL, "not_finished")  # the script's doing
     return out
 
 

@@ -12,7 +12,10 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from graders.checks.registry import Context, Registry
 from graders.report import CheckStatus
+
+CHECKS = Registry()  # homework 1's checks by id; graders.ddp_speedup registers "speedup"
 
 COLLECTIVES = {  # innermost torch frame -> what the rank waited in
     "init_process_group": "init_process_group (rendezvous)", "barrier": "barrier",
@@ -537,3 +540,54 @@ def loss_series(run, rank: int = 0, max_points: int = 400) -> list[float]:
     losses = [r["loss"] for r in _step_rows(run.ranks[rank]) if r["loss"] is not None]
     stride = max(1, len(losses) // max_points)
     return [round(x, 5) for x in losses[::stride]]
+
+
+# -- the registry: each id of homework 1's assignment.json and the code that judges it -----------------
+@CHECKS.check("run.single")
+def _run_single(ctx: Context) -> Finding:
+    return check_run(ctx.run1)
+
+
+@CHECKS.check("run.distributed")
+def _run_distributed(ctx: Context) -> Finding:
+    return check_run(ctx.run_n)
+
+
+@CHECKS.check("sampler.disjoint")
+def _sampler_disjoint(ctx: Context) -> Finding:
+    return check_disjoint(ctx.run_n)
+
+
+@CHECKS.check("sampler.coverage")
+def _sampler_coverage(ctx: Context) -> Finding:
+    return check_coverage(ctx.run_n)
+
+
+@CHECKS.check("sampler.reshuffle")
+def _sampler_reshuffle(ctx: Context) -> Finding:
+    return check_reshuffle(ctx.run_n)
+
+
+@CHECKS.check("ddp.grad_sync")
+def _grad_sync(ctx: Context) -> Finding:
+    return check_grad_sync(ctx.run_n)
+
+
+@CHECKS.check("io.rank0_only")
+def _rank0_io(ctx: Context) -> Finding:
+    return check_rank0_io(ctx.run_n, ctx.epochs, int(ctx.cfg["checks"]["io.rank0_only"]["extra_prints"]))
+
+
+@CHECKS.check("ddp.syncbn")
+def _syncbn(ctx: Context) -> Finding:
+    return check_syncbn(ctx.run_n)
+
+
+@CHECKS.check("ddp.no_sync")
+def _no_sync(ctx: Context) -> Finding:
+    return check_no_sync(ctx.run_n)
+
+
+@CHECKS.check("batch.global")
+def _batch_global(ctx: Context) -> Finding:
+    return batch_info(ctx.run1, ctx.run_n) if trained(ctx.run_n) else NO_TRAINING

@@ -327,3 +327,21 @@ def test_waiting_for_a_busy_cpu_is_not_the_scripts_time():
     assert ddp._own_time(*rows) == pytest.approx(0.4)
     assert ddp._own_time({"t": 0.0, "runqueue": None}, {"t": 1.0, "runqueue": None}) == 1.0
     assert ddp._own_time({"t": 0.0, "runqueue": 0.0}, {"t": 1.0, "runqueue": 5.0}) == 1.0  # implausible: ignored
+
+
+def test_every_check_id_of_the_assignment_has_one_home():
+    import graders.ddp_speedup  # noqa: F401  (registers "speedup")
+    no_code, no_id = ddp.CHECKS.missing(assignments.load("ddp_speedup").raw["checks"])
+    assert no_code == [] and no_id == []
+    with pytest.raises(ValueError):
+        ddp.CHECKS.check("sampler.disjoint")(lambda ctx: None)
+
+
+def test_torch_compile_gets_extra_wall_time_not_the_others(tmp_path):
+    from graders.ddp_speedup import wall_limits
+    script = tmp_path / "train.py"
+    script.write_text("model = torch.compile(model)\n")
+    base = assignments.load("ddp_speedup").limits["cpu"]
+    assert wall_limits(base, script)["wall_s"] == base["wall_s"] + base["compile_extra_s"]
+    script.write_text("model = DDP(model)\n")
+    assert wall_limits(base, script) == {k: v for k, v in base.items() if k != "compile_extra_s"}
