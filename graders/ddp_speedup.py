@@ -166,7 +166,7 @@ def _data_dir(job: Path, mode: str, cfg: dict) -> tuple[Path, bool]:
 def _findings(cfg, run1, run_n, epochs, skip_reason, mode, ref=None) -> dict[str, ddp.Finding]:
     """One finding per id of assignment.json's ``checks``, from the code registered under that id."""
     skipped = ddp.Finding(CheckStatus.SKIP, "host", {"reason": skip_reason or ""})
-    ctx = Context(cfg=cfg, run1=run1, run_n=run_n, epochs=epochs, ref=ref)
+    ctx = Context(cfg=cfg, run1=run1, run_n=run_n, epochs=epochs, ref=ref, mode=mode)
     out: dict[str, ddp.Finding] = {}
     for check_id in cfg["checks"]:
         needed = run1 if check_id == "run.single" else run_n
@@ -176,10 +176,10 @@ def _findings(cfg, run1, run_n, epochs, skip_reason, mode, ref=None) -> dict[str
 
 @ddp.CHECKS.check("speedup")
 def _speedup_check(ctx: Context) -> ddp.Finding:
-    return _speedup(ctx.cfg, ctx.run1, ctx.run_n, ctx.ref)
+    return _speedup(ctx.cfg, ctx.run1, ctx.run_n, ctx.ref, ctx.mode)
 
 
-def _speedup(cfg, run1, run_n, ref) -> ddp.Finding:
+def _speedup(cfg, run1, run_n, ref, mode: str = "cpu") -> ddp.Finding:
     if not (ddp.trained(run1) and ddp.trained(run_n)):
         return ddp.NO_TRAINING
     if not (run1.all_finished and run_n.all_finished):
@@ -191,7 +191,7 @@ def _speedup(cfg, run1, run_n, ref) -> ddp.Finding:
         return ddp.Finding(CheckStatus.SKIP, "too_short")
     scfg = cfg["checks"]["speedup"]
     status, key, nums, fraction = ddp.judge_speed(t1["steady"], tn["steady"], run_n.nproc, ref, scfg["bands"],
-                                                  fast_mode(), t1.get("busy"), tn.get("busy"))
+                                                  fast_mode(), t1.get("idle") if mode == "cpu" else None)  # GPU waits look idle
     ev = {"throughput_1": round(t1["steady"], 2), "throughput_n": round(tn["steady"], 2),
           "loop_1": round(t1["loop"], 2), "loop_n": round(tn["loop"], 2), "unique_fraction": tn["unique_fraction"],
           "expected_gpu": scfg["chapter_expectation"], **nums, "band": key,
@@ -201,7 +201,7 @@ def _speedup(cfg, run1, run_n, ref) -> ddp.Finding:
     params = {"raw": f"{nums['raw']:.2f}", "t1": f"{t1['steady']:.0f}", "tn": f"{tn['steady']:.0f}", "n": run_n.nproc,
               "expect": ev["expected_gpu"], "max": f"{run_n.nproc * float(scfg['bands'].get('max_efficiency', 1.25)):.2f}"}
     if "idle_1" in nums:
-        params.update(idle1=f"{100 * nums['idle_1']:.0f}%", idlen=f"{100 * nums['idle_n']:.0f}%")
+        params.update(idle1=f"{100 * nums['idle_1']:.0f}%", max_idle=f"{100 * float(scfg['bands'].get('max_idle_single', 0.3)):.0f}%")
     if "reference" in nums:
         params.update(ref=f"{nums['reference']:.2f}", ref_t1=f"{nums['ref_t1']:.0f}", ref_tn=f"{nums['ref_tn']:.0f}",
                       r1=f"{nums['ratio_1']:.2f}", rn=f"{nums['ratio_n']:.2f}",

@@ -20,6 +20,7 @@ class Context:
     run_n: Any = None
     epochs: int = 0
     ref: dict[str, Any] | None = None
+    mode: str = "cpu"
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -313,13 +313,21 @@ def test_a_held_back_single_run_within_the_superlinear_bound_is_caught_by_the_re
 
 
 def test_a_single_run_that_sleeps_is_caught_without_a_reference():
-    """The 1-process run's main thread idled half its time, the 2-process run's 10%: held back (fast mode too)."""
-    got = ddp.judge_speed(300, 520, 2, None, SPEED_BANDS, fast=True, busy_1=0.5, busy_n=0.9)
-    assert (got[0], got[1]) == (CheckStatus.FAIL, "idle_single") and got[2]["idle_1"] == 0.5
-    # DataLoader-bound alike in both runs (the main thread waits for its workers): not flagged
-    assert ddp.judge_speed(300, 520, 2, None, SPEED_BANDS, fast=True, busy_1=0.3, busy_n=0.3)[0] == CheckStatus.SKIP
-    # communication waits make the N-process run idler than the single one: normal
-    assert ddp.judge_speed(1000, 1800, 2, REF, SPEED_BANDS, fast=False, busy_1=0.98, busy_n=0.6)[1] == "pass"
+    """Alone, the main thread has no peer to wait for: time neither computing nor loading data is sleep."""
+    got = ddp.judge_speed(446, 1018, 2, None, SPEED_BANDS | {"max_idle_single": 0.3}, fast=True, idle_1=0.55)
+    assert (got[0], got[1]) == (CheckStatus.FAIL, "idle_single") and got[2]["idle_1"] == 0.55
+    assert ddp.judge_speed(446, 1018, 2, None, SPEED_BANDS, fast=True, idle_1=0.05)[0] == CheckStatus.SKIP
+    assert ddp.judge_speed(1000, 1800, 2, REF, SPEED_BANDS, fast=False, idle_1=0.02)[1] == "pass"
+
+
+def test_idle_is_what_neither_cpu_nor_data_loading_explains():
+    step = lambda t, cpu, dw: {"t": t, "runqueue": 0.0, "cpu": cpu, "data_wait": dw}  # noqa: E731
+    sleepy = [step(0, 0, 0), step(0.2, 0.1, 0.0), step(0.4, 0.2, 0.0)]  # 0.1 s compute + 0.1 s sleep per step
+    pairs = list(zip(sleepy, sleepy[1:]))
+    assert ddp._unexplained_idle(pairs, [0.2, 0.2]) == pytest.approx(0.5)
+    workers = [step(0, 0, 0), step(0.2, 0.05, 0.15), step(0.4, 0.1, 0.3)]  # waiting for DataLoader workers
+    assert ddp._unexplained_idle(list(zip(workers, workers[1:])), [0.2, 0.2]) == pytest.approx(0.0)
+    assert ddp._unexplained_idle([({"t": 0}, {"t": 1})], [1.0]) is None  # an old harness: not judged
 
 
 def test_waiting_for_a_busy_cpu_is_not_the_scripts_time():

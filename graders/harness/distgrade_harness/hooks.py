@@ -5,7 +5,8 @@
   iterator pass (an "epoch"), keyed by the dataset object.
 * Optimizer steps (global post-hook): time, samples consumed, loss of the last
   backward, backward passes and gradient all-reduce buckets since the previous step,
-  and the main thread's run-queue wait (time it was ready but the host's CPUs were busy).
+  the main thread's run-queue wait (time it was ready but the host's CPUs were busy), its
+  CPU time, and the time spent inside ``DataLoader.__next__``.
 * DDP construction: the model, its (Sync)BatchNorm layers and a counting comm hook.
 * The process group (``init_process_group``, or found initialised at a step), the
   (Sync)BatchNorm layers the optimizer trains (with or without DDP), and gradients
@@ -161,6 +162,7 @@ class Observer:
         self.grad_reduced = 0.0  # fraction of the parameters' gradient elements all-reduced by hand
         self.norms: "weakref.WeakSet" = weakref.WeakSet()
         self.bn_sent = False
+        self.data_wait = 0.0  # seconds spent inside DataLoader.__next__ (loading, or waiting for workers)
 
     # -- installation -------------------------------------------------------------
     def install(self) -> None:
@@ -201,6 +203,7 @@ class Observer:
             return reset(it, *args, **kwargs)
 
         def __next__(it):
+            started = time.monotonic()
             try:
                 data = next_(it)
             except StopIteration:
@@ -208,6 +211,8 @@ class Observer:
                 if ep is not None:
                     obs._close_epoch(ep, complete=True)
                 raise
+            finally:
+                obs.data_wait += time.monotonic() - started
             ep = it.__dict__.get("_dg_epoch")
             if ep is not None:
                 n = len(ep.batches[ep.yielded]) if ep.yielded < len(ep.batches) else 0
@@ -302,7 +307,7 @@ class Observer:
             self._send_norms(optimizer)
         key = self.last_key
         self.steps.append([now, self.consumed.get(key, 0) if key is not None else 0, self.last_loss,
-                           self.backwards, self.buckets, self.synced, self.bucket_bytes, manual, *_schedstat()])
+                           self.backwards, self.buckets, self.synced, self.bucket_bytes, manual, *_schedstat(), self.data_wait])
         self.step_count += 1
         self.backwards = self.buckets = self.synced = self.bucket_bytes = 0
         self.last_loss = None
@@ -320,7 +325,8 @@ class Observer:
                           "loss": losses, "backwards": [r[3] for r in rows],
                           "buckets": [r[4] for r in rows], "synced": [r[5] for r in rows],
                           "bucket_bytes": [r[6] for r in rows], "hand_reduced": [r[7] for r in rows],
-                          "runqueue": [r[8] for r in rows], "cpu": [r[9] for r in rows]})
+                          "runqueue": [r[8] for r in rows], "cpu": [r[9] for r in rows],
+                          "data_wait": [round(r[10], 6) for r in rows]})
 
     def _hook_process_group(self) -> None:
         """Note the default process group when it is created, and count all_reduce calls."""
