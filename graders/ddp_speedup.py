@@ -2,8 +2,14 @@
 
 Entry point ``grade(assignment, job, files, mode)`` (named in ``assignment.json``).
 Environment: ``DISTGRADE_FAST=1`` trains ``fast_epochs`` and does not judge speed
-(the samples test); ``DISTGRADE_LIMITS`` is a JSON object overriding sandbox limits
-(per-sample ``limits`` in ``expected.json``); ``DISTGRADE_VAR_DIR`` holds calibrations.
+against the reference (the samples test; a held-back 1-process run still fails);
+``DISTGRADE_LIMITS`` is a JSON object overriding sandbox limits (per-sample ``limits`` in
+``expected.json``); ``DISTGRADE_VAR_DIR`` holds calibrations (``graders.calibration``).
+
+Every id of ``assignment.json``'s ``checks`` gets a result (``graders.checks.registry``), so the
+report is always out of the assignment's total. Speed is compared like with like against the
+reference solution measured on this host under an exclusive host lock; this grading holds the
+lock shared while its own runs are timed.
 """
 from __future__ import annotations
 

@@ -73,7 +73,8 @@ def sync_kind(run) -> str | None:
         return None
     if any(s.first("ddp") for s in run.ranks.values()):
         return "ddp"
-    if any(any(str(rec.get("type", "")).startswith("fsdp") for rec in s.records) for s in run.ranks.values()):
+    if any(any(str(rec.get("type", "")).startswith("fsdp") or (rec.get("type") == "norms" and rec.get("sharded") is True)
+               for rec in s.records) for s in run.ranks.values()):
         return "fsdp"
     fractions = []
     for r in range(run.nproc):

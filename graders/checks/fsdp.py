@@ -171,7 +171,7 @@ def check_progress(run, min_drop: float) -> Finding:
     opt = s.first("fsdp_optimizer") if s else None
     end = s.first("fsdp_end") if s else None
     if opt is None:
-        return Finding(CheckStatus.SKIP, "no_steps")
+        return Finding(CheckStatus.FAIL, "no_steps")  # no optimizer step: the script did not train
     ev = {"optimizer": opt, "end": end}
     params = {"opt_params": opt["params"], "in_model": opt["in_model"], "with_grad": opt["with_grad"],
               "model_params": opt["model_params"]}

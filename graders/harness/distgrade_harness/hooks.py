@@ -399,7 +399,10 @@ class Observer:
         bn = [m for m in list(self.norms) if isinstance(m, _BatchNorm)
               and getattr(m, "weight", None) is not None and id(m.weight) in trained]
         sync = sum(isinstance(m, SyncBatchNorm) for m in bn)
-        self.stream.send({"type": "norms", "batchnorm": len(bn) - sync, "syncbatchnorm": sync})
+        params = [p for g in optimizer.param_groups for p in g["params"]]
+        sharded = any(type(p).__name__ in ("DTensor", "FlatParameter") or hasattr(p, "_local_tensor")
+                      for p in params)  # FSDP2 DTensors, FSDP1 flat parameters: gradients reduce-scattered
+        self.stream.send({"type": "norms", "batchnorm": len(bn) - sync, "syncbatchnorm": sync, "sharded": sharded})
 
     def _hook_backward(self) -> None:
         obs, backward = self, torch.autograd.backward
