@@ -158,7 +158,8 @@ class Observer:
         self.print_tail: list[str] = []
         self.exception: dict | None = None
         self.process_group = 0  # world size of the default process group once one is seen
-        self.pending_reduces: list[tuple[int, int]] = []  # (data_ptr, numel) of all_reduce calls since the step
+        self.pending_reduces: list[tuple] = []  # (data_ptr, numel, sum after a synchronous call) since the step
+        self.flat_min = 1 << 62  # half the optimizer's parameter count, once the first step has shown it
         self.grad_reduced = 0.0  # fraction of the parameters' gradient elements all-reduced by hand
         self.norms: "weakref.WeakSet" = weakref.WeakSet()
         self.bn_sent = False
@@ -339,9 +340,14 @@ class Observer:
             return out
 
         def all_reduce(tensor, *args, **kwargs):
+            out = _ALL_REDUCE(tensor, *args, **kwargs)
             if isinstance(tensor, torch.Tensor) and len(obs.pending_reduces) < MAX_PENDING_REDUCES:
-                obs.pending_reduces.append((tensor.data_ptr(), tensor.numel()))
-            return _ALL_REDUCE(tensor, *args, **kwargs)
+                total = None  # a synchronous call's result: a flattened gradient buffer must add up like the grads
+                if out is None and tensor.numel() >= obs.flat_min and tensor.is_floating_point():
+                    with torch.no_grad():
+                        total = float(tensor.detach().double().sum())
+                obs.pending_reduces.append((tensor.data_ptr(), tensor.numel(), total))
+            return out
         init_process_group.__wrapped__ = init
         all_reduce.__wrapped__ = _ALL_REDUCE
         for mod in (dist, c10d):
@@ -369,14 +375,25 @@ class Observer:
             return 0.0
         grads = {}
         total = 0
-        for g in optimizer.param_groups:
-            for p in g["params"]:
-                total += p.numel()
-                if p.grad is not None:
-                    grads[p.grad.data_ptr()] = p.grad.numel()
+        grad_sum = 0.0
+        with torch.no_grad():
+            for g in optimizer.param_groups:
+                for p in g["params"]:
+                    total += p.numel()
+                    if p.grad is not None:
+                        grads[p.grad.data_ptr()] = p.grad.numel()
         if not total:
             return 0.0
-        done = sum(n for ptr, n in pending if ptr in grads or n >= total / 2)
+        self.flat_min = max(1, total // 2)
+        flat = [(n, s) for ptr, n, s in pending if ptr not in grads and n >= total / 2]
+        if flat:  # a flattened buffer counts only if it adds up like the gradients (summed or averaged)
+            with torch.no_grad():
+                grad_sum = sum(float(p.grad.detach().double().sum()) for g in optimizer.param_groups
+                               for p in g["params"] if p.grad is not None)
+            world = dist.get_world_size() if dist.is_initialized() else 1
+            flat = [(n, s) for n, s in flat if s is not None and any(
+                abs(s / k - grad_sum) <= 1e-3 * max(abs(grad_sum), abs(s / k), 1e-6) for k in (1, world))]
+        done = sum(n for ptr, n, _ in pending if ptr in grads) + sum(n for n, _ in flat)
         return round(min(done / total, 1.0), 3)
 
     def _hook_norms(self) -> None:
