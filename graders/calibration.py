@@ -13,7 +13,8 @@ reference's N-process throughput, measured on the same host not long before.
   a calibration never overlaps a grading and two calibrations never overlap each other.
   A second lock file (``intent``) keeps a waiting calibration from being starved by a
   stream of gradings.
-* **Plausible values only.** A measurement is kept when ``pairs`` interleaved
+* **Plausible values only.** A pair measured while the 1-minute load average exceeds the
+  host's CPUs plus its own ranks plus ``max_extra_load`` is discarded. A measurement is kept when ``pairs`` interleaved
   1-process/N-process runs agree within ``max_spread``, and when its speedup is within
   ``max_drift`` of the last accepted value (unless two measurements in a row agree on the
   new value: the host changed). Otherwise the last accepted value stays and the attempt
@@ -40,7 +41,7 @@ from typing import Any
 from graders.assignments import REPO_ROOT
 
 DEFAULTS = {"pairs": 3, "max_pairs": 6, "max_spread": 1.3, "max_age_hours": 6, "max_drift": 1.5,
-            "expected_s": 240}
+            "expected_s": 240, "max_extra_load": 1.0}
 MAX_REJECTED_KEPT = 5
 RETRY_AFTER_S = 3600
 
@@ -78,6 +79,15 @@ def settled_speedup(speedups: list[float], pairs: int, max_spread: float) -> flo
     """``settled`` for bare speedups (kept for callers that only have the ratios)."""
     got = settled([{"t1": 1.0, "tn": s, "speedup": s} for s in speedups], pairs, max_spread)
     return got["speedup"] if got else None
+
+
+def quiet_enough(load_1min: float, cpus: int, nproc: int, slack: float) -> bool:
+    """Was the host quiet while a pair ran? Its own ``nproc`` ranks plus ``slack`` runnable tasks at most.
+
+    A reference measured while other jobs ran (load 15-18 on 2 cores gave 0.61x here, where a
+    quieter host gives about 0.9x) would make every later grading look 1.5x better than it is.
+    """
+    return load_1min <= cpus + nproc + slack
 
 
 def plausible(new: dict[str, float], last: dict[str, Any] | None, rejected: list[dict[str, Any]],
@@ -256,6 +266,10 @@ def _measure(cfg: dict, mode: str, ccfg: dict) -> tuple[list[dict[str, float]], 
                                        epochs=int(cfg["epochs"][mode]), limits=limits, mode=mode,
                                        synthetic=synthetic, gpus=list(range(k)) if mode == "gpu" else None)
             t1, tn = ddp.throughput(runs[1]), ddp.throughput(runs[n])
+            load = os.getloadavg()[0]
+            if not quiet_enough(load, os.cpu_count() or 1, n, float(ccfg["max_extra_load"])):
+                print(f"calibration pair {i} discarded: load average {load:.1f}", file=sys.stderr)
+                t1 = tn = None
             if t1 and tn:
                 pairs.append({"t1": round(t1["steady"], 3), "tn": round(tn["steady"], 3),
                               "speedup": round(tn["steady"] / t1["steady"], 4)})

@@ -88,3 +88,8 @@ def test_a_failed_calibration_is_not_retried_by_every_job(tmp_path, monkeypatch)
     calibration._save_state(a.id, "cpu", {"key": key, "accepted": None, "rejected": [], "checked_at": time.time()})
     monkeypatch.setattr(calibration, "_measure", lambda *a, **k: pytest.fail("measured again"))
     assert calibration.reference(cfg, "cpu", on_wait=lambda m: pytest.fail("waited")) is None
+
+
+def test_pairs_measured_on_a_busy_host_are_discarded():
+    assert calibration.quiet_enough(3.5, cpus=2, nproc=2, slack=1.0)  # the calibration's own ranks and a little
+    assert not calibration.quiet_enough(15.0, cpus=2, nproc=2, slack=1.0)  # other gradings running beside it
