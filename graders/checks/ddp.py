@@ -13,7 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graders import desync
+from graders.checks.registry import Context, Registry
 from graders.report import CheckStatus
+
+CHECKS = Registry()  # homework 1's checks by id; graders.ddp_speedup registers "speedup"
 
 COLLECTIVES = {  # innermost torch frame -> what the rank waited in
     "init_process_group": "init_process_group (rendezvous)", "barrier": "barrier",
@@ -40,8 +43,56 @@ class Finding:
 
 
 # Judging what a script did needs it to have trained: with no step and no batch every
-# check below would pass vacuously (no overlap, equal digests, no prints), so they skip.
-NO_TRAINING = Finding(CheckStatus.SKIP, "no_training")
+# check below would pass vacuously (no overlap, equal digests, no prints). The student's
+# code caused that, so each of them fails with 0 points and says why (only a host that
+# cannot run the job skips a check).
+NO_TRAINING = Finding(CheckStatus.FAIL, "no_training")
+NOT_FINISHED = Finding(CheckStatus.FAIL, "not_finished")
+NOT_DISTRIBUTED = Finding(CheckStatus.FAIL, "not_distributed")
+NOT_OBSERVED = Finding(CheckStatus.SKIP, "not_observed")  # correct code can read data in ways we cannot see
+HAND_REDUCED_MIN = 0.9  # median fraction of gradient elements all-reduced by hand per step
+
+
+def process_group(run) -> bool:
+    """Did every rank of ``run`` form (or join) a process group of more than one process?"""
+    if run is None or not run.ranks:
+        return False
+    for r in range(run.nproc):
+        s = run.ranks.get(r)
+        if s is None:
+            return False
+        fin = s.first("finished") or {}
+        worlds = [rec.get("world") for rec in s.of("process_group")] + [fin.get("process_group")]
+        if not any(isinstance(w, int) and w > 1 for w in worlds):
+            return False
+    return True
+
+
+def sync_kind(run) -> str | None:
+    """How gradients were synchronised: "ddp", "fsdp", "hand" (all_reduce of the grads), or None."""
+    if run is None or not run.ranks:
+        return None
+    if any(s.first("ddp") for s in run.ranks.values()):
+        return "ddp"
+    if any(any(str(rec.get("type", "")).startswith("fsdp") or (rec.get("type") == "norms" and rec.get("sharded") is True)
+               for rec in s.records) for s in run.ranks.values()):
+        return "fsdp"
+    fractions = []
+    for r in range(run.nproc):
+        rows = _step_rows(run.ranks[r]) if r in run.ranks else []
+        if not rows:
+            return None
+        fractions.append(statistics.median(row["hand_reduced"] for row in rows))
+    return "hand" if fractions and min(fractions) >= HAND_REDUCED_MIN else None
+
+
+def distributed_gate(run) -> Finding | None:
+    """The finding every distributed check returns before judging, or None to judge."""
+    if not trained(run):
+        return NO_TRAINING
+    if not process_group(run):
+        return NOT_DISTRIBUTED
+    return None
 
 
 def rank_trained(stream) -> bool:
@@ -149,6 +200,8 @@ def check_run(run, fast_timeout: float | None = None) -> Finding:
         if not trained(run):
             return Finding(CheckStatus.FAIL, "no_training", {"n": run.nproc, "ranks": "all", "rc": 0,
                            "reason": "no training step was observed"}, ev, fallback="died")
+        if run.nproc > 1 and not process_group(run):
+            return Finding(CheckStatus.FAIL, "no_process_group", {"n": run.nproc}, ev)
         return Finding(CheckStatus.PASS, "ok", {"n": run.nproc}, ev)
     raised = [(r, run.ranks[r].exception) for r in range(run.nproc) if r in run.ranks and run.ranks[r].exception]
     raised.sort(key=lambda item: bool(_PEER_FAILURE.search(item[1]["message"])))  # the root cause first
@@ -177,12 +230,23 @@ def _desync_or(message: str) -> str:
     return explained["en"] if explained else message[:300]
 
 
-def check_disjoint(run) -> Finding:
-    if not trained(run):
-        return NO_TRAINING
-    eps = _rank_epochs(run)
-    if len(eps) < 2 or not all(eps.values()):
+def _data_gate(run, eps) -> Finding | None:
+    """No epoch record on any rank of a run that trained: data read without a DataLoader."""
+    if not any(eps.values()):
+        return NOT_OBSERVED
+    if len(eps) < run.nproc or not all(eps.values()):
         return Finding(CheckStatus.SKIP, "no_data")
+    return None
+
+
+def check_disjoint(run) -> Finding:
+    gate = distributed_gate(run)
+    if gate:
+        return gate
+    eps = _rank_epochs(run)
+    gate = _data_gate(run, eps)
+    if gate:
+        return gate
     if any(e[0]["kind"] == "iterable" for e in eps.values()):
         return Finding(CheckStatus.SKIP, "iterable")
     allowed = run.nproc - 1  # DistributedSampler pads with up to N-1 repeated indices
@@ -202,11 +266,13 @@ def check_disjoint(run) -> Finding:
 
 
 def check_coverage(run) -> Finding:
-    if not trained(run):
-        return NO_TRAINING
+    gate = distributed_gate(run)
+    if gate:
+        return gate
     eps = _rank_epochs(run)
-    if not eps or not all(eps.values()) or len(eps) < run.nproc:
-        return Finding(CheckStatus.SKIP, "no_data")
+    gate = _data_gate(run, eps)
+    if gate:
+        return gate
     if any(e[0]["kind"] == "iterable" for e in eps.values()):
         return Finding(CheckStatus.SKIP, "iterable")
     size = eps[0][0]["dataset_len"] or 0
@@ -225,11 +291,14 @@ def check_coverage(run) -> Finding:
 
 
 def check_reshuffle(run) -> Finding:
-    if not trained(run):
-        return NO_TRAINING
+    gate = distributed_gate(run)
+    if gate:
+        return gate
     eps = _rank_epochs(run)
-    if not eps or any(e and e[0]["kind"] == "iterable" for e in eps.values()):
-        return Finding(CheckStatus.SKIP, "iterable" if eps else "no_data")
+    if not any(eps.values()):
+        return NOT_OBSERVED
+    if any(e and e[0]["kind"] == "iterable" for e in eps.values()):
+        return Finding(CheckStatus.SKIP, "iterable")
     for r, es in sorted(eps.items()):
         if len(es) < 2:
             return Finding(CheckStatus.SKIP, "one_epoch")
@@ -241,20 +310,23 @@ def check_reshuffle(run) -> Finding:
 
 def check_grad_sync(run) -> Finding:
     fins = {r: run.ranks[r].first("finished") for r in range(run.nproc) if r in run.ranks}
+    if not trained(run):
+        return NO_TRAINING
     if len(fins) < run.nproc or not all(fins.values()):
-        return Finding(CheckStatus.SKIP, "not_finished")
+        return NOT_FINISHED
     if not any(f.get("steps") for f in fins.values()):  # untouched parameters are trivially equal
         return NO_TRAINING
     ref = fins[0]
     steps = {r: f["steps"] for r, f in fins.items()}
+    kind = sync_kind(run) if process_group(run) else None
     ev = {"digests": {r: f["digest"][:16] for r, f in fins.items()}, "steps": steps,
-          "model_source": ref["model_source"]}
+          "model_source": ref["model_source"], "process_group": process_group(run), "sync": kind}
     for r, f in fins.items():
         if f["digest"] != ref["digest"]:
             diff = max((abs(x - y) / max(abs(x), abs(y), 1e-12)
                         for x, y in zip(f["param_sums"], ref["param_sums"])), default=0.0)
             ev["max_rel_diff"] = diff
-            if ref["model_source"] != "ddp":
+            if kind is None:
                 key = "no_ddp"
             elif len(set(steps.values())) > 1:
                 key = "steps_differ"
@@ -262,12 +334,15 @@ def check_grad_sync(run) -> Finding:
                 key = "differ"
             return Finding(CheckStatus.FAIL, key, {"rank": r, "diff": f"{diff:.2e}",
                            "steps": ", ".join(f"rank {k}: {v}" for k, v in steps.items())}, ev)
-    return Finding(CheckStatus.PASS, "ok", {"n": run.nproc}, ev)
+    if kind is None:  # equal, but nothing made them equal but the seed and the data
+        return Finding(CheckStatus.FAIL, "no_sync_seen", {"n": run.nproc}, ev)
+    return Finding(CheckStatus.PASS, "ok" if kind != "hand" else "ok_hand", {"n": run.nproc}, ev, fallback="ok")
 
 
 def check_rank0_io(run, epochs: int, extra_prints: int) -> Finding:
-    if not trained(run):
-        return NO_TRAINING
+    gate = distributed_gate(run)
+    if gate:
+        return gate
     saves = {r: len(run.ranks[r].of("save")) for r in run.ranks if r > 0}
     printed = {r: sum(p["count"] for p in run.ranks[r].of("prints")) for r in run.ranks if r > 0}
     logged = {r: sum(p.get("logging", 0) for p in run.ranks[r].of("prints")) for r in run.ranks if r > 0}
@@ -287,11 +362,14 @@ def check_rank0_io(run, epochs: int, extra_prints: int) -> Finding:
 
 
 def check_syncbn(run) -> Finding:
-    if not trained(run):
-        return NO_TRAINING
-    ddp = run.ranks[0].first("ddp") if 0 in run.ranks else None
+    gate = distributed_gate(run)
+    if gate:
+        return gate
+    if sync_kind(run) is None:
+        return Finding(CheckStatus.FAIL, "no_ddp")
+    ddp = (run.ranks[0].first("ddp") or run.ranks[0].first("norms")) if 0 in run.ranks else None
     if ddp is None:
-        return Finding(CheckStatus.SKIP, "no_ddp")
+        return NOT_OBSERVED
     ev = {"batchnorm": ddp["batchnorm"], "syncbatchnorm": ddp["syncbatchnorm"]}
     if ddp["batchnorm"] and not ddp["syncbatchnorm"]:
         return Finding(CheckStatus.WARN, "plain_bn", {"bn": ddp["batchnorm"]}, ev)
@@ -302,15 +380,23 @@ def _step_rows(stream) -> list[dict]:
     rows = []
     for rec in stream.of("steps"):
         for i in range(len(rec["t"])):
-            rows.append({k: rec[k][i] for k in ("t", "samples", "loss", "backwards", "synced")})
+            row = {k: rec[k][i] for k in ("t", "samples", "loss", "backwards", "synced")}
+            for name, default in (("hand_reduced", 0.0), ("runqueue", None), ("cpu", None), ("data_wait", None)):
+                got = rec.get(name)
+                row[name] = got[i] if isinstance(got, list) and i < len(got) else default
+            rows.append(row)
     return rows
 
 
 def check_no_sync(run) -> Finding:
-    if not trained(run):
-        return NO_TRAINING
-    if 0 not in run.ranks or run.ranks[0].first("ddp") is None:
-        return Finding(CheckStatus.SKIP, "no_ddp")
+    gate = distributed_gate(run)
+    if gate:
+        return gate
+    kind = sync_kind(run)
+    if kind is None or 0 not in run.ranks:
+        return Finding(CheckStatus.FAIL, "no_ddp")
+    if kind == "hand":  # by-hand reduction happens where the script puts it: no bucket hook to count
+        return Finding(CheckStatus.PASS, "no_accumulation", {}, {"sync": kind})
     rows = [r for r in _step_rows(run.ranks[0]) if r["backwards"] > 1]
     if not rows:
         return Finding(CheckStatus.PASS, "no_accumulation")
@@ -325,6 +411,7 @@ def check_no_sync(run) -> Finding:
 def throughput(run, skip_fraction: float = 0.1, skip_min: int = 3) -> dict[str, float] | None:
     """Samples/s of the training loop, excluding start-up and the first steps.
 
+    Time is each rank's own time (``_own_time``: wall time less its wait for a busy CPU).
     ``loop``: samples over time between the first kept and the last step, summed
     over ranks. ``steady``: the same from median step interval and median samples
     per step, robust to a burst of interference from other jobs on the host. Both are
@@ -332,20 +419,56 @@ def throughput(run, skip_fraction: float = 0.1, skip_min: int = 3) -> dict[str, 
     do not look fast.
     """
     loop = steady = 0.0
+    idles = []
     for r in range(run.nproc):
         rows = _step_rows(run.ranks[r]) if r in run.ranks else []
         rows = rows[max(skip_min, int(len(rows) * skip_fraction)):]
         if len(rows) < 5:
             return None
-        dt = [b["t"] - a["t"] for a, b in zip(rows, rows[1:])]
-        ds = [b["samples"] - a["samples"] for a, b in zip(rows, rows[1:])]
+        pairs = list(zip(rows, rows[1:]))
+        dt = [_own_time(a, b) for a, b in pairs]
+        ds = [b["samples"] - a["samples"] for a, b in pairs]
         good = [(t, s) for t, s in zip(dt, ds) if s > 0 and t > 0]  # epoch boundaries reset counters
         if not good:
             return None
         loop += sum(s for _, s in good) / sum(t for t, _ in good)
         steady += statistics.median(s for _, s in good) / statistics.median(t for t, _ in good)
+        idle = _unexplained_idle(pairs, dt)
+        if idle is not None:
+            idles.append(idle)
     unique = _unique_fraction(run)
-    return {"loop": loop * unique, "steady": steady * unique, "unique_fraction": unique}
+    return {"loop": loop * unique, "steady": steady * unique, "unique_fraction": unique,
+            "idle": round(max(idles), 3) if len(idles) == run.nproc else None}
+
+
+def _unexplained_idle(pairs: list[tuple[dict, dict]], own: list[float]) -> float | None:
+    """Fraction of a rank's own time spent neither on a CPU nor inside ``DataLoader.__next__``.
+
+    In a 1-process CPU run nothing else should make the main thread wait (there is no peer to
+    wait for): a large value means the script sleeps. None when the harness could not see it.
+    """
+    nums = ("cpu", "data_wait")
+    if not pairs or not all(isinstance(x.get(k), (int, float)) for a, b in pairs for x in (a, b) for k in nums):
+        return None
+    total = sum(own)
+    if total <= 0:
+        return None
+    unexplained = sum(max(0.0, t - (b["cpu"] - a["cpu"]) - (b["data_wait"] - a["data_wait"]))
+                      for (a, b), t in zip(pairs, own))
+    return min(1.0, unexplained / total)
+
+
+def _own_time(a: dict, b: dict) -> float:
+    """Wall time between two steps less the time the rank waited for a busy CPU (when the harness saw it).
+
+    What remains is the script's own time (computing, communicating, sleeping): the host's load
+    is taken out, so a verdict built on it does not move when other jobs share the machine.
+    """
+    dt = b["t"] - a["t"]
+    ra, rb = a.get("runqueue"), b.get("runqueue")
+    if isinstance(ra, (int, float)) and isinstance(rb, (int, float)) and 0 <= rb - ra < dt:
+        return dt - (rb - ra)
+    return dt
 
 
 def _unique_fraction(run) -> float:
@@ -367,6 +490,50 @@ def speedup_band(normalised: float, bands: dict[str, float]) -> tuple[CheckStatu
     return CheckStatus.FAIL, 0.0, "fail"
 
 
+def judge_speed(t1: float, tn: float, nproc: int, ref: dict[str, Any] | None, bands: dict[str, float],
+                fast: bool, idle_1: float | None = None
+                ) -> tuple[CheckStatus, str, dict[str, Any], float | None]:
+    """The speed verdict, like with like: (status, message key, numbers, fraction of the points).
+
+    ``t1``/``tn``: the student's samples/s with 1 and ``nproc`` processes; ``ref``: the reference
+    solution's ``{"t1", "tn", "speedup"}`` on this host (None: no plausible measurement). A raw
+    speedup above ``nproc * max_efficiency`` is impossible for data parallelism, and a 1-process
+    run much slower against the reference's 1-process run than the N-process run is against the
+    reference's N-process run was slowed down on purpose: either fails. So does a 1-process CPU
+    run whose main thread sat idle (``idle_1``: neither computing nor loading data, with no peer
+    to wait for) more than ``max_idle_single`` of its time: that needs no reference. The normalised speedup
+    (raw over the reference's) is capped at 1, and a raw speedup below ``min_raw`` never passes.
+    A host where the reference itself gains nothing cannot judge speed: skipped, "not graded here".
+    """
+    raw = tn / t1
+    nums: dict[str, Any] = {"raw": round(raw, 3)}
+    if raw > nproc * float(bands.get("max_efficiency", 1.25)):
+        return CheckStatus.FAIL, "superlinear", nums, 0.0
+    if idle_1 is not None:
+        nums["idle_1"] = round(idle_1, 3)
+        if idle_1 > float(bands.get("max_idle_single", 0.3)):
+            return CheckStatus.FAIL, "idle_single", nums, 0.0
+    if fast:
+        return CheckStatus.SKIP, "fast", nums, None
+    if not ref:
+        return CheckStatus.SKIP, "no_reference", nums, None
+    min_raw = float(bands.get("min_raw", 1.0))
+    nums.update(reference=round(ref["speedup"], 3), ref_t1=round(ref["t1"], 2), ref_tn=round(ref["tn"], 2),
+                ratio_1=round(t1 / ref["t1"], 3), ratio_n=round(tn / ref["tn"], 3))
+    if ref["speedup"] < min_raw:
+        return CheckStatus.SKIP, "host_no_gain", nums, None
+    if nums["ratio_1"] < float(bands.get("single_ratio", 0.6)) * nums["ratio_n"]:
+        return CheckStatus.FAIL, "slow_single", nums, 0.0
+    normalised = raw / ref["speedup"]
+    nums["normalised_uncapped"] = round(normalised, 3)
+    normalised = min(normalised, 1.0)
+    nums["normalised"] = round(normalised, 3)
+    status, fraction, band = speedup_band(normalised, bands)
+    if raw < min_raw and status == CheckStatus.PASS:
+        return CheckStatus.WARN, "below_one", nums, 0.5
+    return status, band, nums, fraction
+
+
 def batch_info(run1, run_n) -> Finding:
     def first(run, kind):
         s = run.ranks.get(0) if run else None
@@ -378,9 +545,16 @@ def batch_info(run1, run_n) -> Finding:
     lrn = opt_n["lr"][0] if opt_n else None
     n = run_n.nproc if run_n else 0
     params = {"bs": bs if bs is not None else "?", "n": n, "global": bs * n if bs else "?",
-              "lr1": f"{lr1:g}" if lr1 is not None else "?", "lrn": f"{lrn:g}" if lrn is not None else "?"}
+              "lr1": _number(lr1), "lrn": _number(lrn)}
     return Finding(CheckStatus.INFO, "info", params, {"per_rank_batch": bs, "nproc": n,
-                   "global_batch": bs * n if bs else None, "lr_1": lr1, "lr_n": lrn})
+                   "global_batch": bs * n if bs else None, "lr_1": _number(lr1), "lr_n": _number(lrn)})
+
+
+def _number(x: Any) -> str:
+    """A student-supplied value (a learning rate) as short text: ``:g`` for real numbers only."""
+    if isinstance(x, (int, float)) and not isinstance(x, bool):
+        return f"{x:g}"
+    return "?" if x is None else str(x)[:40]
 
 
 def loss_series(run, rank: int = 0, max_points: int = 400) -> list[float]:
@@ -390,3 +564,54 @@ def loss_series(run, rank: int = 0, max_points: int = 400) -> list[float]:
     losses = [r["loss"] for r in _step_rows(run.ranks[rank]) if r["loss"] is not None]
     stride = max(1, len(losses) // max_points)
     return [round(x, 5) for x in losses[::stride]]
+
+
+# -- the registry: each id of homework 1's assignment.json and the code that judges it -----------------
+@CHECKS.check("run.single")
+def _run_single(ctx: Context) -> Finding:
+    return check_run(ctx.run1)
+
+
+@CHECKS.check("run.distributed")
+def _run_distributed(ctx: Context) -> Finding:
+    return check_run(ctx.run_n)
+
+
+@CHECKS.check("sampler.disjoint")
+def _sampler_disjoint(ctx: Context) -> Finding:
+    return check_disjoint(ctx.run_n)
+
+
+@CHECKS.check("sampler.coverage")
+def _sampler_coverage(ctx: Context) -> Finding:
+    return check_coverage(ctx.run_n)
+
+
+@CHECKS.check("sampler.reshuffle")
+def _sampler_reshuffle(ctx: Context) -> Finding:
+    return check_reshuffle(ctx.run_n)
+
+
+@CHECKS.check("ddp.grad_sync")
+def _grad_sync(ctx: Context) -> Finding:
+    return check_grad_sync(ctx.run_n)
+
+
+@CHECKS.check("io.rank0_only")
+def _rank0_io(ctx: Context) -> Finding:
+    return check_rank0_io(ctx.run_n, ctx.epochs, int(ctx.cfg["checks"]["io.rank0_only"]["extra_prints"]))
+
+
+@CHECKS.check("ddp.syncbn")
+def _syncbn(ctx: Context) -> Finding:
+    return check_syncbn(ctx.run_n)
+
+
+@CHECKS.check("ddp.no_sync")
+def _no_sync(ctx: Context) -> Finding:
+    return check_no_sync(ctx.run_n)
+
+
+@CHECKS.check("batch.global")
+def _batch_global(ctx: Context) -> Finding:
+    return batch_info(ctx.run1, ctx.run_n) if trained(ctx.run_n) else NO_TRAINING

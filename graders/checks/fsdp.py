@@ -94,7 +94,7 @@ def check_sharded(run, nproc: int, estimates: dict[int, dict]) -> Finding:
     """Are the parameters sharded (ZeRO-3), only gradients and states (ZeRO-2), or nothing?"""
     model = model_record(run)
     if model is None:
-        return Finding(CheckStatus.SKIP, "no_model")
+        return Finding(CheckStatus.FAIL, "no_model")  # the script built no model we could see: its fault
     w = wrapping(model)
     elsize = model["element_size"]
     global_b, local_b = model["global_params"] * elsize, model["local_param_bytes"]
@@ -116,10 +116,10 @@ def check_wrap_units(run, max_fraction: float) -> Finding:
     """Is the model split into several FSDP units, so a forward gathers one block at a time?"""
     model = model_record(run)
     if model is None:
-        return Finding(CheckStatus.SKIP, "no_model")
+        return Finding(CheckStatus.FAIL, "no_model")  # the script built no model we could see: its fault
     w = wrapping(model)
     if w["api"] in ("DDP", "none"):
-        return Finding(CheckStatus.SKIP, "not_fsdp", {"api": w["api"]})
+        return Finding(CheckStatus.FAIL, "not_fsdp", {"api": w["api"]})  # no FSDP: nothing to credit
     top = max(peaks(run).values(), key=lambda p: p["peak"], default=None)
     params = {"units": w["units"], "largest": f"{100 * w['largest_fraction']:.0f}%",
               "peak": fmt_bytes(top["peak"] if top else None), "other": fmt_bytes(top["other"] if top else None)}
@@ -171,7 +171,7 @@ def check_progress(run, min_drop: float) -> Finding:
     opt = s.first("fsdp_optimizer") if s else None
     end = s.first("fsdp_end") if s else None
     if opt is None:
-        return Finding(CheckStatus.SKIP, "no_steps")
+        return Finding(CheckStatus.FAIL, "no_steps")  # no optimizer step: the script did not train
     ev = {"optimizer": opt, "end": end}
     params = {"opt_params": opt["params"], "in_model": opt["in_model"], "with_grad": opt["with_grad"],
               "model_params": opt["model_params"]}

@@ -80,21 +80,36 @@ Root Cause (first observed failure):
 """
 
 
-def _run(nproc=2, *, steps=10, finished=True, rc=0, stderr="", killed=None):
-    """A TorchrunRun as the channel would fill it: one epoch and ``steps`` steps per rank."""
+def _run(nproc=2, *, steps=10, finished=True, rc=0, stderr="", killed=None, pg=True, sync="ddp", digest="d",
+         hand=0.0, loader=True):
+    """A TorchrunRun as the channel would fill it: one epoch and ``steps`` steps per rank.
+
+    ``pg``: the ranks formed a process group; ``sync``: "ddp" (a DDP record), "hand" (gradients
+    all-reduced by hand, fraction ``hand`` per step) or None; ``loader``: data read through a DataLoader.
+    """
     ranks = {}
     for r in range(nproc):
         s = RankStream(r)
-        if steps:
+        if pg:
+            s.records.append({"type": "process_group", "world": nproc, "backend": "gloo"})
+        if sync == "ddp":
+            s.records.append({"type": "ddp", "batchnorm": 0, "syncbatchnorm": 2, "parameters": 10, "device": "cpu"})
+        if steps and not loader:
+            s.records.append({"type": "steps", "t": [0.1 * i for i in range(steps)], "samples": [0] * steps,
+                              "loss": [1.0] * steps, "backwards": [1] * steps, "synced": [1] * steps,
+                              "hand_reduced": [hand] * steps})
+        elif steps:
             s.records.append({"type": "epoch", "loader": 1, "epoch": 0, "kind": "map", "complete": True,
                               "batches": steps, "batch_size": 4, "indices": list(range(r, 8 * steps, nproc)),
                               "sampler": "DistributedSampler", "dataset_len": 8 * steps, "drop_last": False})
             s.records.append({"type": "steps", "t": [0.1 * i for i in range(steps)], "samples": [4] * steps,
-                              "loss": [1.0] * steps, "backwards": [1] * steps, "synced": [1] * steps})
+                              "loss": [1.0] * steps, "backwards": [1] * steps, "synced": [1] * steps,
+                              "hand_reduced": [hand] * steps})
         s.records.append({"type": "prints", "count": 0, "tail": []})
         if finished:
-            s.records.append({"type": "finished", "steps": steps, "digest": "d", "param_sums": [1.0],
-                              "model_source": "ddp"})
+            s.records.append({"type": "finished", "steps": steps, "digest": digest, "param_sums": [1.0],
+                              "model_source": "ddp" if sync == "ddp" else "optimizer",
+                              "process_group": nproc if pg else 0})
         ranks[r] = s
     result = SandboxResult(returncode=rc, timed_out=False, wall_s=1.0, stderr=stderr, killed_reason=killed)
     return TorchrunRun(nproc=nproc, result=result, ranks=ranks, stacks={}, logs={}, tampering=[])
@@ -122,14 +137,15 @@ def test_a_nonzero_exit_after_the_end_marker_fails(stderr, rc, rank, code):
     assert f.fallback == "died"  # graders whose assignment has no exit_code text show "died"
 
 
-def test_a_run_that_did_not_train_fails_and_every_dependent_check_skips():
+def test_a_run_that_did_not_train_fails_and_every_dependent_check_fails_with_the_reason():
+    """The student's code caused it: a fail with 0 points that says why, never a skip that lowers the total."""
     idle = _run(steps=0)
     f = ddp.check_run(idle)
     assert (f.status, f.key) == (CheckStatus.FAIL, "no_training")
     for check in (ddp.check_disjoint, ddp.check_coverage, ddp.check_reshuffle, ddp.check_grad_sync,
                   ddp.check_syncbn, ddp.check_no_sync, lambda r: ddp.check_rank0_io(r, 2, 3)):
         got = check(idle)
-        assert (got.status, got.key) == (CheckStatus.SKIP, "no_training"), check
+        assert (got.status, got.key) == (CheckStatus.FAIL, "no_training"), check
 
 
 def test_no_training_findings_render_with_zero_points():
@@ -196,3 +212,144 @@ def test_calibration_settles_on_the_tightest_pairs(speedups, expected):
 
     got = settled_speedup(speedups, pairs=3, max_spread=1.3)
     assert got == (pytest.approx(expected) if expected is not None else None)
+
+
+# -- issue 16 part B: score semantics, the not-distributed script, unusual but correct scripts ------------
+def test_equal_parameters_without_any_synchronisation_fail_grad_sync():
+    """The starter on 2 processes: equal digests from equal seeds and data, no process group, no DDP."""
+    starter = _run(pg=False, sync=None)
+    f = ddp.check_grad_sync(starter)
+    assert (f.status, f.key) == (CheckStatus.FAIL, "no_sync_seen")
+    assert ddp.check_run(starter).key == "no_process_group"
+    for check in (ddp.check_disjoint, ddp.check_coverage, ddp.check_reshuffle, lambda r: ddp.check_rank0_io(r, 2, 3)):
+        assert check(starter).key == "not_distributed"
+    # a process group but still nothing that synchronises gradients
+    assert ddp.check_grad_sync(_run(sync=None)).key == "no_sync_seen"
+    assert ddp.check_syncbn(_run(sync=None)).status == CheckStatus.FAIL
+
+
+def test_gradients_all_reduced_by_hand_count_as_synchronisation():
+    hand = _run(sync="hand", hand=1.0)
+    assert ddp.sync_kind(hand) == "hand"
+    assert (ddp.check_grad_sync(hand).status, ddp.check_grad_sync(hand).key) == (CheckStatus.PASS, "ok_hand")
+    assert ddp.check_no_sync(hand).status == CheckStatus.PASS
+    assert ddp.sync_kind(_run(sync="hand", hand=0.3)) is None  # a loss all-reduced for logging is not a gradient sync
+
+
+def test_data_read_without_a_dataloader_is_not_observed_never_passed():
+    f = ddp.check_disjoint(_run(loader=False))
+    assert (f.status, f.key) == (CheckStatus.SKIP, "not_observed")
+    assert ddp.check_coverage(_run(loader=False)).key == ddp.check_reshuffle(_run(loader=False)).key == "not_observed"
+    res = _result(assignments.load("ddp_speedup").raw["checks"]["sampler.disjoint"], "sampler.disjoint", f)
+    assert res.points == 0 and res.max_points == 15 and "could not be observed" in res.message["en"]
+
+
+def test_every_finding_is_scored_out_of_the_assignment_total():
+    a = assignments.load("ddp_speedup")
+    assert sum(c["points"] for c in a.raw["checks"].values()) == a.raw["total"] == 100
+    for f in (ddp.NO_TRAINING, ddp.NOT_FINISHED, ddp.NOT_DISTRIBUTED, ddp.NOT_OBSERVED,
+              ddp.Finding(CheckStatus.SKIP, "host", {"reason": "no GPU"}), ddp.Finding(CheckStatus.SKIP, "fast")):
+        total = sum(_result(c, cid, f).max_points for cid, c in a.raw["checks"].items())
+        assert total == 100, f
+
+
+def test_host_skips_say_not_graded_here():
+    from graders.checks.render import not_graded_here
+    a = assignments.load("ddp_speedup")
+    res = _result(a.raw["checks"]["speedup"], "speedup", ddp.Finding(CheckStatus.SKIP, "host", {"reason": "no GPU"}))
+    assert not_graded_here(res) and res.evidence["not_graded_here"] and res.max_points == 10
+    res = _result(a.raw["checks"]["sampler.disjoint"], "sampler.disjoint", ddp.NOT_OBSERVED)
+    assert not not_graded_here(res)
+
+
+def test_student_values_never_crash_the_renderer():
+    a = assignments.load("ddp_speedup")
+    f = ddp.Finding(CheckStatus.FAIL, "overlap_no_sampler", {"a": 0, "b": 1, "shared": "{0.__class__}", "of": None,
+                    "epoch": 0, "sampler": "{__import__}"})
+    res = _result(a.raw["checks"]["sampler.disjoint"], "sampler.disjoint", f)
+    assert "{__import__}" in res.message["en"] and res.points == 0
+
+
+def test_a_non_numeric_learning_rate_is_shown_not_formatted():
+    run = _run()
+    run.ranks[0].records.append({"type": "optimizer", "class": "Weird", "lr": ["fast"]})
+    f = ddp.batch_info(run, run)
+    assert f.params["lr1"] == "fast" and f.params["lrn"] == "fast"
+
+
+SPEED_BANDS = {"pass": 0.8, "fail_below": 0.5, "min_raw": 1.0, "max_efficiency": 1.25, "single_ratio": 0.6}
+REF = {"t1": 1000.0, "tn": 1800.0, "speedup": 1.8}
+
+
+@pytest.mark.parametrize("t1, tn, ref, status, key", [
+    (1000, 1800, REF, CheckStatus.PASS, "pass"),  # the reference itself
+    (1100, 2200, REF, CheckStatus.PASS, "pass"),  # better than the reference: capped at 1
+    (1000, 1300, REF, CheckStatus.WARN, "partial"),
+    (1000, 600, REF, CheckStatus.FAIL, "fail"),
+    (300, 1800, REF, CheckStatus.FAIL, "superlinear"),  # sleeps when WORLD_SIZE == 1: 6x with 2 processes
+    (500, 900, REF, CheckStatus.PASS, "pass"),  # uniformly slower (a busy host): like with like, still fine
+    (500, 1100, {"t1": 1000.0, "tn": 1100.0, "speedup": 1.1}, CheckStatus.FAIL, "slow_single"),  # 2.2x: possible,
+    # but alone it reached 0.5 of the reference's 1-process run while together it matched the reference
+    (1000, 1800, None, CheckStatus.SKIP, "no_reference"),
+    (1000, 950, {"t1": 1000.0, "tn": 900.0, "speedup": 0.9}, CheckStatus.SKIP, "host_no_gain"),
+    (1000, 980, {"t1": 1000.0, "tn": 1050.0, "speedup": 1.05}, CheckStatus.WARN, "below_one"),
+])
+def test_speed_is_judged_like_with_like(t1, tn, ref, status, key):
+    got = ddp.judge_speed(t1, tn, 2, ref, SPEED_BANDS, fast=False)
+    assert (got[0], got[1]) == (status, key), got
+    if key == "pass":
+        assert got[2]["normalised"] <= 1.0
+
+
+def test_a_held_back_single_run_within_the_superlinear_bound_is_caught_by_the_reference():
+    """Where the reference gains little (a CPU host), holding the 1-process run back stays under the
+    superlinear bound; comparing each run with the reference's run of the same size still catches it."""
+    got = ddp.judge_speed(900, 2000, 2, REF, SPEED_BANDS, fast=False)  # 2.2x, 1-process 0.9 vs 1.11: fine
+    assert got[0] == CheckStatus.PASS and got[2]["normalised"] == 1.0
+    got = ddp.judge_speed(1000, 2000, 2, {"t1": 1000.0, "tn": 1100.0, "speedup": 1.1}, SPEED_BANDS, fast=False)
+    assert (got[0], got[1]) == (CheckStatus.FAIL, "slow_single")  # 1.0 of the reference alone, 1.82 together
+    assert ddp.judge_speed(300, 1800, 2, None, SPEED_BANDS, fast=True)[1] == "superlinear"  # fast mode too
+    assert ddp.judge_speed(1000, 1800, 2, None, SPEED_BANDS, fast=True)[0] == CheckStatus.SKIP
+
+
+def test_a_single_run_that_sleeps_is_caught_without_a_reference():
+    """Alone, the main thread has no peer to wait for: time neither computing nor loading data is sleep."""
+    got = ddp.judge_speed(446, 1018, 2, None, SPEED_BANDS | {"max_idle_single": 0.3}, fast=True, idle_1=0.55)
+    assert (got[0], got[1]) == (CheckStatus.FAIL, "idle_single") and got[2]["idle_1"] == 0.55
+    assert ddp.judge_speed(446, 1018, 2, None, SPEED_BANDS, fast=True, idle_1=0.05)[0] == CheckStatus.SKIP
+    assert ddp.judge_speed(1000, 1800, 2, REF, SPEED_BANDS, fast=False, idle_1=0.02)[1] == "pass"
+
+
+def test_idle_is_what_neither_cpu_nor_data_loading_explains():
+    step = lambda t, cpu, dw: {"t": t, "runqueue": 0.0, "cpu": cpu, "data_wait": dw}  # noqa: E731
+    sleepy = [step(0, 0, 0), step(0.2, 0.1, 0.0), step(0.4, 0.2, 0.0)]  # 0.1 s compute + 0.1 s sleep per step
+    pairs = list(zip(sleepy, sleepy[1:]))
+    assert ddp._unexplained_idle(pairs, [0.2, 0.2]) == pytest.approx(0.5)
+    workers = [step(0, 0, 0), step(0.2, 0.05, 0.15), step(0.4, 0.1, 0.3)]  # waiting for DataLoader workers
+    assert ddp._unexplained_idle(list(zip(workers, workers[1:])), [0.2, 0.2]) == pytest.approx(0.0)
+    assert ddp._unexplained_idle([({"t": 0}, {"t": 1})], [1.0]) is None  # an old harness: not judged
+
+
+def test_waiting_for_a_busy_cpu_is_not_the_scripts_time():
+    rows = [{"t": 0.0, "runqueue": 1.0}, {"t": 1.0, "runqueue": 1.6}]
+    assert ddp._own_time(*rows) == pytest.approx(0.4)
+    assert ddp._own_time({"t": 0.0, "runqueue": None}, {"t": 1.0, "runqueue": None}) == 1.0
+    assert ddp._own_time({"t": 0.0, "runqueue": 0.0}, {"t": 1.0, "runqueue": 5.0}) == 1.0  # implausible: ignored
+
+
+def test_every_check_id_of_the_assignment_has_one_home():
+    import graders.ddp_speedup  # noqa: F401  (registers "speedup")
+    no_code, no_id = ddp.CHECKS.missing(assignments.load("ddp_speedup").raw["checks"])
+    assert no_code == [] and no_id == []
+    with pytest.raises(ValueError):
+        ddp.CHECKS.check("sampler.disjoint")(lambda ctx: None)
+
+
+def test_torch_compile_gets_extra_wall_time_not_the_others(tmp_path):
+    from graders.ddp_speedup import wall_limits
+    script = tmp_path / "train.py"
+    script.write_text("model = torch.compile(model)\n")
+    base = assignments.load("ddp_speedup").limits["cpu"]
+    assert wall_limits(base, script)["wall_s"] == base["wall_s"] + base["compile_extra_s"]
+    script.write_text("model = DDP(model)\n")
+    assert wall_limits(base, script) == {k: v for k, v in base.items() if k != "compile_extra_s"}

@@ -3,7 +3,8 @@
 expected.json: ``status``; ``checks`` (id -> required status); optional ``min_score`` /
 ``max_score``; ``message_contains`` (id -> lowercase substrings of the English message);
 ``limits`` (sandbox limit overrides, passed as ``DISTGRADE_LIMITS``); ``traps`` (what the host sets up
-for a hostile sample and checks afterwards, see ``host_traps``); ``notes``. ``"status": "rejected"``
+for a hostile sample and checks afterwards, see ``host_traps``); ``notes``; ``out_of`` (the report's
+``max_score``: always the assignment's total); ``summary_contains`` (lowercase substrings of the English summary). ``"status": "rejected"``
 means the upload must be refused (exit 3, no attempt used); ``message_contains.rejected`` checks stderr.
 Samples run one at a time (graders already use every core) in fast mode.
 """
@@ -147,4 +148,8 @@ def test_sample(folder: Path, tmp_path: Path) -> None:
     if "min_score" in expected:
         assert report["score"] >= expected["min_score"]
     if "max_score" in expected:
-        assert report["score"] <= expected["max_score"]
+        assert report["score"] <= expected["max_score"], report["score"]
+    if "out_of" in expected:
+        assert report["max_score"] == expected["out_of"], f"scored out of {report['max_score']}"
+    for part in expected.get("summary_contains", []):
+        assert part in report["summary"]["en"].lower(), f"{part!r} not in {report['summary']['en']!r}"

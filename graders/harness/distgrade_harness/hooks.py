@@ -4,8 +4,15 @@
   of which the first ``yielded`` batches were actually consumed; one record per
   iterator pass (an "epoch"), keyed by the dataset object.
 * Optimizer steps (global post-hook): time, samples consumed, loss of the last
-  backward, backward passes and gradient all-reduce buckets since the previous step.
+  backward, backward passes and gradient all-reduce buckets since the previous step,
+  the main thread's run-queue wait (time it was ready but the host's CPUs were busy), its
+  CPU time, and the time spent inside ``DataLoader.__next__``.
 * DDP construction: the model, its (Sync)BatchNorm layers and a counting comm hook.
+* The process group (``init_process_group``, or found initialised at a step), the
+  (Sync)BatchNorm layers the optimizer trains (with or without DDP), and gradients
+  all-reduced by hand (``dist.all_reduce`` on a ``.grad`` between two steps).
+* A per-rank view of the data (``Subset``, or a tutorial-style ``Partition`` holding an
+  index list into a larger data set): indices are sent in the base data set's numbering.
 * ``torch.save`` calls, ``print`` calls and ``logging`` records from the student's own
   code (not libraries), the uncaught exception, and at exit the
   parameter digest plus the "finished" marker, sent *before* the extra
@@ -20,6 +27,7 @@ import os
 import sys
 import time
 import traceback
+import weakref
 
 import torch
 import torch.distributed as dist
@@ -29,6 +37,8 @@ from torch.utils.data import dataloader as dl
 
 from distgrade_harness import syncbn
 
+_ALL_REDUCE = dist.all_reduce  # the original, for the grader's own comm hook
+MAX_PENDING_REDUCES = 4096
 STEP_FLUSH = 25  # steps per record: bounded memory, and most data survives a kill
 _ON_GPU = os.environ.get("DISTGRADE_MODE") == "gpu"
 
@@ -50,6 +60,81 @@ class _Epoch:
             self.meta["dataset_len"] = len(it._dataset)
         except TypeError:
             self.meta["dataset_len"] = None
+        self.index_map = None
+        if self.kind == "map":
+            key = id(it._dataset)
+            if key not in _VIEWS:  # once per data set: the index list is walked in full
+                _VIEWS[key] = global_view(it._dataset)
+            self.index_map, base_len, view = _VIEWS[key]
+            if self.index_map is not None:
+                self.meta.update(dataset_len=base_len, view=view, local_len=self.meta["dataset_len"])
+
+
+MAX_VIEW_DEPTH = 4
+_VIEWS: dict[int, tuple] = {}  # id(dataset) -> global_view(dataset); the Observer keeps datasets alive
+_INDEX_TYPES = (list, tuple, range)
+
+
+def _as_index_list(value, n: int) -> list[int] | None:
+    """``value`` as a list of ``n`` ints if it is a 1-D integer sequence of that length, else None."""
+    if isinstance(value, torch.Tensor):
+        if value.dim() != 1 or value.is_floating_point() or value.is_complex() or value.numel() != n:
+            return None
+        return [int(i) for i in value.tolist()]
+    if type(value).__name__ == "ndarray" and getattr(value, "ndim", 0) == 1 and value.dtype.kind in "iu":
+        return [int(i) for i in value.tolist()] if len(value) == n else None
+    if isinstance(value, _INDEX_TYPES) and len(value) == n:
+        if isinstance(value, range):
+            return list(value)
+        if all(isinstance(i, int) and not isinstance(i, bool) for i in value):
+            return list(value)
+    return None
+
+
+def global_view(ds, depth: int = 0):
+    """(index map, base length, description) when ``ds`` is a view of a larger data set, else (None, None, None).
+
+    ``torch.utils.data.Subset`` and any object holding exactly one distinct-int index list of
+    its own length plus one larger indexable data set (the tutorial's ``Partition(data, index)``)
+    are followed, so that two ranks' local indices 0..n-1 are compared as the base samples
+    they stand for. Anything else keeps its own numbering.
+    """
+    try:
+        n = len(ds)
+    except Exception:
+        return None, None, None
+    inner, index = None, None
+    if isinstance(ds, torch.utils.data.Subset):
+        inner, index = ds.dataset, _as_index_list(ds.indices, n)
+    else:
+        attrs = getattr(ds, "__dict__", {})
+        indices = [(k, _as_index_list(v, n)) for k, v in attrs.items() if not k.startswith("__")]
+        indices = [(k, v) for k, v in indices if v is not None]
+        datas = []
+        for k, v in attrs.items():
+            if any(v is x for _, x in indices) or not hasattr(v, "__getitem__") or isinstance(v, (str, bytes)):
+                continue
+            try:
+                if len(v) > n:
+                    datas.append(v)
+            except Exception:
+                continue
+        if len(indices) == 1 and len(datas) == 1:
+            index, inner = indices[0][1], datas[0]
+    if index is None or inner is None:
+        return None, None, None
+    try:
+        base_len = len(inner)
+    except Exception:
+        return None, None, None
+    if len(set(index)) != len(index) or (index and (min(index) < 0 or max(index) >= base_len)):
+        return None, None, None  # labels or repeats, not a view
+    view = type(ds).__name__
+    if depth < MAX_VIEW_DEPTH:
+        deeper, deeper_len, deeper_view = global_view(inner, depth + 1)
+        if deeper is not None:
+            return [deeper[i] for i in index], deeper_len, f"{view} -> {deeper_view}"
+    return index, base_len, f"{view} -> {type(inner).__name__}"
 
 
 class Observer:
@@ -72,6 +157,13 @@ class Observer:
         self.log_records = 0
         self.print_tail: list[str] = []
         self.exception: dict | None = None
+        self.process_group = 0  # world size of the default process group once one is seen
+        self.pending_reduces: list[tuple] = []  # (data_ptr, numel, sum after a synchronous call) since the step
+        self.flat_min = 1 << 62  # half the optimizer's parameter count, once the first step has shown it
+        self.grad_reduced = 0.0  # fraction of the parameters' gradient elements all-reduced by hand
+        self.norms: "weakref.WeakSet" = weakref.WeakSet()
+        self.bn_sent = False
+        self.data_wait = 0.0  # seconds spent inside DataLoader.__next__ (loading, or waiting for workers)
 
     # -- installation -------------------------------------------------------------
     def install(self) -> None:
@@ -82,6 +174,8 @@ class Observer:
         self._hook_optim()
         self._hook_backward()
         self._hook_io()
+        self._hook_process_group()
+        self._hook_norms()
         previous = sys.excepthook
 
         def excepthook(etype, value, tb):
@@ -110,6 +204,7 @@ class Observer:
             return reset(it, *args, **kwargs)
 
         def __next__(it):
+            started = time.monotonic()
             try:
                 data = next_(it)
             except StopIteration:
@@ -117,6 +212,8 @@ class Observer:
                 if ep is not None:
                     obs._close_epoch(ep, complete=True)
                 raise
+            finally:
+                obs.data_wait += time.monotonic() - started
             ep = it.__dict__.get("_dg_epoch")
             if ep is not None:
                 n = len(ep.batches[ep.yielded]) if ep.yielded < len(ep.batches) else 0
@@ -145,6 +242,9 @@ class Observer:
         if ep in self.open_epochs:
             self.open_epochs.remove(ep)
         consumed = ep.batches[:ep.yielded]
+        m = ep.index_map
+        if m is not None:
+            consumed = [[m[i] if 0 <= i < len(m) else i for i in b] for b in consumed]
         self.stream.send({"type": "epoch", "loader": ep.key, "epoch": ep.number, "kind": ep.kind,
                           "complete": complete, "batches": len(consumed),
                           "batch_size": max((len(b) for b in consumed), default=0),
@@ -185,7 +285,7 @@ class Observer:
             if slot:
                 return slot[1](slot[0], bucket)
             buf = bucket.buffer().div_(dist.get_world_size(pg))
-            fut = dist.all_reduce(buf, group=pg, async_op=True).get_future()
+            fut = _ALL_REDUCE(buf, group=pg, async_op=True).get_future()
             return fut.then(lambda f: f.value()[0])
         register(ddp, None, counting_hook)
 
@@ -201,9 +301,14 @@ class Observer:
             self.optimizers.append(optimizer)
             self.stream.send({"type": "optimizer", "class": type(optimizer).__name__,
                               "lr": [g.get("lr") for g in optimizer.param_groups][:8]})
+        if not self.process_group and dist.is_available() and dist.is_initialized():
+            self._on_process_group()
+        manual = self._hand_reduced(optimizer)
+        if not self.bn_sent:
+            self._send_norms(optimizer)
         key = self.last_key
         self.steps.append([now, self.consumed.get(key, 0) if key is not None else 0, self.last_loss,
-                           self.backwards, self.buckets, self.synced, self.bucket_bytes])
+                           self.backwards, self.buckets, self.synced, self.bucket_bytes, manual, *_schedstat(), self.data_wait])
         self.step_count += 1
         self.backwards = self.buckets = self.synced = self.bucket_bytes = 0
         self.last_loss = None
@@ -220,7 +325,101 @@ class Observer:
         self.stream.send({"type": "steps", "t": [r[0] for r in rows], "samples": [r[1] for r in rows],
                           "loss": losses, "backwards": [r[3] for r in rows],
                           "buckets": [r[4] for r in rows], "synced": [r[5] for r in rows],
-                          "bucket_bytes": [r[6] for r in rows]})
+                          "bucket_bytes": [r[6] for r in rows], "hand_reduced": [r[7] for r in rows],
+                          "runqueue": [r[8] for r in rows], "cpu": [r[9] for r in rows],
+                          "data_wait": [round(r[10], 6) for r in rows]})
+
+    def _hook_process_group(self) -> None:
+        """Note the default process group when it is created, and count all_reduce calls."""
+        from torch.distributed import distributed_c10d as c10d
+        obs, init = self, c10d.init_process_group
+
+        def init_process_group(*args, **kwargs):
+            out = init(*args, **kwargs)
+            obs._on_process_group()
+            return out
+
+        def all_reduce(tensor, *args, **kwargs):
+            out = _ALL_REDUCE(tensor, *args, **kwargs)
+            if isinstance(tensor, torch.Tensor) and len(obs.pending_reduces) < MAX_PENDING_REDUCES:
+                total = None  # a synchronous call's result: a flattened gradient buffer must add up like the grads
+                if out is None and tensor.numel() >= obs.flat_min and tensor.is_floating_point():
+                    with torch.no_grad():
+                        total = float(tensor.detach().double().sum())
+                obs.pending_reduces.append((tensor.data_ptr(), tensor.numel(), total))
+            return out
+        init_process_group.__wrapped__ = init
+        all_reduce.__wrapped__ = _ALL_REDUCE
+        for mod in (dist, c10d):
+            mod.init_process_group = init_process_group
+            mod.all_reduce = all_reduce
+
+    def _on_process_group(self) -> None:
+        if self.process_group:
+            return
+        try:
+            self.process_group = dist.get_world_size()
+            backend = str(dist.get_backend())
+        except Exception:  # an unusual group; the step hook tries again
+            return
+        self.stream.send({"type": "process_group", "world": self.process_group, "backend": backend[:40]})
+
+    def _hand_reduced(self, optimizer) -> float:
+        """Fraction of this optimizer's gradient elements all-reduced by hand since the last step.
+
+        A call counts when its tensor is a parameter's ``.grad`` (``dist.all_reduce(p.grad)``), or
+        when it is at least half of all gradient elements at once (a flattened buffer).
+        """
+        pending, self.pending_reduces = self.pending_reduces, []
+        if not pending:
+            return 0.0
+        grads = {}
+        total = 0
+        grad_sum = 0.0
+        with torch.no_grad():
+            for g in optimizer.param_groups:
+                for p in g["params"]:
+                    total += p.numel()
+                    if p.grad is not None:
+                        grads[p.grad.data_ptr()] = p.grad.numel()
+        if not total:
+            return 0.0
+        self.flat_min = max(1, total // 2)
+        flat = [(n, s) for ptr, n, s in pending if ptr not in grads and n >= total / 2]
+        if flat:  # a flattened buffer counts only if it adds up like the gradients (summed or averaged)
+            with torch.no_grad():
+                grad_sum = sum(float(p.grad.detach().double().sum()) for g in optimizer.param_groups
+                               for p in g["params"] if p.grad is not None)
+            world = dist.get_world_size() if dist.is_initialized() else 1
+            flat = [(n, s) for n, s in flat if s is not None and any(
+                abs(s / k - grad_sum) <= 1e-3 * max(abs(grad_sum), abs(s / k), 1e-6) for k in (1, world))]
+        done = sum(n for ptr, n, _ in pending if ptr in grads) + sum(n for n, _ in flat)
+        return round(min(done / total, 1.0), 3)
+
+    def _hook_norms(self) -> None:
+        """Remember every normalisation layer built, to count the ones the optimizer trains."""
+        from torch.nn.modules.batchnorm import _NormBase
+        obs, init = self, _NormBase.__init__
+
+        def __init__(module, *args, **kwargs):
+            init(module, *args, **kwargs)
+            try:
+                obs.norms.add(module)
+            except TypeError:
+                pass
+        _NormBase.__init__ = __init__
+
+    def _send_norms(self, optimizer) -> None:
+        """(Sync)BatchNorm layers whose weights this optimizer trains: DDP or not, SyncBN or not."""
+        self.bn_sent = True
+        trained = {id(p) for g in optimizer.param_groups for p in g["params"]}
+        bn = [m for m in list(self.norms) if isinstance(m, _BatchNorm)
+              and getattr(m, "weight", None) is not None and id(m.weight) in trained]
+        sync = sum(isinstance(m, SyncBatchNorm) for m in bn)
+        params = [p for g in optimizer.param_groups for p in g["params"]]
+        sharded = any(type(p).__name__ in ("DTensor", "FlatParameter") or hasattr(p, "_local_tensor")
+                      for p in params)  # FSDP2 DTensors, FSDP1 flat parameters: gradients reduce-scattered
+        self.stream.send({"type": "norms", "batchnorm": len(bn) - sync, "syncbatchnorm": sync, "sharded": sharded})
 
     def _hook_backward(self) -> None:
         obs, backward = self, torch.autograd.backward
@@ -286,7 +485,8 @@ class Observer:
             return
         if self.exception is None:
             self._flush_all()
-            self.stream.send({"type": "finished", "steps": self.step_count, **self._digest()})
+            self.stream.send({"type": "finished", "steps": self.step_count, "process_group": self.process_group,
+                              **self._digest()})
         self.stream.close()
         if self.exception is None and dist.is_available() and dist.is_initialized():
             try:  # the barrier first: destroy alone still aborts now and then on torch 2.13 gloo
@@ -309,6 +509,20 @@ class Observer:
                 sums.append(float(t.double().sum()))
         return {"digest": h.hexdigest(), "param_sums": sums[:64], "param_tensors": len(params),
                 "model_source": "ddp" if self.models else ("optimizer" if params else "none")}
+
+
+def _schedstat() -> tuple[float | None, float | None]:
+    """(run-queue wait, CPU time) of this rank's main thread so far, in seconds (``/proc/self/schedstat``).
+
+    The wait (ready, but the host's CPUs were busy) subtracted from step times takes the host's
+    load out of a throughput; CPU time against what remains tells computing from sleeping.
+    """
+    try:
+        with open("/proc/self/schedstat", "rb") as f:
+            fields = f.read().split()
+        return int(fields[1]) / 1e9, int(fields[0]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None, None
 
 
 def _is_library(filename: str) -> bool:
