@@ -11,7 +11,7 @@ import os
 import sys
 import traceback
 
-from graders import assignments, workspace
+from graders import assignments, integrity, workspace
 from graders.exceptions import AssignmentNotFound, SubmissionRejected
 from graders.report import GradeReport, ReportStatus
 
@@ -24,6 +24,7 @@ def grade(assignment_id: str, path: str, mode: str, submission_id: str | None = 
             files = workspace.stage_submission(assignment, path, job)
             report = assignment.grader_function()(assignment=assignment, job=job,
                                                   files=files, mode=mode)
+            report = integrity.finalize(report, job, files)  # tamper evidence -> needs_review
     except SubmissionRejected:
         raise
     except Exception:  # a grader bug: staff see the traceback, the student loses nothing

@@ -18,9 +18,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from graders import cifar, torchrun
+from graders import checks_runner, cifar, torchrun
 from graders.assignments import REPO_ROOT, Assignment
 from graders.checks import ddp
+from graders.checks import ddp as checks_ddp
 from graders.progress import report_progress
 from graders.report import CheckResult, CheckStatus, GradeReport, text
 
@@ -74,7 +75,7 @@ def grade(assignment: Assignment, job: Path, files: list[Path], mode: str = "cpu
     report_progress("checks", logs={f"n{r.nproc}.{k}": v for r in (run1, run_n) if r for k, v in r.logs.items()})
     findings = _findings(cfg, run1, run_n, epochs, skip_reason, mode)
     for check_id, finding in findings.items():
-        report.add(_result(cfg["checks"][check_id], check_id, finding))
+        report.add(checks_runner.render(_result, cfg["checks"][check_id], check_id, finding))  # isolated
     report.plots = _plots(run1, run_n, findings.get("speedup"))
     report.logs = {f"n{r.nproc}.{k}": v for r in (run1, run_n) if r for k, v in r.logs.items() if v}
     report.timings = {"total_s": round(time.monotonic() - started, 2), "epochs": epochs,
@@ -105,8 +106,9 @@ def _data_dir(job: Path, mode: str, cfg: dict) -> tuple[Path, bool]:
     return root, True
 
 
-def _findings(cfg, run1, run_n, epochs, skip_reason, mode) -> dict[str, ddp.Finding]:
-    out: dict[str, ddp.Finding] = {}
+def _findings(cfg, run1, run_n, epochs, skip_reason, mode) -> dict[str, checks_ddp.Finding]:
+    ddp = checks_runner.isolated(checks_ddp)  # one check's exception is that check's error
+    out: dict[str, checks_ddp.Finding] = {}
     skipped = ddp.Finding(CheckStatus.SKIP, "host", {"reason": skip_reason or ""})
     out["run.single"] = ddp.check_run(run1) if run1 else skipped
     if run_n is None:

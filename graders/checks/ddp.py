@@ -209,7 +209,7 @@ def check_coverage(run) -> Finding:
     n_epochs = min(len(e) for e in eps.values())
     for k in range(n_epochs):
         union = set().union(*(set(eps[r][k]["indices"]) for r in eps))
-        missing = size - len(union & set(range(size)))
+        missing = size - sum(1 for i in union if 0 <= i < size)  # never set(range(size)): __len__ is the student's
         if missing > allowed:
             return Finding(CheckStatus.FAIL, "missing", {
                 "missing": missing, "size": size, "epoch": k, "seen": len(union)},
@@ -371,9 +371,14 @@ def batch_info(run1, run_n) -> Finding:
     lrn = opt_n["lr"][0] if opt_n else None
     n = run_n.nproc if run_n else 0
     params = {"bs": bs if bs is not None else "?", "n": n, "global": bs * n if bs else "?",
-              "lr1": f"{lr1:g}" if lr1 is not None else "?", "lrn": f"{lrn:g}" if lrn is not None else "?"}
+              "lr1": _fmt_lr(lr1), "lrn": _fmt_lr(lrn)}
     return Finding(CheckStatus.INFO, "info", params, {"per_rank_batch": bs, "nproc": n,
                    "global_batch": bs * n if bs else None, "lr_1": lr1, "lr_n": lrn})
+
+
+def _fmt_lr(lr: Any) -> str:
+    """A learning rate as text: the student's value is data, never a format argument."""
+    return f"{lr:g}" if isinstance(lr, (int, float)) and not isinstance(lr, bool) else "?"
 
 
 def loss_series(run, rank: int = 0, max_points: int = 400) -> list[float]:

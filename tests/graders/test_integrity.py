@@ -1,0 +1,296 @@
+"""Integrity as pure functions: static scan, record validation and cross-checks, the channel's
+bounds, the report's size cap and review status, and check isolation. The same attacks run end
+to end as samples (``assignments/ddp_speedup/samples/hostile_*``) in ``test_samples.py``."""
+from __future__ import annotations
+
+import json
+import math
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from graders import checks_runner, integrity, torchrun
+from graders.checks import ddp
+from graders.report import CheckResult, CheckStatus, GradeReport, ReportStatus, text
+from graders.sandbox import SandboxResult
+from graders.torchrun import ChannelServer, RankStream, TorchrunRun
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+# -- static scan ------------------------------------------------------------------------------------
+
+def _python_files_that_must_be_clean() -> list[Path]:
+    """Reference solutions, starters and every sample not expected to end in review (hostile ones included)."""
+    out = []
+    for a in ROOT.glob("assignments/*"):
+        out += sorted(a.glob("solution/*.py")) + sorted(a.glob("starter/*.py"))
+        for sample in sorted(a.glob("samples/*")):
+            expected = sample / "expected.json"
+            if expected.is_file() and json.loads(expected.read_text()).get("status") != "needs_review":
+                out += sorted(sample.rglob("*.py"))
+    return out
+
+
+def test_static_scan_is_silent_on_every_honest_script() -> None:
+    files = _python_files_that_must_be_clean()
+    assert len(files) > 20
+    flagged = {str(p.relative_to(ROOT)): integrity.scan_files([p]) for p in files}
+    assert {k: v for k, v in flagged.items() if v} == {}
+
+
+def test_static_scan_sees_the_gc_forgery() -> None:
+    events = integrity.scan_files([ROOT / "assignments/ddp_speedup/samples/hostile_forge_stream_gc/train.py"])
+    assert any("import gc" in e["detail"] for e in events)
+    assert all(e["source"] == "static" for e in events)
+
+
+@pytest.mark.parametrize("code", [
+    "import gc\n", "from ctypes import cast\n", "import ctypes.util\n", "import sys\nf = sys._getframe(1)\n",
+    "import inspect\ninspect.stack()\n", "import inspect\nfr = inspect.currentframe()\n",
+    "x = f.f_back.f_locals\n", "v = fn.__closure__[0].cell_contents\n", "getattr(fn, '__closure__')\n",
+    "__import__('gc')\n", "import importlib\nimportlib.reload(torch)\n", "import os\nos.listdir('/proc/self/fd')\n",
+    "import os\np = os.environ['DISTGRADE_CHANNEL']\n", "import sys\nsys.settrace(lambda *a: None)\n",
+    "from sys import _getframe\n", "e.__traceback__.tb_frame\n",
+])
+def test_static_scan_flags(code: str) -> None:
+    assert integrity.scan_source(code), code
+
+
+@pytest.mark.parametrize("code", [
+    '"""We never import gc or use sys._getframe here."""\nimport torch\n',  # docstrings are prose
+    "# import gc\nimport os\n", "model.eval()\n", "import inspect\ninspect.signature(print)\n",
+    "import sys\nif 'torch_xla' in sys.modules: pass\n", "def f(:\n",  # a syntax error is not a finding
+    "import logging\nlogging.getLogger(__name__).info('epoch %d', 1)\n",
+])
+def test_static_scan_ignores(code: str) -> None:
+    assert integrity.scan_source(code) == []
+
+
+# -- records ------------------------------------------------------------------------------------
+
+def _honest(rank: int = 0, t0: float = 100.0, steps: int = 10, n: int = 80) -> list[dict]:
+    return [
+        {"type": "ddp", "batchnorm": 0, "syncbatchnorm": 2, "parameters": 10, "device": "cpu"},
+        {"type": "optimizer", "class": "SGD", "lr": [0.1]},
+        {"type": "epoch", "loader": 7, "epoch": 0, "kind": "map", "complete": True, "batches": steps,
+         "batch_size": 4, "indices": list(range(rank, n, 2)), "dataset": "TensorDataset", "num_workers": 0,
+         "drop_last": False, "sampler": "DistributedSampler", "persistent_workers": False, "dataset_len": n},
+        {"type": "steps", "t": [t0 + 0.1 * i for i in range(steps)], "samples": [4 * (i + 1) for i in range(steps)],
+         "loss": [float("nan")] + [1.0] * (steps - 1), "backwards": [1] * steps, "buckets": [1] * steps,
+         "synced": [1] * steps, "bucket_bytes": [40] * steps},
+        {"type": "prints", "count": 1, "logging": 0, "tail": ["epoch 0"]},
+        {"type": "finished", "steps": steps, "digest": "ab" * 32, "param_sums": [1.0], "param_tensors": 1,
+         "model_source": "ddp"},
+    ]
+
+
+def _validate(records, window=(99.0, 120.0), sealed="auto", after_seal=0):
+    lines = len(records)
+    return integrity.validate_stream(0, records, window=window, sealed=lines if sealed == "auto" else sealed,
+                                     lines=lines, after_seal=after_seal)
+
+
+def test_an_honest_stream_has_no_event_and_keeps_every_record() -> None:
+    recs = _honest()
+    good, events = _validate(recs)
+    assert events == [] and len(good) == len(recs)
+
+
+def _kinds(events) -> set[str]:
+    return {e["kind"] for e in events}
+
+
+def test_step_times_outside_the_measured_window_are_flagged() -> None:
+    assert "time_window" in _kinds(_validate(_honest(t0=500.0))[1])  # "faster" than the run allowed
+    assert "time_window" in _kinds(_validate(_honest(t0=50.0))[1])
+
+
+def test_forged_counters_and_markers_are_flagged() -> None:
+    recs = _honest()
+    recs[3]["t"] = list(reversed(recs[3]["t"]))
+    assert "time_order" in _kinds(_validate(recs)[1])
+    recs = _honest()
+    recs[3]["samples"][-1] = 10 ** 6  # a throughput no DataLoader delivered
+    assert "samples" in _kinds(_validate(recs)[1])
+    recs = _honest()
+    recs.append(dict(recs[-1]))
+    assert "finished_twice" in _kinds(_validate(recs)[1])
+    recs = _honest()
+    recs[-1]["steps"] = 99
+    assert "step_count" in _kinds(_validate(recs)[1])
+    assert "seal_count" in _kinds(_validate(_honest(), sealed=3)[1])  # bytes written past the harness
+    assert "no_seal" in _kinds(_validate(_honest(), sealed=None)[1])
+    assert "after_seal" in _kinds(_validate(_honest(), after_seal=2)[1])
+    recs = _honest()
+    recs.insert(3, dict(recs[2]))  # the same epoch twice
+    assert "epoch_order" in _kinds(_validate(recs)[1])
+
+
+@pytest.mark.parametrize("field,value", [("t", ["1.0"] * 10), ("t", [math.inf] * 10), ("samples", [-1] * 10),
+                                         ("backwards", [True] * 10), ("t", [0.0] * 5000)])
+def test_records_out_of_schema_are_dropped_and_flagged(field: str, value) -> None:
+    recs = _honest()
+    recs[3][field] = value
+    good, events = _validate(recs)
+    assert "schema" in _kinds(events) and not any(r["type"] == "steps" for r in good)
+
+
+def test_odd_student_values_are_data_not_events() -> None:
+    recs = _honest()
+    recs[1]["lr"] = ["warmup-cosine" * 100, None, 0.5]
+    recs.insert(0, {"type": "epoch", "oversize": 10 ** 9})  # the harness could not send it whole
+    recs.insert(0, {"type": "fsdp_mem", "peak": 1})  # a type this grader does not know: passed on
+    good, events = _validate(recs)
+    assert events == []
+    opt = next(r for r in good if r["type"] == "optimizer")
+    assert len(opt["lr"][0]) <= 40 and opt["lr"][1:] == [None, 0.5]
+    assert any(r["type"] == "fsdp_mem" for r in good) and not any(r.get("oversize") for r in good)
+
+
+def test_hello_must_match_torchrun() -> None:
+    assert integrity.check_hello(1, {"rank": 1, "world": 2}, 2) == []
+    assert _kinds(integrity.check_hello(1, {"rank": 0, "world": 8}, 2)) == {"rank", "world_size"}
+
+
+def test_event_text_is_escaped_and_short() -> None:
+    ev = integrity.event("channel", "x", "\u202e<script>" + "A" * 5000)
+    assert len(ev["detail"]) <= integrity.MAX_DETAIL and "\u202e" not in ev["detail"]
+
+
+# -- the channel ------------------------------------------------------------------------------------
+
+@pytest.fixture
+def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(torchrun, "HELLO_SECONDS", 0.5)
+    s = ChannelServer(tmp_path / "chan", 2)
+    yield s
+    s.sock.close()
+
+
+def _connect(server: ChannelServer) -> socket.socket:
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    c.connect(str(server.dir / "sock"))
+    return c
+
+
+def test_channel_caps_connections_and_drops_those_without_hello(server: ChannelServer) -> None:
+    conns = [_connect(server) for _ in range(40)]
+    for c in conns:
+        try:
+            c.sendall(b"x" * 8192)  # no newline: no hello within 4 KiB
+        except OSError:
+            pass
+    time.sleep(1.0)
+    server.close()
+    for c in conns:
+        c.close()
+    assert server.counts["refused"] == 40 - (2 + torchrun.EXTRA_CONNECTIONS)
+    assert server.counts["no_hello"] == 2 + torchrun.EXTRA_CONNECTIONS
+    assert server.streams == {} and {e["kind"] for e in server.events} >= {"refused", "no_hello"}
+
+
+def test_unknown_hellos_are_counted_not_quoted(server: ChannelServer) -> None:
+    for i in range(5):
+        c = _connect(server)
+        c.sendall(json.dumps({"type": "hello", "token": "\u202e" + "A" * 3000 + str(i)}).encode() + b"\n")
+        c.close()
+    time.sleep(0.5)
+    server.close()
+    assert server.counts["unknown_token"] == 5
+    said = " ".join(server.tampering) + json.dumps(server.events)
+    assert len(said) < 2000 and "A" * 100 not in said and "\u202e" not in said
+
+
+def test_a_valid_stream_is_read_sealed_and_validated(server: ChannelServer) -> None:
+    token = next(t for t, r in server.tokens.items() if r == 0)
+    c = _connect(server)
+    recs = _honest(t0=time.monotonic())
+    lines = [{"type": "hello", "token": token, "rank": 0, "world": 2}] + recs + [{"type": "seal", "records": len(recs)}]
+    c.sendall(b"".join(json.dumps(r).encode() + b"\n" for r in lines))
+    c.close()
+    time.sleep(0.3)
+    server.close()
+    stream = server.streams[0]
+    assert stream.sealed == len(recs) == stream.lines
+    events = torchrun.validate(server, 2, (time.monotonic() - 10, time.monotonic()))
+    assert events == [] and len(stream.records) == len(recs)
+
+
+# -- report -----------------------------------------------------------------------------------------
+
+def _report(points: float = 10.0) -> GradeReport:
+    r = GradeReport(assignment="ddp_speedup", summary=text("好", "good"))
+    r.add(CheckResult(id="a", title=text("a", "a"), status=CheckStatus.PASS, points=points, max_points=10.0))
+    return r
+
+
+def test_needs_review_counts_zero_and_keeps_the_computed_grade() -> None:
+    r = _report()
+    r.mark_for_review([integrity.event("static", "scan", "train.py:1: import gc")])
+    d = json.loads(r.to_json())
+    assert (d["status"], d["score"], d["max_score"]) == ("needs_review", 0.0, 10.0)
+    assert d["integrity"]["computed_score"] == 10.0 and d["integrity"]["events"][0]["kind"] == "scan"
+    assert "gc" not in json.dumps(d["summary"])  # the student's sentence names no detection detail
+    back = GradeReport.from_dict(d)
+    assert back.status == ReportStatus.NEEDS_REVIEW and back.score == 0.0 and back.computed_score == 10.0
+
+
+def test_the_report_is_capped_at_256_kib() -> None:
+    r = _report()
+    r.logs = {f"n2.rank{i}": "x" * 400_000 for i in range(3)}
+    r.checks[0].evidence = {"tampering": ["y" * 100_000] * 20}
+    r.plots = {"loss": {"n2.rank0": [1.0] * 100_000}}
+    out = r.to_json()
+    assert len(out.encode()) <= 256 * 1024
+    d = json.loads(out)
+    assert d["score"] == 10.0 and "logs" in d["truncated"] and d["checks"][0]["id"] == "a"
+
+
+# -- check isolation ---------------------------------------------------------------------------------
+
+def test_one_check_raising_is_that_checks_error_and_staff_get_the_traceback() -> None:
+    iso = checks_runner.isolated(ddp)
+    f = iso.check_disjoint(object())  # not a run: the check raises
+    assert f.status == CheckStatus.ERROR
+    ccfg = {"title": text("t", "t"), "points": 15, "messages": {"ok": {"zh": "好", "en": "ok"}}}
+    res = checks_runner.render(lambda *a: pytest.fail("not rendered"), ccfg, "sampler.disjoint", f)
+    assert (res.status, res.points, res.max_points) == (CheckStatus.ERROR, 0.0, 15.0)
+    report = GradeReport(assignment="x")
+    report.add(res)
+    checks_runner.move_tracebacks(report)
+    assert "Traceback" in report.staff_traceback and checks_runner.STAFF_KEY not in report.checks[0].evidence
+
+
+def test_a_renderer_crash_on_student_values_is_isolated() -> None:
+    ccfg = {"title": text("t", "t"), "points": 0, "messages": {"info": {"zh": "{lr1:g}", "en": "{lr1:g}"}}}
+    from graders.ddp_speedup import _result
+    res = checks_runner.render(_result, ccfg, "batch.global", ddp.Finding(CheckStatus.INFO, "info", {"lr1": "abc"}))
+    assert res.status == CheckStatus.ERROR
+
+
+def test_batch_info_shows_a_non_numeric_lr_as_data() -> None:
+    run = _fake_run()
+    run.ranks[0].records.insert(0, {"type": "optimizer", "class": "X", "lr": ["cosine"]})
+    f = ddp.batch_info(run, run)
+    assert f.params["lr1"] == "?" and f.evidence["lr_1"] == "cosine"
+
+
+def _fake_run(dataset_len: int = 80) -> TorchrunRun:
+    ranks = {}
+    for r in range(2):
+        s = RankStream(r)
+        s.records = [rec for rec in _honest(rank=r, n=80) if rec["type"] != "optimizer"]
+        s.records[1]["dataset_len"] = dataset_len
+        ranks[r] = s
+    return TorchrunRun(nproc=2, result=SandboxResult(returncode=0, timed_out=False, wall_s=1.0), ranks=ranks,
+                       stacks={}, logs={}, tampering=[])
+
+
+def test_coverage_never_materialises_a_huge_len() -> None:
+    start = time.process_time()
+    f = ddp.check_coverage(_fake_run(dataset_len=10 ** 12))
+    assert f.status == CheckStatus.FAIL and time.process_time() - start < 1.0
+    assert ddp.check_coverage(_fake_run()).status == CheckStatus.PASS
