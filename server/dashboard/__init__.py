@@ -7,5 +7,6 @@ view runs (404, as for any page that is not yours), and each view checks the cou
 from server.dashboard import models  # noqa: F401  (tables register with the metadata)
 from server.dashboard.views import bp
 from server.dashboard import admin_views, item_views  # noqa: F401,E402  (routes register on bp)
+from server.dashboard import integrity  # noqa: F401,E402  (integrity review routes)
 
 __all__ = ["bp"]
