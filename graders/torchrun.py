@@ -9,6 +9,7 @@ prints or writes in its working directory is read as a result.
 from __future__ import annotations
 
 import dataclasses
+import hmac
 import json
 import os
 import re
@@ -56,6 +57,8 @@ class RankStream:
     oversize: int = 0
     sealed: int | None = None  # the count in the harness's seal; None: no seal arrived
     after_seal: int = 0
+    mac: Any = field(default=None, repr=False)  # HMAC (keyed by the rank's token) of every line received
+    seal_ok: bool | None = None  # the seal's MAC matched what arrived
 
     def of(self, kind: str) -> list[dict[str, Any]]:
         return [r for r in self.records if r.get("type") == kind]
@@ -250,7 +253,12 @@ class ChannelServer:
         if isinstance(record, dict) and record.get("type") == "seal":
             count = record.get("records")
             stream.sealed = count if isinstance(count, int) and not isinstance(count, bool) else -1
+            mac = record.get("mac")
+            stream.seal_ok = (isinstance(mac, str) and stream.mac is not None
+                              and hmac.compare_digest(mac, stream.mac.hexdigest()))
             return
+        if stream.mac is not None:
+            stream.mac.update(line + b"\n")
         stream.lines += 1
         if record is None:
             stream.unparsed += 1
@@ -281,7 +289,7 @@ class ChannelServer:
                 return None
             self.used.add(token)
             self.hellos[rank] = record
-            stream = self.streams[rank] = RankStream(rank)
+            stream = self.streams[rank] = RankStream(rank, mac=hmac.new(token.encode(), digestmod="sha256"))
             return stream
 
     def close(self) -> None:
@@ -395,8 +403,11 @@ def validate(server: ChannelServer, nproc: int, window: tuple[float, float]) -> 
         for rec in stream.records:
             if isinstance(rec, dict) and rec.get("type") == "integrity":
                 events.append(integrity.harness_event(rank, rec))
+        if stream.seal_ok is False and not stream.truncated:
+            events.append(integrity.event("records", "seal_mac", "the stream's seal does not match its records", rank))
         good, found = integrity.validate_stream(rank, stream.records, window=window, sealed=stream.sealed,
-                                                lines=stream.lines, after_seal=stream.after_seal)
+                                                lines=stream.lines, after_seal=stream.after_seal,
+                                                truncated=stream.truncated)
         if stream.unparsed:
             found.append(integrity.event("records", "unparsed", f"{stream.unparsed} lines that are not JSON", rank))
         stream.records = [r for r in good if r.get("type") != "integrity"]

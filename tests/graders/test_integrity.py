@@ -204,19 +204,47 @@ def test_unknown_hellos_are_counted_not_quoted(server: ChannelServer) -> None:
     assert len(said) < 2000 and "A" * 100 not in said and "\u202e" not in said
 
 
-def test_a_valid_stream_is_read_sealed_and_validated(server: ChannelServer) -> None:
+def _send_stream(server: ChannelServer, records: list[dict], *, inject: list[dict] = (), mac_key: str | None = None,
+                 count: int | None = None) -> None:
+    """What a rank's harness sends: hello, records, a seal whose MAC covers the harness's own lines."""
+    import hmac as _hmac
     token = next(t for t, r in server.tokens.items() if r == 0)
+    mac = _hmac.new((mac_key if mac_key is not None else token).encode(), digestmod="sha256")
     c = _connect(server)
-    recs = _honest(t0=time.monotonic())
-    lines = [{"type": "hello", "token": token, "rank": 0, "world": 2}] + recs + [{"type": "seal", "records": len(recs)}]
-    c.sendall(b"".join(json.dumps(r).encode() + b"\n" for r in lines))
+    c.sendall(json.dumps({"type": "hello", "token": token, "rank": 0, "world": 2}).encode() + b"\n")
+    for r in records:
+        data = json.dumps(r).encode() + b"\n"
+        mac.update(data)
+        c.sendall(data)
+    for r in inject:  # written to the descriptor behind the harness's back
+        c.sendall(json.dumps(r).encode() + b"\n")
+    seal = {"type": "seal", "records": len(records) + len(inject) if count is None else count, "mac": mac.hexdigest()}
+    c.sendall(json.dumps(seal).encode() + b"\n")
     c.close()
     time.sleep(0.3)
     server.close()
+
+
+def test_a_valid_stream_is_read_sealed_and_validated(server: ChannelServer) -> None:
+    recs = _honest(t0=time.monotonic())
+    _send_stream(server, recs, count=len(recs))
     stream = server.streams[0]
-    assert stream.sealed == len(recs) == stream.lines
+    assert stream.sealed == len(recs) == stream.lines and stream.seal_ok
     events = torchrun.validate(server, 2, (time.monotonic() - 10, time.monotonic()))
     assert events == [] and len(stream.records) == len(recs)
+
+
+def test_records_written_behind_the_harness_break_the_seal(server: ChannelServer) -> None:
+    recs = _honest(t0=time.monotonic())
+    _send_stream(server, recs[:2], inject=recs[2:])  # even with the count made to match
+    events = torchrun.validate(server, 2, (time.monotonic() - 10, time.monotonic()))
+    assert "seal_mac" in _kinds(events)
+
+
+def test_a_seal_made_without_the_token_is_flagged(server: ChannelServer) -> None:
+    recs = _honest(t0=time.monotonic())
+    _send_stream(server, recs, mac_key="guessed", count=len(recs))
+    assert "seal_mac" in _kinds(torchrun.validate(server, 2, (time.monotonic() - 10, time.monotonic())))
 
 
 # -- report -----------------------------------------------------------------------------------------

@@ -5,8 +5,10 @@ forge records through. Defences here (the rest is in ``audit`` and on the grader
 
 * ``send`` accepts records only when called from harness code; a call from anywhere else
   (the student found the object) is itself reported as an integrity event;
-* every record is counted, and ``close`` ends the stream with a ``seal`` carrying that
-  count: bytes written to the socket behind the harness's back break the count;
+* every record is counted and fed to an HMAC keyed with the rank's one-time token (the key
+  then lives only inside the C hmac object), and ``close`` ends the stream with a ``seal``
+  carrying the count and the MAC: bytes written to the socket behind the harness's back (the
+  raw descriptor) break it, and a script without the token cannot make a new one;
 * values that JSON cannot carry (a student's object as a learning rate) become a short
   type tag, never an exception inside the student's training step;
 * ``alarm`` reports an integrity event even when this process may not use the stream (a
@@ -15,6 +17,7 @@ forge records through. Defences here (the rest is in ``audit`` and on the grader
 """
 from __future__ import annotations
 
+import hmac
 import json
 import os
 import socket
@@ -76,7 +79,8 @@ class Stream:
         self.sock: socket.socket | None = None
         self.count = 0
         self._alarmed: dict[str, int] = {}
-        self._path, self._token, self._rank = path, token, rank
+        self._path, self._rank = path, rank
+        self._mac = hmac.new(token.encode(), digestmod="sha256")
         try:
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             s.connect(path)
@@ -86,7 +90,7 @@ class Stream:
             return
         self._write({"type": "hello", "token": token, "rank": rank, "pid": self.pid,
                      "world": int(os.environ.get("WORLD_SIZE", "1")),
-                     "local_rank": int(os.environ.get("LOCAL_RANK", "0"))})
+                     "local_rank": int(os.environ.get("LOCAL_RANK", "0"))}, sealed=False)
 
     def inode(self) -> int | None:
         """The socket's inode, so the audit hook can tell a student's wrapper of this fd."""
@@ -109,16 +113,18 @@ class Stream:
         if self._write(record):
             self.count += 1
 
-    def _write(self, record: dict) -> bool:
+    def _write(self, record: dict, sealed: bool = True) -> bool:
         data = encode(record)
         if len(data) > MAX_RECORD:
             data = encode({"type": record.get("type"), "oversize": len(data)})
         try:
             self.sock.sendall(data)
-            return True
         except OSError:
             self.sock = None
             return False
+        if sealed:
+            self._mac.update(data)
+        return True
 
     def alarm(self, event: dict) -> None:
         """Report an integrity event: on this stream if it works here, else on a fresh connection."""
@@ -130,14 +136,14 @@ class Stream:
         if self.sock is not None and os.getpid() == self.pid and self._write(event):
             self.count += 1
             return
-        send_alarm(self._path, self._token, self._rank, event)
+        send_alarm(self._path, "", self._rank, event)  # no token: the grader counts the connection itself
 
     def close(self) -> None:
         if not _from_harness():
             self.alarm({"event": "stream.close", "detail": "stream closed from outside the harness"})
             return
         if self.sock is not None and os.getpid() == self.pid:
-            self._write({"type": "seal", "records": self.count})
+            self._write({"type": "seal", "records": self.count, "mac": self._mac.hexdigest()}, sealed=False)
             try:
                 self.sock.close()
             except OSError:
