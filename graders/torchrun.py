@@ -27,9 +27,9 @@ from graders import integrity, sandbox, untrusted
 from graders.progress import report_progress
 
 HARNESS_DIR = Path(__file__).resolve().parent / "harness"
-MAX_STREAM_BYTES = 48 * 1024 * 1024  # per rank; real records are far smaller
-MAX_TOTAL_BYTES = 96 * 1024 * 1024  # all streams of one job together
-MAX_RECORD_BYTES = 12 * 1024 * 1024  # one line (an epoch's indices of a large data set)
+MAX_STREAM_BYTES = 16 * 1024 * 1024  # per rank; an honest 12-epoch CIFAR run sends under 5 MiB
+MAX_TOTAL_BYTES = 40 * 1024 * 1024  # all streams of one run together (parsed, JSON grows ~8x)
+MAX_RECORD_BYTES = 9 * 1024 * 1024  # one line (the harness sends at most 8 MiB)
 MAX_RECORDS = 200_000  # per stream
 EXTRA_CONNECTIONS = 4  # beyond one per rank: a harness's alarm connections; more is a flood
 HELLO_BYTES = 4096

@@ -322,3 +322,22 @@ def test_coverage_never_materialises_a_huge_len() -> None:
     f = ddp.check_coverage(_fake_run(dataset_len=10 ** 12))
     assert f.status == CheckStatus.FAIL and time.process_time() - start < 1.0
     assert ddp.check_coverage(_fake_run()).status == CheckStatus.PASS
+
+
+def test_a_stream_over_its_byte_cap_is_cut_and_flagged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torchrun, "MAX_STREAM_BYTES", 64 * 1024)
+    server = ChannelServer(tmp_path / "chan", 1)
+    token = next(iter(server.tokens))
+    c = _connect(server)
+    c.sendall(json.dumps({"type": "hello", "token": token, "rank": 0, "world": 1}).encode() + b"\n")
+    line = json.dumps({"type": "prints", "count": 0, "logging": 0, "tail": ["x" * 300]}).encode() + b"\n"
+    try:
+        for _ in range(2000):  # ~700 KiB
+            c.sendall(line)
+    except OSError:
+        pass  # the grader stopped reading and closed
+    c.close()
+    time.sleep(0.3)
+    server.close()
+    assert server.streams[0].truncated and len(server.streams[0].records) < 300
+    assert "stream_bytes" in {e["kind"] for e in server.events}

@@ -68,6 +68,11 @@ def install(channel_dir: str, alarm, *, harness_inode=None, watched_types=()) ->
     proxies = (os.sep + "inspect.py", os.sep + "traceback.py")
     state = {"sent": 0, "counts": {}, "watched": tuple(watched_types)}
     local = threading.local()  # re-entry guard per thread (the hook's own calls are audited too)
+    # Bound now, before student code: replacing ``sys._getframe`` or ``os.path.normpath`` later
+    # (plain module attributes, not audited) must not blind the hook.
+    _getframe, fsdecode, isabs, pjoin, getcwd, normpath, basename = (
+        sys._getframe, os.fsdecode, os.path.isabs, os.path.join, os.getcwd, os.path.normpath, os.path.basename)
+    AF_UNIX = socket.AF_UNIX
     own_pid = os.getpid
 
     def library(filename: str) -> bool:
@@ -81,7 +86,7 @@ def install(channel_dir: str, alarm, *, harness_inode=None, watched_types=()) ->
 
     def caller(skip_ctypes: bool = False, skip_frozen: bool = False):
         """The innermost frame outside this hook (and outside ctypes' / importlib's own code)."""
-        f = sys._getframe(1)
+        f = _getframe(1)
         while f is not None:
             fn = f.f_code.co_filename
             if not (fn == __file__ or (skip_ctypes and ctypes_dir in fn) or (skip_frozen and fn.startswith("<frozen"))):
@@ -111,23 +116,23 @@ def install(channel_dir: str, alarm, *, harness_inode=None, watched_types=()) ->
 
     def in_channel(path) -> bool:
         if isinstance(path, bytes):
-            path = os.fsdecode(path)
+            path = fsdecode(path)
         if not isinstance(path, str) or not path:
             return False
-        if not os.path.isabs(path):
+        if not isabs(path):
             try:
-                path = os.path.join(os.getcwd(), path)
+                path = pjoin(getcwd(), path)
             except OSError:
                 return False
-        path = os.path.normpath(path)
+        path = normpath(path)
         return path == chan_bare or path.startswith(chan)
 
     def proc_fd(path) -> bool:
         if isinstance(path, bytes):
-            path = os.fsdecode(path)
+            path = fsdecode(path)
         if not isinstance(path, str) or not path.startswith("/proc/"):
             return False
-        parts = os.path.normpath(path).split("/")  # ['', 'proc', 'self', 'fd', ...]
+        parts = normpath(path).split("/")  # ['', 'proc', 'self', 'fd', ...]
         return len(parts) >= 4 and parts[3] in ("fd", "fdinfo", "mem") and (
             parts[2] in ("self", "thread-self") or parts[2] == str(own_pid()))
 
@@ -143,7 +148,7 @@ def install(channel_dir: str, alarm, *, harness_inode=None, watched_types=()) ->
             while f is not None and not student(f.f_code.co_filename):
                 f = f.f_back
             if f is not None:
-                where = f"{os.path.basename(f.f_code.co_filename)[:60]}:{f.f_lineno}"
+                where = f"{basename(f.f_code.co_filename)[:60]}:{f.f_lineno}"
         except Exception:
             pass
         alarm({"event": event[:60], "detail": detail[:200], "where": where})
@@ -190,7 +195,7 @@ def install(channel_dir: str, alarm, *, harness_inode=None, watched_types=()) ->
                 report("channel." + event, "the grader's channel socket")
         elif event == "socket.__new__":
             family = args[1] if len(args) > 1 else None
-            if family in (-1, socket.AF_UNIX) and by_student():
+            if family in (-1, AF_UNIX) and by_student():
                 report("socket.fromfd", "a unix socket made by the script (possibly from a raw descriptor)")
         elif event in ("sys.settrace", "sys.setprofile"):
             if by_student():
@@ -198,7 +203,7 @@ def install(channel_dir: str, alarm, *, harness_inode=None, watched_types=()) ->
         elif event == "compile":
             filename = args[1] if len(args) > 1 else None
             if isinstance(filename, bytes):
-                filename = os.fsdecode(filename)
+                filename = fsdecode(filename)
             if isinstance(filename, str) and (harness(filename) or library(filename)) and by_student():
                 report("compile.disguised", "code compiled under a library's or the harness's name")
         elif event == "object.__setattr__":

@@ -17,11 +17,20 @@ forge records through. Defences here (the rest is in ``audit`` and on the grader
 """
 from __future__ import annotations
 
+import _socket
 import hmac
 import json
 import os
-import socket
 import sys
+
+# Bound at import, before student code: the script may replace ``json.dumps`` or methods of
+# ``socket.socket`` (a Python class) to filter what the harness says; ``_socket.socket`` is a
+# built-in type whose methods cannot be replaced.
+_dumps = json.dumps
+_Socket = _socket.socket
+_AF_UNIX, _SOCK_STREAM = _socket.AF_UNIX, _socket.SOCK_STREAM
+_new_mac = hmac.new
+_getframe = sys._getframe
 
 _HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the package and its sitecustomize
 MAX_ALARMS = 16
@@ -56,9 +65,9 @@ def _plain(value):
 def encode(record: dict) -> bytes:
     """One newline-terminated JSON line; never raises on a student's odd values."""
     try:
-        data = json.dumps(record, separators=(",", ":"), default=_plain, allow_nan=True).encode()
+        data = _dumps(record, separators=(",", ":"), default=_plain, allow_nan=True).encode()
     except (ValueError, TypeError, RecursionError):
-        data = json.dumps({"type": record.get("type", "?") if isinstance(record, dict) else "?",
+        data = _dumps({"type": record.get("type", "?") if isinstance(record, dict) else "?",
                            "unencodable": True}).encode()
     return data + b"\n"
 
@@ -66,7 +75,7 @@ def encode(record: dict) -> bytes:
 def _from_harness(depth: int = 2) -> bool:
     """Is the caller ``depth`` frames up harness code (not the student's script)?"""
     try:
-        return sys._getframe(depth).f_code.co_filename.startswith(_HERE)
+        return _getframe(depth).f_code.co_filename.startswith(_HERE)
     except ValueError:
         return False
 
@@ -76,15 +85,15 @@ class Stream:
 
     def __init__(self, path: str, token: str, rank: int):
         self.pid = os.getpid()
-        self.sock: socket.socket | None = None
+        self.sock: _Socket | None = None
         self.count = 0
         self._alarmed: dict[str, int] = {}
         self._path, self._rank = path, rank
-        self._mac = hmac.new(token.encode(), digestmod="sha256")
+        self._mac = _new_mac(token.encode(), digestmod="sha256")
         try:
-            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s = _Socket(_AF_UNIX, _SOCK_STREAM)
             s.connect(path)
-            s.set_inheritable(False)
+            os.set_inheritable(s.fileno(), False)
             self.sock = s
         except OSError:
             return
@@ -154,7 +163,7 @@ class Stream:
 def send_alarm(path: str, token: str, rank: int, event: dict) -> None:
     """A one-record connection whose hello carries the event (the grader records it as tampering)."""
     try:
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s = _Socket(_AF_UNIX, _SOCK_STREAM)
         s.settimeout(2.0)
         s.connect(path)
         s.sendall(encode({"type": "hello", "token": token, "rank": rank, "pid": os.getpid(),
