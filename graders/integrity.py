@@ -29,6 +29,7 @@ MAX_DETAIL = 300
 MAX_STEP_ROWS = 1000  # rows in one "steps" record (the harness flushes every 25)
 MAX_INDEX = 1 << 62
 CLOCK_SLACK_S = 5.0  # the job's monotonic clock is the grader's; allow for start-up skew
+MAX_STEPS_PER_S = 5000  # optimizer steps one rank can take per second of wall time (a tiny CPU model: ~1000)
 
 
 def event(source: str, kind: str, detail: str = "", rank: int | None = None) -> dict[str, Any]:
@@ -177,6 +178,9 @@ def _cross_check(rank: int, records: list[dict], window: tuple[float, float] | N
             events.append(event("crosscheck", "time_window",
                                 f"{outside} step times outside the run's wall-clock window "
                                 f"({window[1] - window[0]:.1f} s)", rank))
+        if rows > (window[1] - window[0] + CLOCK_SLACK_S) * MAX_STEPS_PER_S:
+            events.append(event("crosscheck", "step_rate", f"{rows} steps in {window[1] - window[0]:.1f} s of wall time",
+                                rank))
     fin = next((r for r in records if r["type"] == "finished"), None)
     if fin is not None and counts and fin["steps"] != rows:
         events.append(event("crosscheck", "step_count", f"end marker claims {fin['steps']} steps, {rows} recorded", rank))

@@ -103,9 +103,13 @@ def _kinds(events) -> set[str]:
     return {e["kind"] for e in events}
 
 
-def test_step_times_outside_the_measured_window_are_flagged() -> None:
+def test_step_times_outside_the_measured_window_are_flagged(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "time_window" in _kinds(_validate(_honest(t0=500.0))[1])  # "faster" than the run allowed
     assert "time_window" in _kinds(_validate(_honest(t0=50.0))[1])
+    monkeypatch.setattr(integrity, "MAX_STEPS_PER_S", 100)
+    many = _honest(steps=900, n=8000)  # 900 steps claimed in a 0.1 s run (+5 s slack) at most 100/s
+    assert "step_rate" in _kinds(_validate(many, window=(99.9, 100.0))[1])
+    assert "step_rate" not in _kinds(_validate(many, window=(99.0, 200.0))[1])
 
 
 def test_forged_counters_and_markers_are_flagged() -> None:
