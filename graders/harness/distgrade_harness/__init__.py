@@ -28,6 +28,10 @@ import os
 import signal
 import sys
 
+# Loading this package again in a process whose audit hook is installed (importlib.import_module
+# and reload do not raise CPython's "import" event) is reported by that hook.
+sys.audit("distgrade_harness.load")
+
 DUMP_SIGNAL = signal.SIGUSR1
 _OWNER_ENV = "DISTGRADE_HARNESS_OWNER"
 _dump_files = []  # faulthandler keeps only the fd: keep the file objects alive

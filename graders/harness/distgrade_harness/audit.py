@@ -39,7 +39,7 @@ PATH_EVENTS = frozenset({"open", "os.listdir", "os.scandir", "os.chdir", "os.chm
                          "os.rmdir", "os.utime", "os.chown"})
 WATCHED_PREFIXES = ("gc.", "sys._getframe", "sys._current_frames", "object.__getattr__", "ctypes.", "import",
                     "open", "os.", "shutil.rmtree", "socket.", "sys.settrace", "sys.setprofile", "compile",
-                    "object.__setattr__")
+                    "object.__setattr__", "distgrade_harness.")
 MAX_EVENTS = 32  # sent per process; later ones are only counted
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -66,6 +66,7 @@ def install(channel_dir: str, alarm, *, harness_inode=None, watched_types=()) ->
     here = os.path.join(os.path.dirname(_HERE), "")  # the package and the sitecustomize that starts it
     ctypes_dir = os.sep + "ctypes" + os.sep
     proxies = (os.sep + "inspect.py", os.sep + "traceback.py")
+    socket_py = os.sep + "socket.py"
     state = {"sent": 0, "counts": {}, "watched": tuple(watched_types)}
     local = threading.local()  # re-entry guard per thread (the hook's own calls are audited too)
     # Bound now, before student code: replacing ``sys._getframe`` or ``os.path.normpath`` later
@@ -84,12 +85,13 @@ def install(channel_dir: str, alarm, *, harness_inode=None, watched_types=()) ->
     def student(filename: str) -> bool:
         return not (library(filename) or harness(filename) or filename.startswith("<"))
 
-    def caller(skip_ctypes: bool = False, skip_frozen: bool = False):
-        """The innermost frame outside this hook (and outside ctypes' / importlib's own code)."""
+    def caller(skip_ctypes: bool = False, skip_frozen: bool = False, skip_socket: bool = False):
+        """The innermost frame outside this hook (and outside ctypes' / importlib's / socket's own code)."""
         f = _getframe(1)
         while f is not None:
             fn = f.f_code.co_filename
-            if not (fn == __file__ or (skip_ctypes and ctypes_dir in fn) or (skip_frozen and fn.startswith("<frozen"))):
+            if not (fn == __file__ or (skip_ctypes and ctypes_dir in fn) or (skip_frozen and fn.startswith("<frozen"))
+                    or (skip_socket and fn.endswith(socket_py))):
                 break
             f = f.f_back
         return f
@@ -178,6 +180,8 @@ def install(channel_dir: str, alarm, *, harness_inode=None, watched_types=()) ->
         elif event.startswith("ctypes."):
             if by_student(skip_ctypes=True):
                 report("ctypes", event)
+        elif event == "distgrade_harness.load":
+            report("import", "the grader's harness loaded again")
         elif event == "import":
             name = args[0] if args else ""
             if (isinstance(name, str) and (name == "sitecustomize" or name.split(".")[0] == "distgrade_harness")
@@ -195,7 +199,7 @@ def install(channel_dir: str, alarm, *, harness_inode=None, watched_types=()) ->
                 report("channel." + event, "the grader's channel socket")
         elif event == "socket.__new__":
             family = args[1] if len(args) > 1 else None
-            if family in (-1, AF_UNIX) and by_student():
+            if family in (-1, AF_UNIX) and by_student(skip_socket=True):
                 report("socket.fromfd", "a unix socket made by the script (possibly from a raw descriptor)")
         elif event in ("sys.settrace", "sys.setprofile"):
             if by_student():
