@@ -400,6 +400,8 @@ def validate(server: ChannelServer, nproc: int, window: tuple[float, float]) -> 
     events = list(server.events)
     for rank, stream in sorted(server.streams.items()):
         events += integrity.check_hello(rank, server.hellos.get(rank, {}), nproc)
+        if not any(isinstance(r, dict) and r.get("type") == "audit" for r in stream.records[:8]):
+            events.append(integrity.event("grader", "audit_missing", "the rank's audit hook did not report in", rank))
         for rec in stream.records:
             if isinstance(rec, dict) and rec.get("type") == "integrity":
                 events.append(integrity.harness_event(rank, rec))

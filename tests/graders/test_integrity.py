@@ -73,6 +73,7 @@ def test_static_scan_ignores(code: str) -> None:
 
 def _honest(rank: int = 0, t0: float = 100.0, steps: int = 10, n: int = 80) -> list[dict]:
     return [
+        {"type": "audit", "installed": True},
         {"type": "ddp", "batchnorm": 0, "syncbatchnorm": 2, "parameters": 10, "device": "cpu"},
         {"type": "optimizer", "class": "SGD", "lr": [0.1]},
         {"type": "epoch", "loader": 7, "epoch": 0, "kind": "map", "complete": True, "batches": steps,
@@ -114,10 +115,10 @@ def test_step_times_outside_the_measured_window_are_flagged(monkeypatch: pytest.
 
 def test_forged_counters_and_markers_are_flagged() -> None:
     recs = _honest()
-    recs[3]["t"] = list(reversed(recs[3]["t"]))
+    recs[4]["t"] = list(reversed(recs[4]["t"]))
     assert "time_order" in _kinds(_validate(recs)[1])
     recs = _honest()
-    recs[3]["samples"][-1] = 10 ** 6  # a throughput no DataLoader delivered
+    recs[4]["samples"][-1] = 10 ** 6  # a throughput no DataLoader delivered
     assert "samples" in _kinds(_validate(recs)[1])
     recs = _honest()
     recs.append(dict(recs[-1]))
@@ -129,7 +130,7 @@ def test_forged_counters_and_markers_are_flagged() -> None:
     assert "no_seal" in _kinds(_validate(_honest(), sealed=None)[1])
     assert "after_seal" in _kinds(_validate(_honest(), after_seal=2)[1])
     recs = _honest()
-    recs.insert(3, dict(recs[2]))  # the same epoch twice
+    recs.insert(4, dict(recs[3]))  # the same epoch twice
     assert "epoch_order" in _kinds(_validate(recs)[1])
 
 
@@ -137,14 +138,14 @@ def test_forged_counters_and_markers_are_flagged() -> None:
                                          ("backwards", [True] * 10), ("t", [0.0] * 5000)])
 def test_records_out_of_schema_are_dropped_and_flagged(field: str, value) -> None:
     recs = _honest()
-    recs[3][field] = value
+    recs[4][field] = value
     good, events = _validate(recs)
     assert "schema" in _kinds(events) and not any(r["type"] == "steps" for r in good)
 
 
 def test_odd_student_values_are_data_not_events() -> None:
     recs = _honest()
-    recs[1]["lr"] = ["warmup-cosine" * 100, None, 0.5]
+    recs[2]["lr"] = ["warmup-cosine" * 100, None, 0.5]
     recs.insert(0, {"type": "epoch", "oversize": 10 ** 9})  # the harness could not send it whole
     recs.insert(0, {"type": "fsdp_mem", "peak": 1})  # a type this grader does not know: passed on
     good, events = _validate(recs)
@@ -240,9 +241,15 @@ def test_a_valid_stream_is_read_sealed_and_validated(server: ChannelServer) -> N
 
 def test_records_written_behind_the_harness_break_the_seal(server: ChannelServer) -> None:
     recs = _honest(t0=time.monotonic())
-    _send_stream(server, recs[:2], inject=recs[2:])  # even with the count made to match
+    _send_stream(server, recs[:3], inject=recs[3:])  # even with the count made to match
     events = torchrun.validate(server, 2, (time.monotonic() - 10, time.monotonic()))
     assert "seal_mac" in _kinds(events)
+
+
+def test_a_stream_without_the_audit_hook_is_not_trusted(server: ChannelServer) -> None:
+    recs = [r for r in _honest(t0=time.monotonic()) if r["type"] != "audit"]
+    _send_stream(server, recs)
+    assert "audit_missing" in _kinds(torchrun.validate(server, 2, (time.monotonic() - 10, time.monotonic())))
 
 
 def test_a_seal_made_without_the_token_is_flagged(server: ChannelServer) -> None:
@@ -315,7 +322,7 @@ def _fake_run(dataset_len: int = 80) -> TorchrunRun:
     for r in range(2):
         s = RankStream(r)
         s.records = [rec for rec in _honest(rank=r, n=80) if rec["type"] != "optimizer"]
-        s.records[1]["dataset_len"] = dataset_len
+        s.records[2]["dataset_len"] = dataset_len
         ranks[r] = s
     return TorchrunRun(nproc=2, result=SandboxResult(returncode=0, timed_out=False, wall_s=1.0), ranks=ranks,
                        stacks={}, logs={}, tampering=[])

@@ -83,6 +83,7 @@ def _install_rank(channel_dir: str, rank: int) -> None:
     stream = channel.Stream(os.path.join(channel_dir, "sock"), token, rank)
     del token
     watch = audit.install(channel_dir, stream.alarm)  # before torch: its import is audited too
+    stream.send({"type": "audit", "installed": True})  # the grader requires it: no hook, no trust
     compat.install(stream)
     from distgrade_harness import hooks  # imports torch
 

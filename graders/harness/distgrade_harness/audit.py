@@ -54,11 +54,11 @@ def _library_roots() -> tuple[str, ...]:
     return tuple(sorted(os.path.join(r, "") for r in roots if r))
 
 
-def install(channel_dir: str, alarm, *, harness_inode=None, watched_types=()) -> None:
+def install(channel_dir: str, alarm, *, watched_types=()):
     """Install the hook; ``alarm(event_dict)`` is how events leave the process.
 
-    ``harness_inode`` is a callable giving the stream's socket inode (or None);
-    ``watched_types`` are classes whose attributes the harness patched.
+    ``watched_types`` are classes whose attributes the harness patched; returns ``watch(*types)``
+    to add more once they are imported.
     """
     chan = os.path.join(os.path.abspath(channel_dir), "")
     chan_bare = chan.rstrip(os.sep)

@@ -101,13 +101,6 @@ class Stream:
                      "world": int(os.environ.get("WORLD_SIZE", "1")),
                      "local_rank": int(os.environ.get("LOCAL_RANK", "0"))}, sealed=False)
 
-    def inode(self) -> int | None:
-        """The socket's inode, so the audit hook can tell a student's wrapper of this fd."""
-        try:
-            return os.fstat(self.sock.fileno()).st_ino if self.sock is not None else None
-        except OSError:
-            return None
-
     def send(self, record: dict) -> None:
         """Send one record; only the rank's own process may (forked workers share the socket)."""
         if not _from_harness():
