@@ -39,7 +39,7 @@ PATH_EVENTS = frozenset({"open", "os.listdir", "os.scandir", "os.chdir", "os.chm
                          "os.rmdir", "os.utime", "os.chown"})
 WATCHED_PREFIXES = ("gc.", "sys._getframe", "sys._current_frames", "object.__getattr__", "ctypes.", "import",
                     "open", "os.", "shutil.rmtree", "socket.", "sys.settrace", "sys.setprofile", "compile",
-                    "object.__setattr__", "distgrade_harness.")
+                    "object.__setattr__", "distgrade_harness.", "code.__new__")
 MAX_EVENTS = 32  # sent per process; later ones are only counted
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -204,7 +204,7 @@ def install(channel_dir: str, alarm, *, watched_types=()):
         elif event in ("sys.settrace", "sys.setprofile"):
             if by_student():
                 report(event, "a trace/profile function installed by the script")
-        elif event == "compile":
+        elif event in ("compile", "code.__new__"):  # code.replace(co_filename=...) is code.__new__
             filename = args[1] if len(args) > 1 else None
             if isinstance(filename, bytes):
                 filename = fsdecode(filename)
