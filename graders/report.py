@@ -245,12 +245,15 @@ def capped(d: dict[str, Any], limit: int = MAX_REPORT_BYTES) -> dict[str, Any]:
             checks.append(c)
         d["checks"] = checks
         cut.append("evidence")
-    for key, share in (("plots", limit // 8), ("sandbox", 8192), ("timings", 4096), ("integrity", limit // 8),
-                       ("staff_traceback", limit // 8)):
+    for key, share in (("plots", limit // 8), ("sandbox", 8192), ("timings", 4096), ("staff_traceback", limit // 8),
+                       ("integrity", 0)):
         if _json_size(d) <= limit:
             break
         if key == "staff_traceback" and isinstance(d.get(key), str):
             d[key] = d[key][-share:]
+        elif key == "integrity" and isinstance(d.get(key), dict):  # keep the computed grade, cut the event list
+            events = d[key].get("events") or []
+            d[key] = {**d[key], "events": events[:16], "events_cut": len(events)}
         elif d.get(key):
             d[key] = _cut(d[key], share)
         cut.append(key)

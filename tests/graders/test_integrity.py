@@ -286,6 +286,11 @@ def test_the_report_is_capped_at_256_kib() -> None:
     assert len(out.encode()) <= 256 * 1024
     d = json.loads(out)
     assert d["score"] == 10.0 and "logs" in d["truncated"] and d["checks"][0]["id"] == "a"
+    r.staff_traceback = "t" * 300_000
+    r.mark_for_review([integrity.event("records", "schema", "z" * 300)] * 80)
+    d = json.loads(r.to_json())
+    assert len(json.dumps(d, ensure_ascii=False).encode()) <= 256 * 1024
+    assert d["integrity"]["computed_score"] == 10.0 and d["integrity"]["events"]  # what the review needs stays
 
 
 # -- check isolation ---------------------------------------------------------------------------------
