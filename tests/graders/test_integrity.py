@@ -357,3 +357,25 @@ def test_a_stream_over_its_byte_cap_is_cut_and_flagged(tmp_path: Path, monkeypat
     server.close()
     assert server.streams[0].truncated and len(server.streams[0].records) < 300
     assert "stream_bytes" in {e["kind"] for e in server.events}
+
+
+def test_finalize_applies_job_events_and_the_static_scan(tmp_path: Path) -> None:
+    clean = tmp_path / "clean.py"
+    clean.write_text("import torch\nprint('hi')\n")
+    r = _report()
+    r.checks[0].evidence = {checks_runner.STAFF_KEY: "Traceback: boom"}
+    integrity.finalize(r, tmp_path, [clean])
+    assert r.status == ReportStatus.GRADED and r.score == 10.0 and r.staff_traceback.endswith("Traceback: boom")
+    assert checks_runner.STAFF_KEY not in r.checks[0].evidence
+
+    integrity.append_events(tmp_path, [integrity.event("channel", "refused", "9 connection(s) over the limit")], "n2")
+    r = _report()
+    integrity.finalize(r, tmp_path, [clean])
+    assert r.status == ReportStatus.NEEDS_REVIEW and r.integrity["events"][0]["run"] == "n2"
+
+    sneaky = tmp_path / "sneaky" / "train.py"
+    sneaky.parent.mkdir()
+    sneaky.write_text("import gc\n")
+    r = _report()
+    integrity.finalize(r, sneaky.parent, [sneaky])
+    assert r.status == ReportStatus.NEEDS_REVIEW and r.score == 0.0 and r.integrity["computed_score"] == 10.0
