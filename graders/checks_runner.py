@@ -47,6 +47,19 @@ class _Isolated:
         return call
 
 
+def run_check(fn, *args, finding_cls=None, **kwargs):
+    """``fn(*args, **kwargs)``, or an ``error`` finding (traceback for staff) if it raises.
+
+    For a grader that calls registered check functions itself (``CHECKS[check_id](ctx)``).
+    """
+    try:
+        return fn(*args, **kwargs)
+    except Exception:
+        if finding_cls is None:
+            from graders.checks.ddp import Finding as finding_cls
+        return finding_cls(CheckStatus.ERROR, "error", {}, {STAFF_KEY: _tb(), "function": getattr(fn, "__name__", "?")})
+
+
 def isolated(module: types.ModuleType) -> Any:
     """``module`` with each function call isolated (see the module docstring)."""
     return _Isolated(module)

@@ -308,6 +308,14 @@ def test_one_check_raising_is_that_checks_error_and_staff_get_the_traceback() ->
     assert "Traceback" in report.staff_traceback and checks_runner.STAFF_KEY not in report.checks[0].evidence
 
 
+def test_run_check_isolates_a_registered_check() -> None:
+    def boom(ctx):
+        raise KeyError("lr")
+    f = checks_runner.run_check(boom, None)
+    assert f.status == CheckStatus.ERROR and "KeyError" in f.evidence[checks_runner.STAFF_KEY]
+    assert checks_runner.run_check(lambda ctx: 7, None) == 7
+
+
 def test_a_renderer_crash_on_student_values_is_isolated() -> None:
     ccfg = {"title": text("t", "t"), "points": 0, "messages": {"info": {"zh": "{lr1:g}", "en": "{lr1:g}"}}}
     from graders.ddp_speedup import _result
