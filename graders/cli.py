@@ -15,7 +15,7 @@ import os
 import sys
 import traceback
 
-from graders import assignments, sandbox, workspace
+from graders import assignments, integrity, sandbox, workspace
 from graders.exceptions import AssignmentNotFound, SandboxSetupError, SubmissionRejected
 from graders.report import GradeReport, ReportStatus
 
@@ -33,6 +33,7 @@ def grade(assignment_id: str, path: str, mode: str, submission_id: str | None = 
             files = workspace.stage_submission(assignment, path, job)
             report = assignment.grader_function()(assignment=assignment, job=job,
                                                   files=files, mode=mode)
+            report = integrity.finalize(report, job, files)  # tamper evidence -> needs_review
     except (SubmissionRejected, SandboxSetupError):
         raise
     except Exception:  # a grader bug: staff see the traceback, the student loses nothing

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from graders import calibration, cifar, gpu_slots, torchrun
+from graders import calibration, checks_runner, cifar, gpu_slots, torchrun
 from graders.assignments import Assignment
 from graders.checks import ddp
 from graders.checks.registry import Context
@@ -85,7 +85,7 @@ def grade(assignment: Assignment, job: Path, files: list[Path], mode: str = "cpu
     findings = _findings(cfg, run1, run_n, epochs, skip_reason, mode, ref)
     for check_id in cfg["checks"]:  # every check of assignment.json, so the report is out of its total
         finding = findings.get(check_id) or ddp.Finding(CheckStatus.ERROR, "error")
-        report.add(render(cfg["checks"][check_id], check_id, finding))
+        report.add(checks_runner.render(render, cfg["checks"][check_id], check_id, finding))  # isolated
     report.plots = _plots(run1, run_n, findings.get("speedup"))
     report.logs = {f"n{r.nproc}.{k}": v for r in (run1, run_n) if r for k, v in r.logs.items() if v}
     report.timings = {"total_s": round(time.monotonic() - started, 2), "epochs": epochs,
@@ -179,7 +179,8 @@ def _findings(cfg, run1, run_n, epochs, skip_reason, mode, ref=None) -> dict[str
     out: dict[str, ddp.Finding] = {}
     for check_id in cfg["checks"]:
         needed = run1 if check_id == "run.single" else run_n
-        out[check_id] = ddp.CHECKS[check_id](ctx) if needed is not None else skipped
+        out[check_id] = (checks_runner.run_check(ddp.CHECKS[check_id], ctx, finding_cls=ddp.Finding)  # isolated
+                         if needed is not None else skipped)
     return out
 
 
@@ -218,7 +219,6 @@ def _speedup(cfg, run1, run_n, ref, mode: str = "cpu") -> ddp.Finding:
     return ddp.Finding(status, key, params, ev, fraction)
 
 
-_result = render  # the one renderer (graders.checks.render); kept under its old name for callers
 
 
 def _plots(run1, run_n, speed: ddp.Finding | None) -> dict[str, Any]:

@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from graders import gpu_slots, memory_calc, torchrun
+from graders import checks_runner, gpu_slots, memory_calc, torchrun
 from graders.assignments import Assignment
-from graders.checks import fsdp
+from graders.checks import fsdp as fsdp_checks
 from graders.checks.ddp import Finding, loss_series
 from graders.checks.render import render as result_of  # one Finding -> CheckResult rendering for all graders
 from graders.progress import report_progress
@@ -106,7 +106,7 @@ def grade(assignment: Assignment, job: Path, files: list[Path], mode: str = "cpu
     findings = _findings(cfg, run, base, nproc, capacity, card, est, mode, plan["reason"])
     for check_id in cfg["checks"]:  # every check of assignment.json: the report is out of its total
         finding = findings.get(check_id) or Finding(CheckStatus.ERROR, "error")
-        report.add(result_of(cfg["checks"][check_id], check_id, finding))
+        report.add(checks_runner.render(result_of, cfg["checks"][check_id], check_id, finding))  # isolated
     report.plots = {"memory": memory_plot(cfg, run, base, capacity, size, size_params, nproc, est),
                     "loss": {f"rank{r}": loss_series(run, r) for r in sorted(run.ranks)} if run else {}}
     runs = [r for r in (run, base) if r]
@@ -138,6 +138,7 @@ def _findings(cfg, run, base, nproc, capacity, card, est, mode, reason) -> dict[
         skipped = Finding(CheckStatus.SKIP, "host", {"reason": reason or ""})
         return {cid: skipped for cid in CHECKS}
     ccfg = cfg["checks"]
+    fsdp = checks_runner.isolated(fsdp_checks)  # one check's exception is that check's error
     out = {"run.distributed": fsdp.check_run(run, card),
            "fsdp.sharded": fsdp.check_sharded(run, nproc, est),
            "fsdp.wrap_units": fsdp.check_wrap_units(run, float(ccfg["fsdp.wrap_units"]["max_unit_fraction"])),
@@ -155,7 +156,7 @@ def memory_plot(cfg, run, base, capacity, size, size_params, nproc, est) -> dict
     """Data for the report's memory bar chart: measured per rank, the 1-rank run, the analytic stages."""
     def bars(r):
         return [{"rank": k, **{f: v[f] for f in ("params", "grads", "optimizer", "other", "peak", "step")}}
-                for k, v in fsdp.peaks(r).items()] if r else []
+                for k, v in fsdp_checks.peaks(r).items()] if r else []
     labels = cfg["estimate_labels"]
     ref = cfg["card"]
     return {

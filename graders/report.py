@@ -28,6 +28,15 @@ class ReportStatus(str, Enum):
 
     GRADED = "graded"
     ERROR = "error"
+    NEEDS_REVIEW = "needs_review"  # integrity events: 0 points until an instructor accepts or rejects
+
+
+MAX_REPORT_BYTES = 256 * 1024  # the stored report; logs and evidence are cut to fit
+REVIEW_SUMMARY = {
+    "zh": "本次提交需要助教复核，复核前计 0 分。复核后会在此显示结果；如有疑问请联系助教。",
+    "en": "This submission needs a review by the teaching staff and counts 0 points until then. "
+          "The outcome will show here; ask the staff if you have questions.",
+}
 
 
 Text = dict[str, str]  # {"zh": "...", "en": "..."}
@@ -85,10 +94,18 @@ class GradeReport:
     plots: dict[str, Any] = field(default_factory=dict)  # data series for the report page
     summary: Text = field(default_factory=lambda: text("", ""))
     staff_traceback: str | None = None  # only shown to instructors
+    # staff only: {"events": [...], "computed_score": x, "computed_summary": {...}}; see graders.integrity
+    integrity: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def computed_score(self) -> float:
+        """The sum of the checks' points, whatever the integrity status."""
+        return round(sum(c.points for c in self.checks), 4)
 
     @property
     def score(self) -> float:
-        return round(sum(c.points for c in self.checks), 4)
+        """What counts: 0 while the grading awaits an integrity review."""
+        return 0.0 if self.status == ReportStatus.NEEDS_REVIEW else self.computed_score
 
     @property
     def max_score(self) -> float:
@@ -117,10 +134,23 @@ class GradeReport:
             "plots": self.plots,
             "summary": self.summary,
             "staff_traceback": self.staff_traceback,
+            "integrity": self.integrity,
         }
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), ensure_ascii=False, sort_keys=True)
+        """The report as one JSON line of at most ``MAX_REPORT_BYTES`` (see ``capped``)."""
+        return json.dumps(capped(self.to_dict()), ensure_ascii=False, sort_keys=True)
+
+    def mark_for_review(self, events: list[dict[str, Any]]) -> None:
+        """Integrity events: status ``needs_review`` and 0 points; the computed grade is kept for staff."""
+        if self.status == ReportStatus.ERROR:
+            return  # a grader crash is not counted anyway; staff see the traceback
+        if self.status != ReportStatus.NEEDS_REVIEW:
+            self.integrity = {"events": [], "computed_score": self.computed_score,
+                              "computed_summary": dict(self.summary)}
+        self.integrity["events"] = (self.integrity.get("events", []) + list(events))[:80]
+        self.status = ReportStatus.NEEDS_REVIEW
+        self.summary = dict(REVIEW_SUMMARY)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "GradeReport":
@@ -136,6 +166,7 @@ class GradeReport:
             plots=d.get("plots") or {},
             summary=d.get("summary") or text("", ""),
             staff_traceback=d.get("staff_traceback"),
+            integrity=d.get("integrity") or {},
         )
 
     @classmethod
@@ -173,3 +204,62 @@ class GradeReport:
         if self.status == ReportStatus.ERROR:
             out["output"] = self.summary.get(lang, "")
         return out
+
+
+def _json_size(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False, sort_keys=True).encode())
+
+
+def _cut(value: Any, limit: int) -> Any:
+    """``value`` rendered in at most about ``limit`` bytes of JSON (a note says it was cut)."""
+    if _json_size(value) <= limit:
+        return value
+    s = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return {"truncated": True, "bytes": len(s.encode()), "head": s[:max(0, limit // 4)]}
+
+
+def capped(d: dict[str, Any], limit: int = MAX_REPORT_BYTES) -> dict[str, Any]:
+    """The report dict within ``limit`` bytes: logs, then evidence, then plots, then texts are cut.
+
+    Student output reaches the report through logs and evidence; whatever they hold, the stored
+    report stays small, and ``truncated`` lists what was shortened.
+    """
+    if _json_size(d) <= limit:
+        return d
+    d = dict(d)
+    cut: list[str] = []
+    logs = dict(d.get("logs") or {})
+    if logs:
+        share = max(1024, limit // 8 // len(logs))
+        d["logs"] = {k: (v[-share:] if isinstance(v, str) else "") for k, v in list(logs.items())[:16]}
+        cut.append("logs")
+    if _json_size(d) > limit:
+        checks = []
+        share = max(2048, limit // 4 // max(1, len(d.get("checks") or [])))
+        for c in d.get("checks") or []:
+            c = dict(c)
+            c["evidence"] = _cut(c.get("evidence") or {}, share)
+            for k in ("message", "hint", "title"):
+                if isinstance(c.get(k), dict):
+                    c[k] = {lang: str(t)[:2000] for lang, t in c[k].items()}
+            checks.append(c)
+        d["checks"] = checks
+        cut.append("evidence")
+    for key, share in (("plots", limit // 8), ("sandbox", 8192), ("timings", 4096), ("staff_traceback", limit // 8),
+                       ("integrity", 0)):
+        if _json_size(d) <= limit:
+            break
+        if key == "staff_traceback" and isinstance(d.get(key), str):
+            d[key] = d[key][-share:]
+        elif key == "integrity" and isinstance(d.get(key), dict):  # keep the computed grade, cut the event list
+            events = d[key].get("events") or []
+            d[key] = {**d[key], "events": events[:16], "events_cut": len(events)}
+        elif d.get(key):
+            d[key] = _cut(d[key], share)
+        cut.append(key)
+    if _json_size(d) > limit:  # pathological: keep only the scored skeleton
+        d["logs"], d["plots"] = {}, {}
+        d["checks"] = [{**c, "evidence": {}} for c in d.get("checks") or []][:200]
+        cut.append("all")
+    d["truncated"] = cut
+    return d

@@ -9,6 +9,7 @@ prints or writes in its working directory is read as a result.
 from __future__ import annotations
 
 import dataclasses
+import hmac
 import json
 import os
 import re
@@ -17,15 +18,22 @@ import signal
 import socket
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from graders import sandbox, untrusted
+from graders import integrity, sandbox, untrusted
 from graders.progress import report_progress
 
 HARNESS_DIR = Path(__file__).resolve().parent / "harness"
-MAX_STREAM_BYTES = 64 * 1024 * 1024  # per rank; real records are far smaller
+MAX_STREAM_BYTES = 16 * 1024 * 1024  # per rank; an honest 12-epoch CIFAR run sends under 5 MiB
+MAX_TOTAL_BYTES = 40 * 1024 * 1024  # all streams of one run together (parsed, JSON grows ~8x)
+MAX_RECORD_BYTES = 9 * 1024 * 1024  # one line (the harness sends at most 8 MiB)
+MAX_RECORDS = 200_000  # per stream
+EXTRA_CONNECTIONS = 4  # beyond one per rank: a harness's alarm connections; more is a flood
+HELLO_BYTES = 4096
+HELLO_SECONDS = 5.0
 LOG_TAIL = 4000
 PROGRESS_EVERY_S = 2.0
 PROGRESS_TAIL = 1500
@@ -45,6 +53,13 @@ class RankStream:
     rank: int
     records: list[dict[str, Any]] = field(default_factory=list)
     truncated: bool = False
+    lines: int = 0  # records received between hello and seal
+    unparsed: int = 0
+    oversize: int = 0
+    sealed: int | None = None  # the count in the harness's seal; None: no seal arrived
+    after_seal: int = 0
+    mac: Any = field(default=None, repr=False)  # HMAC (keyed by the rank's token) of every line received
+    seal_ok: bool | None = None  # the seal's MAC matched what arrived
 
     def of(self, kind: str) -> list[dict[str, Any]]:
         return [r for r in self.records if r.get("type") == kind]
@@ -72,6 +87,7 @@ class TorchrunRun:
     logs: dict[str, str]
     tampering: list[str]
     scan_logs: dict[str, str] = field(default_factory=dict)  # longer tails for checks; never in the report
+    integrity: list[dict[str, Any]] = field(default_factory=list)  # events; see graders.integrity
 
     @property
     def all_finished(self) -> bool:
@@ -92,10 +108,19 @@ def failed_ranks(launcher_stderr: str) -> dict[int, int]:
 
 
 class ChannelServer:
-    """Accepts one authenticated stream per rank on ``<dir>/sock``."""
+    """Accepts one authenticated stream per rank on ``<dir>/sock``, within fixed bounds.
+
+    At most ``nproc + EXTRA_CONNECTIONS`` connections are ever read; each must send a valid
+    hello within ``HELLO_BYTES`` and ``HELLO_SECONDS``; a stream holds at most
+    ``MAX_STREAM_BYTES`` and ``MAX_RECORDS``, all streams together ``MAX_TOTAL_BYTES``.
+    Everything else is counted, never stored: an unknown token is quoted only as a short
+    escaped prefix. Connections beyond a rank's own stream are integrity events (``events``);
+    ``tampering`` keeps a few neutral sentences for the run check's message.
+    """
 
     def __init__(self, directory: Path, nproc: int):
         self.dir = directory
+        self.nproc = nproc
         directory.mkdir(parents=True)
         # Ranks (another uid) may create stack files but not list the folder; the sticky bit stops
         # them from deleting or replacing the grader's socket with one of their own.
@@ -109,7 +134,13 @@ class ChannelServer:
                 os.chown(p, sandbox.SANDBOX_UID, sandbox.SANDBOX_GID)
         self.used: set[str] = set()
         self.streams: dict[int, RankStream] = {}
+        self.hellos: dict[int, dict[str, Any]] = {}
         self.tampering: list[str] = []
+        self.events: list[dict[str, Any]] = []
+        self.counts: dict[str, int] = {}  # unknown_token, second_stream, no_hello, refused, oversize ...
+        self.first_unknown: str | None = None
+        self.total_bytes = 0
+        self.accepted = 0
         self.lock = threading.Lock()
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.bind(str(directory / "sock"))
@@ -119,64 +150,173 @@ class ChannelServer:
         self.acceptor = threading.Thread(target=self._accept, daemon=True)
         self.acceptor.start()
 
+    def _count(self, what: str, n: int = 1) -> None:
+        with self.lock:
+            self.counts[what] = self.counts.get(what, 0) + n
+
     def _accept(self) -> None:
         while True:
             try:
                 conn, _ = self.sock.accept()
             except OSError:
                 return
+            self.accepted += 1
+            if self.accepted > self.nproc + EXTRA_CONNECTIONS:
+                self._count("refused")
+                conn.close()
+                continue
             t = threading.Thread(target=self._read, args=(conn,), daemon=True)
             t.start()
             self.threads.append(t)
 
     def _read(self, conn: socket.socket) -> None:
-        stream: RankStream | None = None
-        buf, total = b"", 0
         with conn:
-            while True:
-                try:
-                    chunk = conn.recv(1 << 16)
-                except OSError:
-                    break
-                if not chunk:
-                    break
-                total += len(chunk)
-                if total > MAX_STREAM_BYTES:
-                    if stream is not None:
-                        stream.truncated = True
-                    break
-                buf += chunk
-                *lines, buf = buf.split(b"\n")
-                for line in lines:
-                    try:
-                        record = json.loads(line)
-                    except ValueError:
-                        continue
-                    if stream is None:
-                        stream = self._hello(record)
-                        if stream is None:
-                            return
-                    elif isinstance(record, dict):
-                        stream.records.append(record)
+            first = self._read_hello(conn)
+            if first is None:
+                return
+            hello, buf = first
+            stream = self._hello(hello)
+            if stream is None:
+                return
+            conn.settimeout(None)
+            self._read_records(conn, stream, buf)
+
+    def _read_hello(self, conn: socket.socket) -> tuple[Any, bytes] | None:
+        """The first line (at most ``HELLO_BYTES``, within ``HELLO_SECONDS``) parsed, plus what followed."""
+        deadline = time.monotonic() + HELLO_SECONDS
+        buf = b""
+        while b"\n" not in buf:
+            left = deadline - time.monotonic()
+            if left <= 0 or len(buf) > HELLO_BYTES:
+                self._count("no_hello")
+                return None
+            conn.settimeout(left)
+            try:
+                chunk = conn.recv(HELLO_BYTES + 1 - len(buf))
+            except OSError:
+                chunk = b""
+            if not chunk:
+                if buf:
+                    self._count("no_hello")
+                else:
+                    self._count("empty")
+                return None
+            buf += chunk
+        line, _, rest = buf.partition(b"\n")
+        if len(line) > HELLO_BYTES:
+            self._count("no_hello")
+            return None
+        try:
+            return json.loads(line), rest
+        except ValueError:
+            self._count("no_hello")
+            return None
+
+    def _read_records(self, conn: socket.socket, stream: RankStream, buf: bytes) -> None:
+        total = len(buf)
+        while True:
+            *lines, buf = buf.split(b"\n")
+            for line in lines:
+                self._take(stream, line)
+            if len(buf) > MAX_RECORD_BYTES:
+                stream.oversize += 1
+                self._count("oversize")
+                stream.truncated = True
+                return
+            if stream.truncated:
+                return
+            try:
+                chunk = conn.recv(1 << 16)
+            except OSError:
+                return
+            if not chunk:
+                return
+            total += len(chunk)
+            with self.lock:
+                self.total_bytes += len(chunk)
+                over_total = self.total_bytes > MAX_TOTAL_BYTES
+            if total > MAX_STREAM_BYTES or over_total:
+                stream.truncated = True
+                self._count("stream_bytes")
+                return
+            buf += chunk
+
+    def _take(self, stream: RankStream, line: bytes) -> None:
+        if not line.strip():
+            return
+        if stream.sealed is not None:
+            stream.after_seal += 1
+            return
+        try:
+            record = json.loads(line)
+        except (ValueError, RecursionError):
+            record = None
+        if isinstance(record, dict) and record.get("type") == "seal":
+            count = record.get("records")
+            stream.sealed = count if isinstance(count, int) and not isinstance(count, bool) else -1
+            mac = record.get("mac")
+            stream.seal_ok = (isinstance(mac, str) and stream.mac is not None
+                              and hmac.compare_digest(mac, stream.mac.hexdigest()))
+            return
+        if stream.mac is not None:
+            stream.mac.update(line + b"\n")
+        stream.lines += 1
+        if record is None:
+            stream.unparsed += 1
+            return
+        if len(stream.records) >= MAX_RECORDS:
+            stream.truncated = True
+            return
+        stream.records.append(record)
 
     def _hello(self, record: Any) -> RankStream | None:
-        token = record.get("token") if isinstance(record, dict) else None
+        if not isinstance(record, dict):
+            self._count("no_hello")
+            return None
+        token = record.get("token")
+        alarm = record.get("integrity")
         with self.lock:
-            if record.get("type") != "hello" or token not in self.tokens:
-                self.tampering.append(f"a stream with an unknown token (claimed rank {record.get('rank')})")
+            rank = self.tokens.get(token) if isinstance(token, str) else None
+            if alarm is not None and len(self.events) < integrity.MAX_EVENTS:  # a harness's alarm connection
+                claimed = rank if rank is not None else record.get("rank")
+                self.events.append(integrity.harness_event(claimed if isinstance(claimed, int) else None, alarm))
+            if record.get("type") != "hello" or rank is None:
+                self.counts["unknown_token"] = self.counts.get("unknown_token", 0) + 1
+                if self.first_unknown is None:
+                    self.first_unknown = integrity.safe_text(token, 24)
                 return None
-            rank = self.tokens[token]
             if token in self.used:
-                self.tampering.append(f"a second stream for rank {rank}")
+                self.counts["second_stream"] = self.counts.get("second_stream", 0) + 1
                 return None
             self.used.add(token)
-            stream = self.streams[rank] = RankStream(rank)
+            self.hellos[rank] = record
+            stream = self.streams[rank] = RankStream(rank, mac=hmac.new(token.encode(), digestmod="sha256"))
             return stream
 
     def close(self) -> None:
         self.sock.close()
         for t in self.threads:
             t.join(timeout=2.0)
+        self._summarise()
+
+    def _summarise(self) -> None:
+        """Turn the counters into tampering sentences (short, no student text) and integrity events."""
+        c = self.counts
+        texts = {
+            "unknown_token": (f"{c.get('unknown_token', 0)} stream(s) with an unknown token"
+                              + (f" (first: '{self.first_unknown}')" if self.first_unknown else "")),
+            "second_stream": f"{c.get('second_stream', 0)} extra stream(s) for a rank",
+            "no_hello": f"{c.get('no_hello', 0)} connection(s) without a valid hello",
+            "refused": f"{c.get('refused', 0)} connection(s) over the limit of {self.nproc + EXTRA_CONNECTIONS}",
+            "oversize": f"{c.get('oversize', 0)} record(s) over {MAX_RECORD_BYTES} bytes",
+            "stream_bytes": f"{c.get('stream_bytes', 0)} stream(s) over the size limit",
+        }
+        for key, sentence in texts.items():
+            if c.get(key):
+                self.tampering.append(sentence)
+                self.events.append(integrity.event("channel", key, sentence))
+        if c.get("empty", 0) > EXTRA_CONNECTIONS:  # a few empty connections: a probe; many: a flood
+            self.events.append(integrity.event("channel", "empty", f"{c['empty']} empty connection(s)"))
 
 
 def rank_env(*, channel: Path, mode: str, synthetic: bool) -> dict[str, str]:
@@ -243,6 +383,7 @@ def run(script: Path, nproc: int, *, root: Path, data_dir: Path, epochs: int, li
     env = {**rank_env(channel=server.dir, mode=mode, synthetic=synthetic),
            **(extra_env or {}), "HOME": str(work), "TMPDIR": str(work)}
     relay = _ProgressRelay(progress, logs, nproc) if progress else None
+    window_start = time.monotonic()
     try:
         result = sandbox.run(argv, workdir=work, limits=limits, env=env,
                              ro_binds=[(str(HARNESS_DIR), str(HARNESS_DIR)), (str(data_dir), str(data_dir)),
@@ -250,13 +391,40 @@ def run(script: Path, nproc: int, *, root: Path, data_dir: Path, epochs: int, li
                              rw_binds=[(str(server.dir), str(server.dir)), (str(logs), str(logs))],
                              gpus=gpus if mode == "gpu" else None)
     finally:
+        window_end = time.monotonic()
         server.close()
         if relay:
             relay.stop()
+    events = validate(server, nproc, (window_start, window_end))
+    integrity.append_events(root.parent, events, tag=f"n{nproc}")
     scan = _read_logs(logs, nproc, result, SCAN_TAIL)
     return TorchrunRun(nproc=nproc, result=result, ranks=server.streams, stacks=_read_stacks(server.dir, nproc),
                        logs={k: v[-LOG_TAIL:] for k, v in scan.items()}, tampering=server.tampering,
-                       scan_logs=scan)
+                       scan_logs=scan, integrity=events)
+
+
+def validate(server: ChannelServer, nproc: int, window: tuple[float, float]) -> list[dict[str, Any]]:
+    """Validate every rank's records in place (out-of-schema ones are dropped, so no check ever
+    reads them) and return the run's integrity events: the channel's, the harnesses' own
+    reports, schema violations and cross-checks against the measured wall-clock window."""
+    events = list(server.events)
+    for rank, stream in sorted(server.streams.items()):
+        events += integrity.check_hello(rank, server.hellos.get(rank, {}), nproc)
+        if not any(isinstance(r, dict) and r.get("type") == "audit" for r in stream.records[:8]):
+            events.append(integrity.event("grader", "audit_missing", "the rank's audit hook did not report in", rank))
+        for rec in stream.records:
+            if isinstance(rec, dict) and rec.get("type") == "integrity":
+                events.append(integrity.harness_event(rank, rec))
+        if stream.seal_ok is False and not stream.truncated:
+            events.append(integrity.event("records", "seal_mac", "the stream's seal does not match its records", rank))
+        good, found = integrity.validate_stream(rank, stream.records, window=window, sealed=stream.sealed,
+                                                lines=stream.lines, after_seal=stream.after_seal,
+                                                truncated=stream.truncated)
+        if stream.unparsed:
+            found.append(integrity.event("records", "unparsed", f"{stream.unparsed} lines that are not JSON", rank))
+        stream.records = [r for r in good if r.get("type") != "integrity"]
+        events += found
+    return events[:integrity.MAX_EVENTS]
 
 
 def _read_stacks(chan: Path, nproc: int) -> dict[str, str]:

@@ -147,8 +147,15 @@ class Submission(db.Model):
     report_json: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True, deferred=True)
     error_detail: Mapped[str | None] = mapped_column(Text, nullable=True, deferred=True)  # staff only
     progress_json: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # Integrity review (graders.integrity): "pending" while the grade counts 0, then "accepted"
+    # (score = computed_score) or "rejected" (0); None when the grading raised no integrity event.
+    review_status: Mapped[str | None] = mapped_column(String(20), nullable=True, index=True)
+    computed_score: Mapped[float | None] = mapped_column(Float, nullable=True)
+    review_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    reviewed_by: Mapped[int | None] = mapped_column(ForeignKey("user.id"), nullable=True)
+    reviewed_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
 
-    user: Mapped[User] = relationship()
+    user: Mapped[User] = relationship(foreign_keys=[user_id])
 
     @staticmethod
     def digest(data: bytes) -> str:

@@ -248,6 +248,9 @@ def _store(submission_id: int, token: str, report: dict[str, Any]) -> str:
     )
     if not crashed:
         values.update(score=report.get("score"), max_score=report.get("max_score"))
+    review = report.get("status") == "needs_review"  # integrity events: 0 until an instructor decides
+    values.update(review_status="pending" if review else None, review_reason=None, reviewed_by=None, reviewed_at=None,
+                  computed_score=(report.get("integrity") or {}).get("computed_score") if review else None)
     won = db.session.execute(update(Submission).where(
         Submission.id == submission_id, Submission.status == SubmissionStatus.RUNNING.value,
         Submission.run_token == token).values(**values)).rowcount

@@ -282,7 +282,7 @@ def check_coverage(run) -> Finding:
     n_epochs = min(len(e) for e in eps.values())
     for k in range(n_epochs):
         union = set().union(*(set(eps[r][k]["indices"]) for r in eps))
-        missing = size - len(union & set(range(size)))
+        missing = size - sum(1 for i in union if 0 <= i < size)  # never set(range(size)): __len__ is the student's
         if missing > allowed:
             return Finding(CheckStatus.FAIL, "missing", {
                 "missing": missing, "size": size, "epoch": k, "seen": len(union)},

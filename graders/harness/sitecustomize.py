@@ -10,3 +10,4 @@ if os.environ.get("DISTGRADE_CHANNEL"):
     import distgrade_harness
 
     distgrade_harness.install()
+    del distgrade_harness  # nothing of the harness stays reachable from this module

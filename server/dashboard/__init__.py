@@ -8,5 +8,6 @@ from server.dashboard import models  # noqa: F401  (tables register with the met
 from server.dashboard.views import bp
 from server.dashboard import admin_views, item_views  # noqa: F401,E402  (routes register on bp)
 from server.dashboard import review_views  # noqa: F401,E402  (the free-text review queue, issue 12)
+from server.dashboard import integrity  # noqa: F401,E402  (integrity review routes)
 
 __all__ = ["bp"]

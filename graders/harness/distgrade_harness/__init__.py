@@ -8,11 +8,17 @@ Roles, decided from the environment before any student code runs:
 * a child of a rank (DataLoader worker started with spawn, or any subprocess):
   only dumps its stack on the signal, so a hang inside it is visible.
 
-Limits (documented for staff): the hooks run inside the student's interpreter, so
-code that deliberately digs into this package (``sys.modules``, ``gc``) can send
-records through the rank's own stream. The grader detects forged *streams*
-(unknown or reused tokens) and cross-checks records, but cannot prevent in-process
-tampering; the sandbox keeps that tampering from reaching anything outside the job.
+Tamper evidence (``audit``): in ranks and their children an audit hook is installed
+before anything else, and what honest training never does (``gc`` object walks, frames of
+the harness, ``ctypes``, the channel folder, re-importing this package...) is reported to
+the grader as an integrity event. Nothing of the harness is left in module globals: the
+stream and observer live only in closures of the installed hooks, and this package is
+removed from ``sys.modules`` once installed, so importing it again is itself audited.
+Limits (documented for staff): the hooks run inside the student's interpreter, so code
+can still reach them through plain attribute access (``__closure__`` cells of patched torch
+functions) without an audit event; ``channel.Stream`` reports direct sends, the grader
+checks the record count seal, validates every record and cross-checks it with what it
+measures outside the process. The sandbox keeps tampering from reaching outside the job.
 """
 from __future__ import annotations
 
@@ -21,6 +27,10 @@ import faulthandler
 import os
 import signal
 import sys
+
+# Loading this package again in a process whose audit hook is installed (importlib.import_module
+# and reload do not raise CPython's "import" event) is reported by that hook.
+sys.audit("distgrade_harness.load")
 
 DUMP_SIGNAL = signal.SIGUSR1
 _OWNER_ENV = "DISTGRADE_HARNESS_OWNER"
@@ -38,6 +48,7 @@ def install() -> None:
         owner = os.environ.get(_OWNER_ENV)
         if owner and owner != str(os.getpid()):
             _register_dump(os.path.join(channel_dir, f"stack-rank{rank}-child{os.getpid()}.txt"))
+            _install_child_audit(channel_dir, rank)
             return
         os.environ[_OWNER_ENV] = str(os.getpid())
         _register_dump(os.path.join(channel_dir, f"stack-rank{rank}.txt"))
@@ -56,11 +67,23 @@ def _register_dump(path: str) -> None:
     faulthandler.register(DUMP_SIGNAL, file=f, all_threads=True, chain=False)
 
 
+def _install_child_audit(channel_dir: str, rank: int) -> None:
+    """A spawned child of a rank has no token: its events go out on a token-less connection."""
+    from distgrade_harness import audit, channel
+
+    sock = os.path.join(channel_dir, "sock")
+    audit.install(channel_dir, lambda event: channel.send_alarm(sock, "", rank, {"type": "integrity", **event}))
+    _forget_modules()
+
+
 def _install_rank(channel_dir: str, rank: int) -> None:
-    from distgrade_harness import channel, compat
+    from distgrade_harness import audit, channel, compat
 
     token = channel.take_token(channel_dir, rank)  # unlinked before student code runs
     stream = channel.Stream(os.path.join(channel_dir, "sock"), token, rank)
+    del token
+    watch = audit.install(channel_dir, stream.alarm)  # before torch: its import is audited too
+    stream.send({"type": "audit", "installed": True})  # the grader requires it: no hook, no trust
     compat.install(stream)
     from distgrade_harness import hooks  # imports torch
 
@@ -71,3 +94,14 @@ def _install_rank(channel_dir: str, rank: int) -> None:
         from distgrade_harness import fsdp
 
         atexit.register(fsdp.install(stream, rank).at_exit)  # runs before the end marker
+    from torch.nn.parallel import DistributedDataParallel
+    from torch.utils.data import dataloader
+
+    watch(dataloader._BaseDataLoaderIter, DistributedDataParallel)  # the classes the hooks patched
+    _forget_modules()
+
+
+def _forget_modules() -> None:
+    """Drop this package from ``sys.modules``: reaching it again means importing it (audited)."""
+    for name in [n for n in sys.modules if n == "distgrade_harness" or n.startswith("distgrade_harness.")]:
+        sys.modules.pop(name, None)

@@ -1,0 +1,87 @@
+"""Integrity review: submissions whose grading raised integrity events (tamper evidence, records
+that do not fit the schema or the measured run, forbidden names in the upload) wait here.
+
+While ``review_status`` is ``pending`` the submission counts 0 points (it is graded and counts as
+an attempt). The instructor sees the events and decides, with a required reason: *accept* (the
+grade stands as computed, without the integrity penalty) or *reject* (0 points). Each decision
+changes the submission's score and appends an ``AuditEntry``; a decision can be revised, which
+is audited again. Students never see the events, only that a review is pending or its outcome.
+"""
+from __future__ import annotations
+
+from flask import flash, redirect, render_template, request, url_for
+from flask_babel import gettext as _
+from flask_login import current_user
+from sqlalchemy.orm import undefer
+
+from server.access import course_or_404
+from server.dashboard.actions import ActionError, _audit
+from server.dashboard.views import bp, course_submission_or_404
+from server.extensions import db
+from server.models import Submission, User, utcnow
+
+DECISIONS = {"accept": "accepted", "reject": "rejected"}
+MAX_REASON = 2000
+PER_PAGE = 200
+
+
+def review_queue(course_id: int) -> list[Submission]:
+    """Submissions of the course under integrity review: pending first, then decided, newest first."""
+    subs = db.session.scalars(
+        db.select(Submission).options(undefer(Submission.report_json))
+        .where(Submission.course_id == course_id, Submission.review_status.is_not(None))
+        .order_by((Submission.review_status != "pending"), Submission.finished_at.desc())
+        .limit(PER_PAGE)).all()
+    return list(subs)
+
+
+def events_of(sub: Submission) -> list[dict]:
+    """The integrity events stored in the report (staff only)."""
+    integrity = (sub.report_json or {}).get("integrity") or {}
+    events = integrity.get("events") if isinstance(integrity, dict) else None
+    return [e for e in events if isinstance(e, dict)] if isinstance(events, list) else []
+
+
+def decide(sub: Submission, decision: str, reason: str, actor_id: int) -> None:
+    """Accept (score = computed grade) or reject (0) a submission under review; audited."""
+    if decision not in DECISIONS or sub.review_status is None:
+        raise ActionError("bad_decision")
+    reason = (reason or "").strip()[:MAX_REASON]
+    if not reason:
+        raise ActionError("reason_required")
+    old = sub.score
+    new = float(sub.computed_score or 0.0) if decision == "accept" else 0.0
+    sub.score = new
+    sub.review_status = DECISIONS[decision]
+    sub.review_reason = reason
+    sub.reviewed_by = actor_id
+    sub.reviewed_at = utcnow()
+    _audit(sub.course_id, sub.user_id, f"sub:{sub.id}/integrity", old, new, f"{decision}: {reason}", actor_id)
+    db.session.commit()
+
+
+@bp.route("/<code>/integrity")
+def integrity_reviews(code: str):
+    """The submissions waiting for (or past) an integrity review, with their events."""
+    course = course_or_404(code, instructor=True)
+    subs = review_queue(course.id)
+    users = {u.id: u for u in db.session.scalars(db.select(User).where(User.id.in_({s.user_id for s in subs})))}
+    rows = [{"sub": s, "user": users.get(s.user_id), "events": events_of(s)} for s in subs]
+    pending = sum(1 for s in subs if s.review_status == "pending")
+    return render_template("dashboard/integrity.html", course=course, rows=rows, pending=pending)
+
+
+@bp.post("/<code>/integrity/<int:submission_id>")
+def integrity_decide(code: str, submission_id: int):
+    """Accept or reject one submission under review (a reason is required)."""
+    course = course_or_404(code, instructor=True)
+    sub = course_submission_or_404(course.id, submission_id)
+    try:
+        decide(sub, request.form.get("decision", ""), request.form.get("reason", ""), current_user.id)
+    except ActionError as err:
+        db.session.rollback()
+        flash(_("A reason is required for every manual change.") if err.code == "reason_required"
+              else _("That submission is not under integrity review."), "error")
+        return redirect(url_for("dashboard.integrity_reviews", code=code, _anchor=f"sub-{sub.id}")), 303
+    flash(_("Decision recorded in the audit log."), "info")
+    return redirect(url_for("dashboard.integrity_reviews", code=code, _anchor=f"sub-{sub.id}"))
