@@ -11,17 +11,8 @@ import pytest
 
 from server.homework import readable
 from tests.server.conftest import SAMPLE_REPORT
+from tests.server.ui_seed import SYNTAX_TB  # one launcher traceback for the unit and browser tests
 
-SYNTAX_TB = '''Traceback (most recent call last):
-  File "/usr/lib/python3.11/runpy.py", line 198, in _run_module_as_main
-    return _run_code(code, main_globals, None,
-  File "/opt/distgrade/graders/harness/distgrade_harness/launch.py", line 40, in main
-    exec(compile(source, path, "exec"), ns)
-  File "/var/tmp/distgrade-job-81/work/train.py", line 2
-    model = = Net()
-            ^
-SyntaxError: invalid syntax
-'''
 
 EVIDENCE = {"peak": 167753436.47, "wall_s": 12.3456, "measured_at": 1764754200.5, "band": "good",
             "digests": {"0": "ab12cd34ef56ab12", "1": "ab12cd34ef56ab12"}, "exit_codes": [0, 0],
