@@ -1,5 +1,9 @@
 """``python -m server.worker``: an RQ worker for this host's queues plus a reconciler thread.
 
+It also measures the reference solutions' speed at start-up and every 10 minutes when it is
+due (``graders.calibration``), so a student's job rarely waits for it; ``DISTGRADE_CALIBRATE=0``
+turns that off (the tests do).
+
 The host's GPU count (``WORKER_GPUS``, ``DISTGRADE_FAKE_GPUS`` for a simulated host,
 else what ``nvidia-smi -L`` lists) decides its queues, so a CPU host never takes a
 job that needs two GPUs. Several workers on one host share its GPUs through
@@ -48,6 +52,10 @@ def main() -> None:
         names = queues_for_host(host_gpus().count)
     stop = threading.Event()
     threading.Thread(target=reconcile_forever, args=(stop,), daemon=True).start()
+    if os.environ.get("DISTGRADE_CALIBRATE", "1") != "0":  # the reference's speed, measured outside any student's job
+        from graders.calibration import calibrate_forever
+        mode = "gpu" if app.config["WORKER_GPUS"] or app.config["GRADER_MODE"] == "gpu" else "cpu"
+        threading.Thread(target=calibrate_forever, args=(stop, mode), daemon=True).start()
     worker = Worker([Queue(n, connection=conn) for n in names], connection=conn)
     sandbox_layers.publish(conn, worker.name, sandbox.probe())  # shown on the queue-health page
     try:
