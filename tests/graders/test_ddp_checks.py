@@ -9,7 +9,8 @@ import pytest
 
 from graders import assignments, cifar
 from graders.checks import ddp
-from graders.ddp_speedup import _result, gpu_plan
+from graders.checks.render import render as _result
+from graders.ddp_speedup import gpu_plan
 from graders.report import CheckStatus
 from graders.sandbox import SandboxResult
 from graders.torchrun import RankStream, TorchrunRun, failed_ranks
