@@ -105,8 +105,15 @@ def install(channel_dir: str, alarm, *, watched_types=()):
         return c is not None and harness(c.f_code.co_filename)
 
     def by_student_or_proxy() -> bool:
+        """Student code read it, directly or through ``inspect``/``traceback`` called by student code.
+
+        Only the frame that called the proxy decides: ``multiprocessing`` or torch printing a child's
+        crash with ``traceback`` (a spawn re-run without a main guard) is not the student's doing.
+        """
         c = caller()
-        return c is not None and (student(c.f_code.co_filename) or c.f_code.co_filename.endswith(proxies))
+        while c is not None and c.f_code.co_filename.endswith(proxies):
+            c = c.f_back
+        return c is not None and student(c.f_code.co_filename)
 
     def chain_has_harness(frame) -> bool:
         f, n = frame, 0
