@@ -28,8 +28,6 @@ from graders.checks.render import not_graded_here, render
 from graders.progress import report_progress
 from graders.report import CheckStatus, GradeReport, text
 
-settled_speedup = calibration.settled_speedup
-
 
 def fast_mode() -> bool:
     return os.environ.get("DISTGRADE_FAST") == "1"
@@ -217,8 +215,6 @@ def _speedup(cfg, run1, run_n, ref, mode: str = "cpu") -> ddp.Finding:
                       r1=f"{nums['ratio_1']:.2f}", rn=f"{nums['ratio_n']:.2f}",
                       norm=f"{nums.get('normalised', 0):.2f}", min_raw=f"{float(scfg['bands'].get('min_raw', 1.0)):.1f}")
     return ddp.Finding(status, key, params, ev, fraction)
-
-
 
 
 def _plots(run1, run_n, speed: ddp.Finding | None) -> dict[str, Any]:

@@ -215,8 +215,9 @@ def submission(submission_id: int):
     """Live status (queue position, elapsed time, rank logs), polled by status.js; the report once done."""
     sub = submission_or_404(submission_id)
     old = regrading_of([sub]).get(sub.id)
+    place = queue_place(sub)  # one look-up of the queue for both numbers
     return render_template("homework/submission.html", hw_title=_assignment_title(sub),
-                           position=queue_place(sub)["queue_position"], eta=queue_place(sub)["eta_s"],
+                           position=place["queue_position"], eta=place["eta_s"],
                            finished=sub.status in FINISHED,
                            regrading=old if old is not None and old.old_status == SubmissionStatus.GRADED.value
                            and sub.report_json else None,

@@ -209,7 +209,7 @@ def test_logging_on_a_nonzero_rank_counts_like_printing():
     ([1.5, 1.6], None),  # fewer than the pairs asked for
 ])
 def test_calibration_settles_on_the_tightest_pairs(speedups, expected):
-    from graders.ddp_speedup import settled_speedup
+    from graders.calibration import settled_speedup
 
     got = settled_speedup(speedups, pairs=3, max_spread=1.3)
     assert got == (pytest.approx(expected) if expected is not None else None)
