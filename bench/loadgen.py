@@ -164,7 +164,8 @@ def prepare_database(env: dict[str, str], script: str) -> str:
     """Migrate and seed a fresh database, then run ``script`` in the app's context; returns its output."""
     flask = [sys.executable, "-m", "flask", "--app", "server"]
     subprocess.run(flask + ["db", "upgrade"], env=env, cwd=REPO, check=True, capture_output=True)
-    subprocess.run(flask + ["seed-demo"], env=env, cwd=REPO, check=True, capture_output=True)
+    subprocess.run(flask + ["seed-demo"], env=dict(env, DISTGRADE_DEMO_PASSWORDS="published"), cwd=REPO, check=True,
+                   capture_output=True)
     code = "from server import create_app\nfrom server.extensions import db\napp = create_app()\n" + script
     return subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, check=True, capture_output=True,
                           text=True).stdout

@@ -1,16 +1,40 @@
 """Flask CLI commands for operators and instructors (no browser needed)."""
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import click
 from flask import Flask
 
 from server.extensions import db
 from server.models import Course, Role
 
+DEMO_ACCOUNTS_FILE = "demo-accounts.txt"
+
 DEMO_COURSE = ("DIST101", "分布式训练入门 / Distributed training 101")
+# The published passwords serve tests and benchmarks only (TESTING, or DISTGRADE_DEMO_PASSWORDS=published).
 DEMO_USERS = (("teacher", "teacher-pass", Role.INSTRUCTOR),
               ("alice", "alice-pass", Role.STUDENT),
               ("bob", "bob-pass", Role.STUDENT))
+
+
+def remember_demo_accounts(var_dir: Path, made: list[tuple[str, str, str]]) -> None:
+    """Append ``role username password`` lines to ``var/demo-accounts.txt``, readable by the operator only."""
+    path = var_dir / DEMO_ACCOUNTS_FILE
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    with os.fdopen(fd, "a", encoding="utf-8") as f:
+        os.fchmod(f.fileno(), 0o600)
+        f.writelines(f"{role} {name} {pw}\n" for role, name, pw in made)
+
+
+def demo_accounts(var_dir: Path) -> dict[str, str]:
+    """username -> first password, from ``var/demo-accounts.txt`` (empty if there is none)."""
+    try:
+        lines = (var_dir / DEMO_ACCOUNTS_FILE).read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return {}
+    return {parts[1]: parts[2] for parts in (line.split() for line in lines) if len(parts) == 3}
 
 
 def register(app: Flask) -> None:
@@ -18,16 +42,30 @@ def register(app: Flask) -> None:
 
     @app.cli.command("seed-demo")
     def seed_demo() -> None:
-        """Create the demo course: one instructor, two students (idempotent)."""
+        """Create the demo course: one instructor, two students (idempotent).
+
+        Every new demo account gets a random password, printed once and kept in ``var/demo-accounts.txt``
+        (0600): a published default would let anyone sign in as the instructor. Tests and benchmarks get
+        the published ones (``TESTING``, or ``DISTGRADE_DEMO_PASSWORDS=published`` in the environment).
+        """
         from server.roster import enrol, ensure_course
 
         course = ensure_course(*DEMO_COURSE)
+        known = app.config.get("TESTING", False) or os.environ.get("DISTGRADE_DEMO_PASSWORDS") == "published"
+        made = []
         for name, pw, role in DEMO_USERS:
-            enrol(course, name, role=role, password=pw)
+            _, new_pw = enrol(course, name, role=role, password=pw if known else None)
+            if new_pw:
+                made.append((role.value, name, new_pw))
         db.session.commit()
+        if made and not known:
+            remember_demo_accounts(Path(app.config["VAR_DIR"]), made)
         click.echo(f"demo course {course.code}:")
-        for name, pw, role in DEMO_USERS:
-            click.echo(f"  {role.value:10} {name} / {pw}")
+        for role, name, pw in made:
+            click.echo(f"  {role:10} {name} / {pw}")
+        if len(made) < len(DEMO_USERS):
+            click.echo(f"  (accounts made earlier: their first passwords are in {DEMO_ACCOUNTS_FILE} under var/;"
+                       " change one with `flask users set-password NAME`)")
 
     users = click.Group("users", help="Manage people.")
     app.cli.add_command(users)

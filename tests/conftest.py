@@ -144,7 +144,8 @@ class Service:
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = dict(os.environ, DATABASE_URL=f"sqlite:///{tmp / 'svc.db'}", REDIS_URL=redis_url,
                         DISTGRADE_VAR_DIR=str(tmp / "var"), SECRET_KEY="svc-test-only-secret-key-0123456789", LEASE_S="6",
-                        RECONCILE_EVERY_S="1", PYTHONUNBUFFERED="1", **(extra_env or {}))
+                        RECONCILE_EVERY_S="1", PYTHONUNBUFFERED="1",
+                        DISTGRADE_DEMO_PASSWORDS="published", **(extra_env or {}))
         self.procs: dict[str, subprocess.Popen] = {}
 
     def flask(self, *args: str) -> str:

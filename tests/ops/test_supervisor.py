@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from server.commands import demo_accounts
 from tests.conftest import descendants, free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -59,7 +60,10 @@ def test_supervisor_serves_and_leaves_nothing_behind(tmp_path, sig):
     children = descendants(proc.pid)
     assert len(children) >= 4  # redis, gunicorn master + workers, grading worker
     log = (tmp_path / "sup.log").read_text()
-    assert "alice / alice-pass" in log and f"http://127.0.0.1:{port}/" in log
+    accounts = demo_accounts(tmp_path / "var")  # generated, printed once, kept for the operator only
+    assert set(accounts) == {"teacher", "alice", "bob"} and accounts["alice"] != "alice-pass"
+    assert f"alice / {accounts['alice']}" in log and f"http://127.0.0.1:{port}/" in log
+    assert oct((tmp_path / "var" / "demo-accounts.txt").stat().st_mode & 0o777) == "0o600"
     proc.send_signal(sig)
     proc.wait(timeout=30)
     assert wait_gone(children) == [], (tmp_path / "sup.log").read_text()[-2000:]
