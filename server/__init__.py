@@ -31,6 +31,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.config.from_object(Config)
     if test_config:
         app.config.update(test_config)
+    _behind_proxy_and_https(app)
     ensure_private_dir(app.config["VAR_DIR"])  # 0700: the database, the session key, Redis's files
     apply_secret(app)
     _private_sqlite_file(app.config["SQLALCHEMY_DATABASE_URI"])
@@ -59,6 +60,18 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
 
     throttle.init_app(app)
     return app
+
+
+def _behind_proxy_and_https(app: Flask) -> None:
+    """Believe ``TRUSTED_PROXIES`` hops of X-Forwarded-* (client address, scheme, host); with ``HTTPS``,
+    cookies travel over HTTPS only and links are built with https."""
+    hops = int(app.config.get("TRUSTED_PROXIES") or 0)
+    if hops:
+        from werkzeug.middleware.proxy_fix import ProxyFix
+
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops, x_host=hops)
+    if app.config.get("HTTPS"):
+        app.config.update(SESSION_COOKIE_SECURE=True, REMEMBER_COOKIE_SECURE=True, PREFERRED_URL_SCHEME="https")
 
 
 def apply_secret(app: Flask) -> None:

@@ -133,5 +133,12 @@ class Config:
     SESSION_COOKIE_HTTPONLY = True
     SESSION_COOKIE_SAMESITE = "Lax"
     VAR_DIR = str(VAR_DIR)
-    # Failed sign-ins allowed per account and per address before the next one is refused (429).
+    # Failed sign-ins allowed per account, and per address, before the next one is refused (429). A lab's
+    # students share one public address, so the address allows a class's typos, not one student's.
     LOGIN_LIMIT = os.environ.get("LOGIN_LIMIT", "5 per minute")
+    LOGIN_LIMIT_ADDRESS = os.environ.get("LOGIN_LIMIT_ADDRESS", "30 per minute")
+    # Reverse proxies in front of the web server whose X-Forwarded-* headers are believed (0: none, so a
+    # client cannot claim an address); behind nginx set 1, or every student shares the proxy's address.
+    TRUSTED_PROXIES = _int("TRUSTED_PROXIES", 0)
+    # Served over HTTPS (by the proxy): session cookies are sent over HTTPS only.
+    HTTPS = os.environ.get("HTTPS", "") in ("1", "true", "yes")

@@ -1,7 +1,8 @@
 """Sign-in throttling: failed sign-ins are counted per account and per address (Flask-Limiter).
 
 Only failures count (``deduct_when``: the login view answers 401), in a moving one-minute window;
-when either count reaches ``LOGIN_LIMIT`` (default 5 per minute) the next sign-in is refused
+when the account's count reaches ``LOGIN_LIMIT`` (default 5 per minute), or the address's reaches
+``LOGIN_LIMIT_ADDRESS`` (default 30: a lab shares one address), the next sign-in is refused
 before the password is even checked (the right one too, so guessing stays slow), with the form
 shown again and "too many attempts, try again in N s" (HTTP 429).
 
@@ -96,11 +97,12 @@ def init_app(app: Flask) -> Limiter:
     limiter.request_filter(lambda: request.endpoint not in (LOGIN_ENDPOINT, PASSWORD_ENDPOINT))
     limiter.init_app(app)
     _scope_hooks_to_blueprint(app, limiter, "auth")
-    rule = app.config["LOGIN_LIMIT"]
+    limits = ((account_key, "login-account", app.config["LOGIN_LIMIT"]),
+              (address_key, "login-address", app.config["LOGIN_LIMIT_ADDRESS"]))
     for endpoint in (LOGIN_ENDPOINT, PASSWORD_ENDPOINT):
         view = app.view_functions[endpoint]
         # One scope for both pages: guesses on either count towards the same account and address.
-        for key_func, scope in ((account_key, "login-account"), (address_key, "login-address")):
+        for key_func, scope, rule in limits:
             view = limiter.limit(rule, key_func=key_func, scope=scope, methods=["POST"], deduct_when=_failed,
                                  on_breach=_refuse)(view)
         app.view_functions[endpoint] = view

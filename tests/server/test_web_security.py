@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from flask.sessions import SecureCookieSessionInterface
 
+from server.commands import demo_accounts
 from server.extensions import db
 from server.models import User
 
@@ -222,11 +223,57 @@ def test_throttle_per_account_across_addresses(client):
     assert _post_login(client, "bob", "bob-pass", addr="10.0.2.3").status_code == 302  # others unaffected
 
 
-def test_throttle_per_address_across_accounts(client):
-    for name in ["alice", "bob", "teacher", "nobody", "eve"]:
-        assert _post_login(client, name, "wrong", addr="10.0.3.1").status_code == 401
+def test_throttle_per_address_across_accounts(app, client):
+    allowed = int(app.config["LOGIN_LIMIT_ADDRESS"].split()[0])
+    for i in range(allowed):
+        assert _post_login(client, f"user{i}", "wrong", addr="10.0.3.1").status_code == 401
     assert _post_login(client, "carol", "wrong", addr="10.0.3.1").status_code == 429
     assert _post_login(client, "bob", "bob-pass", addr="10.0.3.2").status_code == 302
+
+
+def test_a_classroom_behind_one_address_is_not_locked_out(client):
+    """A lab's students share one public address: a dozen typos at the start of class lock nobody out."""
+    for i in range(12):
+        assert _post_login(client, f"student{i}", "typo", addr="10.0.9.9").status_code == 401
+    assert _post_login(client, "alice", "alice-pass", addr="10.0.9.9").status_code == 302
+
+
+def _proxied_app(tmp_path, redis_server, hops: int):
+    from flask_migrate import upgrade
+
+    from server import create_app
+
+    app = create_app({"TESTING": True, "SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path / 'p.db'}",
+                       "REDIS_URL": "", "VAR_DIR": str(tmp_path / "var"), "WTF_CSRF_ENABLED": False,
+                       "SECRET_KEY": "test", "TRUSTED_PROXIES": hops, "LOGIN_LIMIT": "2 per minute",
+                       "LOGIN_LIMIT_ADDRESS": "2 per minute"})
+    with app.app_context():
+        upgrade()
+    return app
+
+
+@pytest.mark.parametrize("hops", [0, 1])
+def test_forwarded_address_counts_only_behind_a_trusted_proxy(tmp_path, redis_server, hops):
+    """Behind a proxy every request comes from the proxy; TRUSTED_PROXIES=1 reads X-Forwarded-For.
+
+    Without it the header is the client's word and is ignored, so it cannot dodge the count.
+    """
+    app = _proxied_app(tmp_path, redis_server, hops)
+    client = app.test_client()
+    codes = [client.post("/login", data={"username": f"u{i}", "password": "x"},
+                         environ_base={"REMOTE_ADDR": "10.1.1.1"},
+                         headers={"X-Forwarded-For": f"192.0.2.{i}"}).status_code for i in range(3)]
+    assert codes == ([401, 401, 401] if hops else [401, 401, 429])
+
+
+def test_session_cookie_is_secure_when_served_over_https(tmp_path, redis_server):
+    from server import create_app
+
+    app = create_app({"TESTING": True, "SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path / 's.db'}",
+                      "REDIS_URL": "", "VAR_DIR": str(tmp_path / "var"), "SECRET_KEY": "test",
+                      "HTTPS": True})
+    assert app.config["SESSION_COOKIE_SECURE"] and app.config["REMEMBER_COOKIE_SECURE"]
+    assert app.config["PREFERRED_URL_SCHEME"] == "https"
 
 
 def test_successful_logins_are_not_counted(client, auth):
@@ -268,10 +315,11 @@ def test_throttle_survives_redis_going_away(tmp_path):
         upgrade()
         app.test_cli_runner().invoke(args=["seed-demo"])
     client = app.test_client()
+    passwords = demo_accounts(Path(app.config["VAR_DIR"]))  # outside tests each account got its own
     for _ in range(5):
         assert _post_login(client, "alice", "wrong").status_code == 401
-    assert _post_login(client, "alice", "alice-pass").status_code == 429
-    assert _post_login(client, "bob", "bob-pass", addr="10.9.9.9").status_code == 302
+    assert _post_login(client, "alice", passwords["alice"]).status_code == 429
+    assert _post_login(client, "bob", passwords["bob"], addr="10.9.9.9").status_code == 302
 
 
 # ---------------------------------------------------------------- item 6: revocation
