@@ -6,7 +6,12 @@ expected.json: ``status``; ``checks`` (id -> required status); optional ``min_sc
 for a hostile sample and checks afterwards, see ``host_traps``); ``notes``; ``out_of`` (the report's
 ``max_score``: always the assignment's total); ``summary_contains`` (lowercase substrings of the English summary). ``"status": "rejected"``
 means the upload must be refused (exit 3, no attempt used); ``message_contains.rejected`` checks stderr.
-Samples run one at a time (graders already use every core) in fast mode.
+
+Samples are graded in fast mode, ``DISTGRADE_SAMPLE_JOBS`` (default 2) at a time: a verdict must not
+depend on what else runs on the host (each job has its own uid, and speed is judged on the time a
+rank was not waiting for a CPU), and most of a hostile sample's time is a limit running out. The
+gradings start, in test order, when the first sample test runs; each test waits for its own. A
+sample with ``traps`` inspects the whole host, so it runs alone.
 """
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ import os
 import subprocess
 import sys
 import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterator
 
@@ -116,17 +122,86 @@ def host_traps(traps: list[str]) -> Iterator[None]:
             check()
 
 
+class HostShare:
+    """Shared by ordinary gradings, exclusive for a sample whose traps look at the whole host."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._running = 0
+        self._exclusive = False
+        self._queued_exclusive = 0  # an exclusive one waiting keeps new ordinary ones out
+
+    @contextlib.contextmanager
+    def hold(self, exclusive: bool) -> Iterator[None]:
+        with self._cond:
+            if exclusive:
+                self._queued_exclusive += 1
+                self._cond.wait_for(lambda: not self._exclusive and self._running == 0)
+                self._queued_exclusive -= 1
+            else:
+                self._cond.wait_for(lambda: not self._exclusive and not self._queued_exclusive)
+            self._running += 1
+            self._exclusive = exclusive
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._running -= 1
+                self._exclusive = False
+                self._cond.notify_all()
+
+
+def grade(folder: Path, var_dir: Path, share: HostShare) -> subprocess.CompletedProcess:
+    """The sample through the real CLI, inside its host traps."""
+    expected = json.loads((folder / "expected.json").read_text(encoding="utf-8"))
+    env = {**os.environ, "DISTGRADE_FAST": "1", "DISTGRADE_LIMITS": json.dumps(expected.get("limits", {})),
+           "DISTGRADE_VAR_DIR": str(var_dir)}
+    env.pop("DISTGRADE_PROGRESS_FILE", None)
+    with share.hold(exclusive=bool(expected.get("traps"))), host_traps(expected.get("traps", [])):
+        return subprocess.run([sys.executable, "-m", "graders", "grade", folder.parent.parent.name,
+                               str(_submission(folder)), "--json"], cwd=ROOT, env=env, capture_output=True,
+                              text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def gradings(request, tmp_path_factory) -> Iterator[dict[Path, Future]]:
+    """Every selected sample's grading, started at once on ``DISTGRADE_SAMPLE_JOBS`` threads."""
+    chosen = [item.callspec.params["folder"] for item in request.session.items
+              if getattr(item, "originalname", "") == "test_sample"]
+    share = HostShare()
+    with ThreadPoolExecutor(max_workers=max(1, int(os.environ.get("DISTGRADE_SAMPLE_JOBS", "2")))) as pool:
+        futures = {folder: pool.submit(grade, folder, tmp_path_factory.mktemp("var"), share) for folder in chosen}
+        yield futures
+        for future in futures.values():
+            future.cancel()
+
+
+def test_host_share_runs_trapped_samples_alone() -> None:
+    share, seen, lock = HostShare(), [], threading.Lock()
+    running = {"n": 0}
+
+    def job(exclusive: bool) -> None:
+        with share.hold(exclusive):
+            with lock:
+                running["n"] += 1
+                seen.append((exclusive, running["n"]))
+            threading.Event().wait(0.05)
+            with lock:
+                running["n"] -= 1
+    threads = [threading.Thread(target=job, args=(e,)) for e in (False, False, True, False, False, True)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(n == 1 for exclusive, n in seen if exclusive), seen
+    assert max(n for _, n in seen) >= 2  # ordinary ones overlap
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("folder", SAMPLES, ids=[f"{p.parent.parent.name}/{p.name}" for p in SAMPLES])
-def test_sample(folder: Path, tmp_path: Path) -> None:
+def test_sample(folder: Path, gradings: dict[Path, Future]) -> None:
     expected = json.loads((folder / "expected.json").read_text(encoding="utf-8"))
-    assignment = folder.parent.parent.name
-    env = {**os.environ, "DISTGRADE_FAST": "1", "DISTGRADE_LIMITS": json.dumps(expected.get("limits", {})),
-           "DISTGRADE_VAR_DIR": str(tmp_path / "var")}
-    env.pop("DISTGRADE_PROGRESS_FILE", None)
-    with host_traps(expected.get("traps", [])):
-        proc = subprocess.run([sys.executable, "-m", "graders", "grade", assignment, str(_submission(folder)),
-                               "--json"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    proc = gradings[folder].result()
     if expected.get("status") == "rejected":  # refused before grading: exit 3, reason on stderr, no report
         assert proc.returncode == 3 and not proc.stdout.strip(), f"not rejected: {proc.stdout[-2000:]}"
         for part in expected.get("message_contains", {}).get("rejected", []):
