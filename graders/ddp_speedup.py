@@ -33,15 +33,12 @@ def fast_mode() -> bool:
     return os.environ.get("DISTGRADE_FAST") == "1"
 
 
-def gpu_plan(mode: str, nproc: int, available: int) -> tuple[bool, bool, str | None]:
-    """(run single, run distributed, skip reason) for a host with ``available`` GPUs."""
+def gpu_plan(mode: str, nproc: int, available: int) -> tuple[bool, bool, dict[str, str] | None]:
+    """(run single, run distributed, skip reason in zh and en) for a host with ``available`` GPUs."""
     if mode != "gpu":
         return True, True, None
-    if available < 1:
-        return False, False, f"this host has no GPU; {nproc} are needed"
-    if available < nproc:
-        return True, False, f"this host has {available} GPU(s); {nproc} are needed"
-    return True, True, None
+    reason = gpu_slots.shortfall(nproc, available)
+    return available >= 1, reason is None, reason
 
 
 def _gpu_count() -> int:
@@ -172,7 +169,7 @@ def _data_dir(job: Path, mode: str, cfg: dict) -> tuple[Path, bool]:
 
 def _findings(cfg, run1, run_n, epochs, skip_reason, mode, ref=None) -> dict[str, ddp.Finding]:
     """One finding per id of assignment.json's ``checks``, from the code registered under that id."""
-    skipped = ddp.Finding(CheckStatus.SKIP, "host", {"reason": skip_reason or ""})
+    skipped = ddp.Finding(CheckStatus.SKIP, "host", {"reason": skip_reason or text("", "")})
     ctx = Context(cfg=cfg, run1=run1, run_n=run_n, epochs=epochs, ref=ref, mode=mode)
     out: dict[str, ddp.Finding] = {}
     for check_id in cfg["checks"]:

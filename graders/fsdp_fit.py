@@ -45,12 +45,8 @@ def run_plan(mode: str, nproc: int, available_gpus: int, baseline: bool) -> dict
     """
     if mode != "gpu":
         return {"main": True, "baseline": baseline, "reason": None}
-    if available_gpus < 1:
-        return {"main": False, "baseline": False, "reason": f"this host has no GPU; {nproc} are needed"}
-    if available_gpus < nproc:
-        return {"main": False, "baseline": baseline,
-                "reason": f"this host has {available_gpus} GPU(s); {nproc} are needed"}
-    return {"main": True, "baseline": baseline, "reason": None}
+    reason = gpu_slots.shortfall(nproc, available_gpus)
+    return {"main": reason is None, "baseline": baseline and available_gpus >= 1, "reason": reason}
 
 
 def capacity_bytes(card: dict[str, Any], size_params: int) -> float:

@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
+from graders.report import text
+
 # How good a link between two GPUs is, from nvidia-smi's legend (NV<n>: n bonded NVLinks).
 LINK_SCORE = {"PIX": 50, "PXB": 40, "PHB": 30, "NODE": 20, "SYS": 10}
 _NVLINK = re.compile(r"^NV(\d+)$")
@@ -327,3 +329,12 @@ def needed(resource: str) -> int:
     """GPUs a queue class needs: ``gpu2`` -> 2, ``cpu`` -> 0."""
     m = re.fullmatch(r"gpu(\d+)", resource or "")
     return int(m.group(1)) if m else 0
+
+
+def shortfall(nproc: int, available: int) -> dict[str, str] | None:
+    """Why this host cannot run an ``nproc``-GPU job (zh and en, for "not run on this host"), or None."""
+    if available >= nproc:
+        return None
+    if available < 1:
+        return text(f"本机没有 GPU，需要 {nproc} 块", f"this host has no GPU; {nproc} are needed")
+    return text(f"本机只有 {available} 块 GPU，需要 {nproc} 块", f"this host has {available} GPU(s); {nproc} are needed")

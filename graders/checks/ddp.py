@@ -14,17 +14,25 @@ from typing import Any
 
 from graders import desync
 from graders.checks.registry import Context, Registry
-from graders.report import CheckStatus
+from graders.report import CheckStatus, text
 
 CHECKS = Registry()  # homework 1's checks by id; graders.ddp_speedup registers "speedup"
 
-COLLECTIVES = {  # innermost torch frame -> what the rank waited in
-    "init_process_group": "init_process_group (rendezvous)", "barrier": "barrier",
-    "all_reduce": "all_reduce", "broadcast": "broadcast", "all_gather": "all_gather",
-    "_verify_param_shape_across_processes": "DDP() construction (parameter check)",
-    "_sync_module_states": "DDP() construction (broadcast of the model)",
-    "_run_ddp_forward": "DDP forward (buffer broadcast)", "backward": "the gradient all-reduce in backward()",
-    "_engine_run_backward": "the gradient all-reduce in backward()", "destroy_process_group": "destroy_process_group",
+COLLECTIVES = {  # innermost torch frame -> what the rank waited in (zh, en)
+    "init_process_group": ("init_process_group（建立进程组）", "init_process_group (rendezvous)"),
+    "barrier": ("barrier", "barrier"), "all_reduce": ("all_reduce", "all_reduce"),
+    "broadcast": ("broadcast", "broadcast"), "all_gather": ("all_gather", "all_gather"),
+    "_verify_param_shape_across_processes": ("DDP() 构造（参数形状检查）", "DDP() construction (parameter check)"),
+    "_sync_module_states": ("DDP() 构造（广播模型）", "DDP() construction (broadcast of the model)"),
+    "_run_ddp_forward": ("DDP 前向（广播 buffer）", "DDP forward (buffer broadcast)"),
+    "backward": ("backward() 中的梯度 all-reduce", "the gradient all-reduce in backward()"),
+    "_engine_run_backward": ("backward() 中的梯度 all-reduce", "the gradient all-reduce in backward()"),
+    "destroy_process_group": ("destroy_process_group", "destroy_process_group"),
+}
+_LOADER_WAIT = ("等待 DataLoader 工作进程送来 batch", "waiting for a batch from its DataLoader worker")
+KILLED = {  # the sandbox's KilledReason, as a student reads it
+    "timeout": ("超出时间上限", "timeout"), "memory": ("超出内存上限", "memory"),
+    "pids": ("超出进程数上限", "pids"), "disk": ("超出磁盘上限", "disk"), "output": ("输出过多", "output"),
 }
 
 
@@ -136,8 +144,8 @@ def _main_thread(stack: str) -> list[tuple[str, str]]:
     return _FRAME.findall(main)
 
 
-def _stuck_in(stack: str) -> str | None:
-    """What a faulthandler dump shows the process waiting in, or None if nothing known.
+def _stuck_in(stack: str) -> dict[str, str] | None:
+    """What a faulthandler dump shows the process waiting in (zh and en), or None if nothing known.
 
     The innermost known frame wins: a collective (init_process_group, barrier, DDP's
     construction broadcasts, the backward all-reduce) or the DataLoader waiting for a
@@ -150,11 +158,21 @@ def _stuck_in(stack: str) -> str | None:
             what = COLLECTIVES[func]
             break
         if func in _DATALOADER_WAIT and "torch/utils/data" in path:
-            what = "waiting for a batch from its DataLoader worker"
+            what = _LOADER_WAIT
             break
     if any(func == SPAWN_RERUN for _, func in frames):
-        return f"a spawned worker re-running the script's top level, in {what or 'its own start-up'}"
-    return what
+        zh, en = what or ("自身启动", "its own start-up")
+        return text(f"spawn 出的子进程重新执行了脚本顶层代码，停在 {zh}",
+                    f"a spawned worker re-running the script's top level, in {en}")
+    return text(*what) if what else None
+
+
+def _where(stuck: dict[str, dict[str, str] | None]) -> dict[str, str]:
+    """Each stuck process and where it waits, "rank1: barrier; ..." in both languages."""
+    if not stuck:
+        return text("没有栈信息", "no stack dump")
+    return text("；".join(f"{name}：{what['zh'] if what else '未知'}" for name, what in stuck.items()),
+                "; ".join(f"{name}: {what['en'] if what else 'unknown'}" for name, what in stuck.items()))
 
 
 def _helper_process(stack: str) -> bool:
@@ -196,10 +214,12 @@ def check_run(run, fast_timeout: float | None = None) -> Finding:
         if bad:
             rank, code = bad
             return Finding(CheckStatus.FAIL, "exit_code", {"rank": rank, "code": code, "ranks": rank, "rc": code,
-                           "reason": "non-zero exit status of the script"}, ev, fallback="died")
+                           "reason": text("脚本以非零状态退出", "non-zero exit status of the script")},
+                           ev, fallback="died")
         if not trained(run):
             return Finding(CheckStatus.FAIL, "no_training", {"n": run.nproc, "ranks": "all", "rc": 0,
-                           "reason": "no training step was observed"}, ev, fallback="died")
+                           "reason": text("没有观察到任何训练步", "no training step was observed")},
+                           ev, fallback="died")
         if run.nproc > 1 and not process_group(run):
             return Finding(CheckStatus.FAIL, "no_process_group", {"n": run.nproc}, ev)
         return Finding(CheckStatus.PASS, "ok", {"n": run.nproc}, ev)
@@ -214,20 +234,28 @@ def check_run(run, fast_timeout: float | None = None) -> Finding:
                            "msg": _desync_or(exc["message"]), "line": exc.get("line"), "code": exc.get("code", "")}, ev)
     if run.result.timed_out:
         stuck = {name: _stuck_in(txt) for name, txt in run.stacks.items() if not _helper_process(txt)}
-        ev["stuck"] = stuck
-        where = "; ".join(f"{name}: {what or 'unknown'}" for name, what in stuck.items()) or "no stack dump"
+        ev["stuck"] = {name: what["en"] if what else None for name, what in stuck.items()}
+        where = _where(stuck)
         child = any("child" in name and SPAWN_RERUN in run.stacks[name] for name in stuck)
         return Finding(CheckStatus.FAIL, "hang_spawn" if child else "hang",
                        {"wall": round(run.result.wall_s), "where": where}, ev)
     missing = [r for r in range(run.nproc) if r not in run.ranks or not run.ranks[r].finished]
     return Finding(CheckStatus.FAIL, "died", {"ranks": ", ".join(map(str, missing)),
-                   "rc": run.result.returncode, "reason": run.result.killed_reason or "exit"}, ev)
+                   "rc": run.result.returncode, "reason": _killed(run.result.killed_reason)}, ev)
 
 
-def _desync_or(message: str) -> str:
-    """A DETAIL collective mismatch as "rank 1 called all_reduce ... while rank 0 called broadcast"."""
+def _killed(reason: object) -> dict[str, str]:
+    """Why the sandbox ended the run, in both languages ("exit": it ended by itself)."""
+    key = str(reason) if reason else "exit"
+    zh, en = KILLED.get(key, ("自行退出", "exit") if key == "exit" else (key, key))
+    return text(zh, en)
+
+
+def _desync_or(message: str) -> dict[str, str] | str:
+    """A DETAIL collective mismatch as "rank 1 called all_reduce ... while rank 0 called broadcast"
+    (zh and en); any other message as the rank wrote it."""
     explained = desync.explain(message)
-    return explained["en"] if explained else message[:300]
+    return text(explained["zh"], explained["en"]) if explained else message[:300]
 
 
 def _data_gate(run, eps) -> Finding | None:

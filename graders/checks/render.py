@@ -28,11 +28,11 @@ def render(ccfg: dict[str, Any], check_id: str, f: Any) -> CheckResult:
     msgs = ccfg["messages"]
     raw = (msgs.get(f.key) or (msgs.get(f.fallback) if f.fallback else None) or msgs.get(f.status.value)
            or {"zh": f.key, "en": f.key})
-    fill = dict(f.params)
-    message = text(_fill(raw["zh"], fill), _fill(raw["en"], fill))
+    zh, en = _in_language(f.params, "zh"), _in_language(f.params, "en")
+    message = text(_fill(raw["zh"], zh), _fill(raw["en"], en))
     hints = ccfg.get("hints", {})
     hint_raw = hints.get(f.key) or (hints.get(f.fallback) if f.fallback and f.key not in msgs else None)
-    hint = text(_fill(hint_raw["zh"], fill), _fill(hint_raw["en"], fill)) if hint_raw else text("", "")
+    hint = text(_fill(hint_raw["zh"], zh), _fill(hint_raw["en"], en)) if hint_raw else text("", "")
     points = float(ccfg.get("points", 0))
     if f.status == CheckStatus.PASS:
         earned = points
@@ -47,6 +47,11 @@ def render(ccfg: dict[str, Any], check_id: str, f: Any) -> CheckResult:
         evidence["not_graded_here"] = True
     return CheckResult(id=check_id, title=ccfg["title"], status=f.status, points=earned, max_points=points,
                        message=message, hint=hint, evidence=evidence)
+
+
+def _in_language(params: dict[str, Any], lang: str) -> dict[str, Any]:
+    """The finding's values for one language: a ``text(zh, en)`` value gives its ``lang`` side."""
+    return {k: v[lang] if isinstance(v, dict) and set(v) == {"zh", "en"} else v for k, v in params.items()}
 
 
 def _fill(template: str, values: dict[str, Any]) -> str:

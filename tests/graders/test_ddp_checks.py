@@ -18,8 +18,8 @@ from graders.torchrun import RankStream, TorchrunRun, failed_ranks
 
 @pytest.mark.parametrize("mode, available, expected", [
     ("cpu", 0, (True, True, None)),
-    ("gpu", 0, (False, False, "this host has no GPU; 2 are needed")),
-    ("gpu", 1, (True, False, "this host has 1 GPU(s); 2 are needed")),
+    ("gpu", 0, (False, False, {"zh": "本机没有 GPU，需要 2 块", "en": "this host has no GPU; 2 are needed"})),
+    ("gpu", 1, (True, False, {"zh": "本机只有 1 块 GPU，需要 2 块", "en": "this host has 1 GPU(s); 2 are needed"})),
     ("gpu", 2, (True, True, None)),
 ])
 def test_gpu_plan(mode, available, expected):
@@ -40,7 +40,7 @@ def test_stuck_in_names_the_collective():
             '  File "/x/torch/distributed/c10d_logger.py", line 81 in wrapper\n'
             '  File "/x/torch/distributed/distributed_c10d.py", line 4800 in barrier\n'
             '  File "/job/code/train.py", line 70 in main\n')
-    assert ddp._stuck_in(dump) == "barrier"
+    assert ddp._stuck_in(dump) == {"zh": "barrier", "en": "barrier"}
 
 
 def test_synthetic_cifar_reads_like_the_real_files(tmp_path):
@@ -163,7 +163,7 @@ SPAWN_DUMPS = json.loads((Path(__file__).parents[1] / "fixtures" / "stacks" / "s
 
 def test_stuck_in_reads_the_real_dumps_of_a_spawn_worker_rerunning_the_script():
     """Dumps of hang_spawn_without_main_guard (2 ranks) killed at the wall-clock limit."""
-    got = {name: ddp._stuck_in(txt) for name, txt in SPAWN_DUMPS.items()}
+    got = {name: (ddp._stuck_in(txt) or {}).get("en") for name, txt in SPAWN_DUMPS.items()}
     assert got["rank0"] == got["rank1"] == "waiting for a batch from its DataLoader worker"
     assert got["rank0-child18"] == ("a spawned worker re-running the script's top level, "
                                     "in init_process_group (rendezvous)")
@@ -178,8 +178,22 @@ def test_a_spawn_hang_is_named_in_the_verdict():
     run.stacks = SPAWN_DUMPS
     f = ddp.check_run(run)
     assert (f.status, f.key) == (CheckStatus.FAIL, "hang_spawn")
-    assert "unknown" not in f.params["where"] and "resource" not in f.params["where"]
-    assert "rank0-child18: a spawned worker re-running the script's top level, in init_process_group" in f.params["where"]
+    where = f.params["where"]["en"]
+    assert "unknown" not in where and "resource" not in where
+    assert "rank0-child18: a spawned worker re-running the script's top level, in init_process_group" in where
+
+
+def test_a_hang_reads_in_chinese_in_the_chinese_report():
+    """Where each rank waited, and why a run died, come in the report's language, not in English."""
+    cfg = assignments.load("ddp_speedup").raw["checks"]["run.distributed"]
+    run = _run(steps=0, finished=False, rc=-9)
+    run.result.timed_out, run.result.killed_reason = True, "timeout"
+    run.stacks = SPAWN_DUMPS
+    zh = _result(cfg, "run.distributed", ddp.check_run(run)).message["zh"]
+    assert "DataLoader 工作进程" in zh and "waiting for" not in zh and "re-running" not in zh, zh
+    died = _run(steps=3, finished=False, rc=-9, killed="memory")
+    zh = _result(cfg, "run.distributed", ddp.check_run(died)).message["zh"]
+    assert "超出内存上限" in zh and "memory" not in zh, zh
 
 
 def test_a_spawn_worker_crash_is_traced_to_the_missing_main_guard():

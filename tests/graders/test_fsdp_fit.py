@@ -67,7 +67,7 @@ def test_run_plan(mode, gpus, main, baseline, reason):
     assert (plan["main"], plan["baseline"]) == (main, baseline)
     assert (reason is None) == (plan["reason"] is None)
     if reason:
-        assert reason in plan["reason"]
+        assert reason in plan["reason"]["en"] and "GPU" in plan["reason"]["zh"]
 
 
 def test_card_scales_with_the_model():
