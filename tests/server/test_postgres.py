@@ -65,6 +65,12 @@ def postgres_url():
     shutil.rmtree(base, ignore_errors=True)
 
 
+@pytest.fixture(autouse=True)
+def _published_demo_passwords(monkeypatch):
+    """A deployment's settings (not TESTING) with the tests' demo accounts: both tests share one database."""
+    monkeypatch.setenv("DISTGRADE_DEMO_PASSWORDS", "published")
+
+
 def test_migrations_seed_and_grading_cas_on_postgres(postgres_url, redis_server, tmp_path):
     from flask_migrate import upgrade
 

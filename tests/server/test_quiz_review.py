@@ -134,10 +134,12 @@ def test_cli_prints_needs_review(app) -> None:
     assert json.loads(out.output)["needs_review"] is False
 
 
-def test_review_decision_on_postgres(postgres_url, redis_server, tmp_path) -> None:
+def test_review_decision_on_postgres(postgres_url, redis_server, tmp_path, monkeypatch) -> None:
     """The decision's SQL (attempt score from the sum of its answers) and the review state in the
     page's aggregated answer list, on PostgreSQL."""
     from flask_migrate import upgrade
+
+    monkeypatch.setenv("DISTGRADE_DEMO_PASSWORDS", "published")  # a deployment's settings, the tests' accounts
 
     from server import create_app
 
