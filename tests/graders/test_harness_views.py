@@ -90,19 +90,32 @@ def run(mode, steps=4):
             off = 0
             for p in model.parameters():
                 p.grad.copy_(flat[off:off + p.numel()].view_as(p)); off += p.numel()
+        elif mode == "flat_async":  # overlapped: the sum lands only when the student waits
+            flat = torch.cat([p.grad.view(-1) for p in model.parameters()])
+            work = dist.all_reduce(flat, async_op=True)
+            work.wait()
+            flat /= dist.get_world_size()
+            off = 0
+            for p in model.parameters():
+                p.grad.copy_(flat[off:off + p.numel()].view_as(p)); off += p.numel()
         elif mode == "dummy":
             dist.all_reduce(torch.ones(200))
+        elif mode == "dummy_async":
+            dist.all_reduce(torch.ones(200), async_op=True).wait()
         opt.step()
     return [row[7] for row in obs.steps[-steps:]]
 print("per_param", run("per_param"))
 print("flat", run("flat"))
+print("flat_async", run("flat_async"))
 print("dummy", run("dummy"))
+print("dummy_async", run("dummy_async"))
 print("none", run("none"))
 '''
 
 
 def test_gradients_all_reduced_by_hand_are_seen_and_a_dummy_buffer_is_not(tmp_path):
-    """Per-parameter and flattened all_reduce of the grads count; a same-size dummy tensor does not.
+    """Per-parameter and flattened all_reduce of the grads count, synchronous or overlapped
+    (``async_op=True`` then ``wait()``); a dummy tensor does not.
 
     Runs in a subprocess: installing the observer patches torch for the whole interpreter."""
     import subprocess
@@ -110,6 +123,7 @@ def test_gradients_all_reduced_by_hand_are_seen_and_a_dummy_buffer_is_not(tmp_pa
     script.write_text(HAND_REDUCE)
     out = subprocess.run([sys.executable, str(script), str(HARNESS_DIR)], capture_output=True, text=True, timeout=120)
     lines = dict(line.split(" ", 1) for line in out.stdout.splitlines() if line.split(" ", 1)[0] in
-                 ("per_param", "flat", "dummy", "none"))
+                 ("per_param", "flat", "flat_async", "dummy", "dummy_async", "none"))
     assert lines == {"per_param": "[1.0, 1.0, 1.0, 1.0]", "flat": "[1.0, 1.0, 1.0, 1.0]",
-                     "dummy": "[0.0, 0.0, 0.0, 0.0]", "none": "[0.0, 0.0, 0.0, 0.0]"}, out.stderr[-2000:]
+                     "flat_async": "[1.0, 1.0, 1.0, 1.0]", "dummy": "[0.0, 0.0, 0.0, 0.0]",
+                     "dummy_async": "[0.0, 0.0, 0.0, 0.0]", "none": "[0.0, 0.0, 0.0, 0.0]"}, out.stderr[-2000:]

@@ -342,10 +342,15 @@ class Observer:
         def all_reduce(tensor, *args, **kwargs):
             out = _ALL_REDUCE(tensor, *args, **kwargs)
             if isinstance(tensor, torch.Tensor) and len(obs.pending_reduces) < MAX_PENDING_REDUCES:
-                total = None  # a synchronous call's result: a flattened gradient buffer must add up like the grads
-                if out is None and tensor.numel() >= obs.flat_min and tensor.is_floating_point():
-                    with torch.no_grad():
-                        total = float(tensor.detach().double().sum())
+                # A flattened gradient buffer must add up like the grads: a synchronous call's result is summed
+                # now; an overlapped one's (async_op=True) lands when the script waits, so it is summed at the step.
+                total: float | torch.Tensor | None = None
+                if tensor.numel() >= obs.flat_min and tensor.is_floating_point():
+                    if out is None:
+                        with torch.no_grad():
+                            total = float(tensor.detach().double().sum())
+                    else:
+                        total = tensor
                 obs.pending_reduces.append((tensor.data_ptr(), tensor.numel(), total))
             return out
         init_process_group.__wrapped__ = init
@@ -373,6 +378,9 @@ class Observer:
         pending, self.pending_reduces = self.pending_reduces, []
         if not pending:
             return 0.0
+        with torch.no_grad():  # overlapped calls: the buffer as the script left it after waiting
+            pending = [(ptr, n, float(s.detach().double().sum()) if isinstance(s, torch.Tensor) else s)
+                       for ptr, n, s in pending]
         grads = {}
         total = 0
         grad_sum = 0.0
