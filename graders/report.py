@@ -170,10 +170,6 @@ class GradeReport:
         )
 
     @classmethod
-    def from_json(cls, s: str) -> "GradeReport":
-        return cls.from_dict(json.loads(s))
-
-    @classmethod
     def crashed(cls, assignment: str, traceback_text: str, mode: str = "cpu") -> "GradeReport":
         """A report for a grader that raised: students see 'grading failed, staff
         notified', instructors see the traceback."""

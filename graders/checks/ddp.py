@@ -180,7 +180,7 @@ def own_exit(run) -> tuple[str, int] | None:
     return None
 
 
-def check_run(run, fast_timeout: float | None = None) -> Finding:
+def check_run(run) -> Finding:
     """Did every rank train and reach the end with exit status 0?
 
     Judged from per-rank markers (finished / raised) plus the exit codes in torchrun's
