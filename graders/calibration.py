@@ -38,8 +38,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from coursework import settings as course_settings
 from graders import gpu_slots
-from graders.assignments import REPO_ROOT
 
 DEFAULTS = {"pairs": 3, "max_pairs": 6, "max_spread": 1.3, "max_age_hours": 6, "max_drift": 1.5,
             "expected_s": 240, "max_extra_load": 1.0}
@@ -48,7 +48,7 @@ RETRY_AFTER_S = 3600
 
 
 def var_dir() -> Path:
-    return Path(os.environ.get("DISTGRADE_VAR_DIR", REPO_ROOT / "var")) / "calibration"
+    return course_settings.var_dir() / "calibration"
 
 
 def settings(cfg: dict) -> dict[str, Any]:
@@ -284,7 +284,7 @@ def _measure(cfg: dict, mode: str, ccfg: dict) -> tuple[list[dict[str, float]], 
 
 def calibrated_assignments() -> list[tuple[str, dict]]:
     """(id, cfg) of every assignment whose grader judges speed against a calibration."""
-    from graders import assignments
+    from coursework import assignments
     out = []
     for a in assignments.all_assignments():
         if "calibration" in a.raw:

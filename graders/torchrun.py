@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from coursework.progress import report_progress
 from graders import integrity, sandbox, untrusted
-from graders.progress import report_progress
 
 HARNESS_DIR = Path(__file__).resolve().parent / "harness"
 MAX_STREAM_BYTES = 16 * 1024 * 1024  # per rank; an honest 12-epoch CIFAR run sends under 5 MiB

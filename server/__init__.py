@@ -68,7 +68,7 @@ def apply_secret(app: Flask) -> None:
     generates before starting anything; a process started some other way on a fresh ``var/``
     (the flask CLI, a worker) generates it the same way, atomically, so all share one.
     """
-    from graders.quiz.seeds import seed_key
+    from coursework.quiz.seeds import seed_key
 
     if app.config.get("SECRET_KEY") is None:
         app.config["SECRET_KEY"] = load_or_create_secret(app.config["VAR_DIR"])

@@ -15,9 +15,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from graders.quiz.result import Text
+from coursework.quiz.result import Text
+from coursework.settings import quizzes_dir
 
-QUIZ_ROOT = Path(__file__).resolve().parents[2] / "quizzes"
+QUIZ_ROOT = quizzes_dir()
 TYPES = ("single", "multiple", "numeric", "text", "ordering")
 
 

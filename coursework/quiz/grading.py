@@ -6,9 +6,9 @@ import string
 from dataclasses import dataclass, field
 from typing import Any
 
-from graders.quiz import choice, numeric, rubric
-from graders.quiz.bank import Question
-from graders.quiz.result import AnswerStatus, FormatError, QuestionResult, Text, format_error
+from coursework.quiz import choice, numeric, rubric
+from coursework.quiz.bank import Question
+from coursework.quiz.result import AnswerStatus, FormatError, QuestionResult, Text, format_error
 
 
 class _Params(dict):

@@ -9,7 +9,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from graders.quiz.result import FormatError, Text
+from coursework.quiz.result import FormatError, Text
 
 MAX_NUMERIC_CHARS = 64
 

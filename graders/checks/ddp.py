@@ -12,9 +12,9 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from coursework.report import CheckStatus
 from graders import desync
 from graders.checks.registry import Context, Registry
-from graders.report import CheckStatus
 
 CHECKS = Registry()  # homework 1's checks by id; graders.ddp_speedup registers "speedup"
 

@@ -81,7 +81,7 @@ def test_eta_comes_from_the_last_calibration(tmp_path, monkeypatch):
 
 def test_a_failed_calibration_is_not_retried_by_every_job(tmp_path, monkeypatch):
     monkeypatch.setenv("DISTGRADE_VAR_DIR", str(tmp_path))
-    from graders import assignments
+    from coursework import assignments
     a = assignments.load("ddp_speedup")
     cfg = {**a.raw, "_path": str(a.path), "_id": a.id}
     key = calibration.host_key(cfg, "cpu")

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from graders import assignments, cifar
+from coursework import assignments
+from coursework.report import CheckStatus
+from graders import cifar
 from graders.checks import ddp
 from graders.checks.render import render as _result
 from graders.ddp_speedup import gpu_plan
-from graders.report import CheckStatus
 from graders.sandbox import SandboxResult
 from graders.torchrun import RankStream, TorchrunRun, failed_ranks
 

@@ -3,7 +3,7 @@
 The placeholder is a real assignment folder (assignment.json, bilingual README, a
 grader module) so the pages, the upload rules and the worker run unchanged; it only
 lives in the test's tmp dir and is reached through ``DISTGRADE_ASSIGNMENTS_DIR``
-(subprocesses) or by pointing ``graders.assignments.ASSIGNMENTS_DIR`` at it (in-process).
+(read by ``coursework.settings`` each time, in this process and in subprocesses alike).
 """
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ GRADER_SOURCE = '''
 import os
 import time
 
-from graders.progress import report_progress
-from graders.report import CheckResult, CheckStatus, GradeReport, text
+from coursework.progress import report_progress
+from coursework.report import CheckResult, CheckStatus, GradeReport, text
 
 
 def grade(assignment, job, files, mode):
@@ -82,14 +82,13 @@ def write_placeholder(root: Path, *, attempts: int = 3, max_bytes: int = 4096) -
 @pytest.fixture
 def hw(app, tmp_path, monkeypatch):
     """The placeholder assignment published in the demo course; returns its CourseAssignment id."""
-    import graders.assignments
     from server.commands import DEMO_COURSE
     from server.extensions import db
     from server.models import CourseAssignment
     from server.roster import ensure_course
 
     adir, _ = write_placeholder(tmp_path / "content")
-    monkeypatch.setattr(graders.assignments, "ASSIGNMENTS_DIR", adir)
+    monkeypatch.setenv("DISTGRADE_ASSIGNMENTS_DIR", str(adir))
     with app.app_context():
         course = ensure_course(*DEMO_COURSE)
         db.session.commit()

@@ -99,9 +99,9 @@ def test_gradebook_page_shows_maxima_totals_and_a_dash_for_nothing(app, client, 
 @pytest.fixture
 def placeholder_total(hw):
     """Give the placeholder homework a declared total of 10 points."""
-    import graders.assignments
+    from coursework import settings
 
-    path = graders.assignments.ASSIGNMENTS_DIR / PLACEHOLDER / "assignment.json"
+    path = settings.assignments_dir() / PLACEHOLDER / "assignment.json"
     meta = json.loads(path.read_text())
     meta["total_points"] = 10
     path.write_text(json.dumps(meta))
