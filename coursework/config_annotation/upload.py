@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 import os
 
+from coursework.config_annotation.parse import ConfigSyntaxError, parse
 from coursework.exceptions import SubmissionRejected
-from graders.config_annotation.parse import ConfigSyntaxError, parse
 
 
 def _text(data: bytes) -> str:

@@ -171,7 +171,7 @@ def _fmt(tpl: dict[str, str], **kw: Any) -> dict[str, str]:
 
 def grade_notebook(assignment: Assignment, job: Path, upload: Path, mode: str) -> GradeReport:
     """Autograde the uploaded notebook; see the module docstring."""
-    from graders.config_annotation.upload import check_notebook
+    from coursework.config_annotation.upload import check_notebook
 
     release.ensure_tools_on_path()  # nbgrader's Gradebook runs `alembic` by name, template cached or not
     cfg, nbcfg = assignment.raw, assignment.raw["notebook"]

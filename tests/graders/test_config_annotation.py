@@ -10,10 +10,10 @@ import re
 import pytest
 
 from coursework import assignments
+from coursework.config_annotation.parse import ConfigSyntaxError, parse, strip_json_comments
 from coursework.exceptions import SubmissionRejected
 from coursework.report import merge_manual_scores
 from graders.config_annotation import annotate, answers, catalogue, core, notebook, validate
-from graders.config_annotation.parse import ConfigSyntaxError, parse, strip_json_comments
 
 CAT = catalogue.load()
 

@@ -78,6 +78,15 @@ def test_the_web_app_serves_pages_where_graders_cannot_be_imported(tmp_path: Pat
             for page in pages:
                 status = client.get(page + "?lang=en", follow_redirects=True).status_code
                 assert status == 200, (user, page, status)
+        # every assignment's upload rules, its own validator included, run in the web app
+        from coursework.assignments import all_assignments
+        from coursework.exceptions import SubmissionRejected
+        for assignment in all_assignments():
+            for name in [f"x{{ext}}" for ext in assignment.extensions]:
+                try:
+                    assignment.validate_upload(name, b"\\x00 not a config [")
+                except SubmissionRejected:
+                    pass
         assert not [m for m in sys.modules if m.split(".")[0] == "graders"]
         print("ok")
     """)
