@@ -10,16 +10,15 @@ import html
 import io
 import json
 import re
-from pathlib import Path
 
 import pytest
 
 from server.dashboard.gradebook import build_gradebook
 from server.extensions import db
 from server.models import Course, CourseAssignment, User
+from tests.conftest import REPO
 from tests.server.conftest import PLACEHOLDER, SAMPLE_REPORT
 
-REPO = Path(__file__).resolve().parents[2]
 TEACHER = ("teacher", "teacher-pass")
 
 
