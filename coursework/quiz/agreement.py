@@ -3,7 +3,7 @@
 The answer sets are data: each self-test question's ``examples.json`` and homework 2's
 ``annotation_examples.json``. Every example carries the teacher's verdict and a ``split``:
 ``tune`` examples may be looked at while improving the rubric and choosing the confidence
-threshold; ``held`` examples are only measured. ``python -m coursework.quiz.agreement [-v] [--held]``
+threshold; ``held`` examples are only measured. ``python -m graders.quiz.agreement [-v] [--held]``
 prints the table (agreement, wrong answers given full marks, share sent to the teacher).
 """
 from __future__ import annotations
