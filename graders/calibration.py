@@ -171,7 +171,8 @@ def load_state(assignment_id: str, mode: str) -> dict[str, Any] | None:
     return state if isinstance(state, dict) else None
 
 
-def _save_state(assignment_id: str, mode: str, state: dict[str, Any]) -> None:
+def save_state(assignment_id: str, mode: str, state: dict[str, Any]) -> None:
+    """Replace the calibration state of ``assignment_id`` in ``mode`` (written whole, then renamed)."""
     path = _state_path(assignment_id, mode)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
@@ -222,7 +223,7 @@ def reference(cfg: dict, mode: str, *, on_wait: Callable[[int], None] | None = N
             return state["accepted"]
         state = state if state and state.get("key") == key else {"key": key, "accepted": None, "rejected": []}
         state["running_since"] = time.time()
-        _save_state(aid, mode, state)
+        save_state(aid, mode, state)
         started = time.monotonic()
         try:
             pairs, value = _measure(cfg, mode, ccfg)
@@ -241,7 +242,7 @@ def reference(cfg: dict, mode: str, *, on_wait: Callable[[int], None] | None = N
             state["accepted"], state["rejected"] = attempt, []
         else:
             state["rejected"] = (state.get("rejected", []) + [attempt])[-MAX_REJECTED_KEPT:]
-        _save_state(aid, mode, state)
+        save_state(aid, mode, state)
         return state.get("accepted")
 
 
