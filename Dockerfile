@@ -1,5 +1,6 @@
 # syntax=docker/dockerfile:1
 # Two targets: `web` (gunicorn, CPU only) and `worker` (grades on a GPU host, CUDA PyTorch base).
+# The web image has no graders/ (student code never runs there); both share coursework/.
 # Both install with the README's own command: ./distgrade install.
 #   docker build --target web -t distgrade-web .
 #   docker build --target worker -t distgrade-worker .
@@ -9,7 +10,7 @@ ENV PYTHONUNBUFFERED=1 PYTHON=/usr/local/bin/python3
 WORKDIR /app
 COPY pyproject.toml distgrade ./
 COPY server ./server
-COPY graders ./graders
+COPY coursework ./coursework
 COPY quizzes ./quizzes
 COPY assignments ./assignments
 RUN ./distgrade install
@@ -43,6 +44,7 @@ RUN apt-get update \
 WORKDIR /app
 COPY pyproject.toml distgrade ./
 COPY server ./server
+COPY coursework ./coursework
 COPY graders ./graders
 COPY quizzes ./quizzes
 COPY assignments ./assignments

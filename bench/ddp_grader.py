@@ -26,7 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from graders import assignments, cifar, cli, torchrun  # noqa: E402
+from coursework import assignments
+from graders import cifar, cli, torchrun  # noqa: E402
 from graders import calibration  # noqa: E402
 
 

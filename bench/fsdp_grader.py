@@ -18,9 +18,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from graders import assignments, cli, fsdp_fit, torchrun
+from coursework import assignments, settings
+from graders import cli, fsdp_fit, torchrun
 
-SOLUTION = assignments.ASSIGNMENTS_DIR / "fsdp_fit" / "solution" / "train_fsdp.py"
+SOLUTION = settings.assignments_dir() / "fsdp_fit" / "solution" / "train_fsdp.py"
 
 
 def grade_once() -> tuple[float, float]:

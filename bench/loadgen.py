@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, NamedTuple
 
-from bench.common import free_port, percentile, print_table, wait_for_port
+from bench.common import percentile, print_table
+from server.ports import free_port, wait_for_port
 
 REPO = Path(__file__).resolve().parent.parent
 GUNICORN_SETTINGS = ["-w", "2", "--threads", "8", "--worker-class", "gthread", "--keep-alive", "5"]

@@ -26,9 +26,9 @@ from typing import NamedTuple
 from bench.common import print_table, redis_server
 from bench.loadgen import Request, Server, gunicorn, prepare_database, print_vs_bare, run_load
 from bench.web_status import login_cookie
-from graders.quiz.bank import load_question, load_quiz
-from graders.quiz.grading import make_variant
-from graders.quiz.seeds import seed_key, variant_seed
+from coursework.quiz.bank import load_question, load_quiz
+from coursework.quiz.grading import make_variant
+from coursework.quiz.seeds import seed_key, variant_seed
 
 CLIENTS = int(os.environ.get("BENCH_CLIENTS", "50"))
 QUIZ = "ch7_3_practice"

@@ -131,7 +131,7 @@ def seed_class(students: int, seed: int = 7, code: str = "BENCH", reports: bool 
 
 def _answers(rng: random.Random, course_id: int) -> None:
     """Answers for every attempt at the graded quiz: stronger attempts answer better."""
-    from graders.quiz.bank import load_question, load_quiz
+    from coursework.quiz.bank import load_question, load_quiz
     from server.extensions import db
     from server.quiz.models import QuizAnswer, QuizAttempt
 

@@ -38,8 +38,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from coursework import settings as course_settings
 from graders import gpu_slots
-from graders.assignments import REPO_ROOT
 
 DEFAULTS = {"pairs": 3, "max_pairs": 6, "max_spread": 1.3, "max_age_hours": 6, "max_drift": 1.5,
             "expected_s": 240, "max_extra_load": 1.0}
@@ -48,7 +48,7 @@ RETRY_AFTER_S = 3600
 
 
 def var_dir() -> Path:
-    return Path(os.environ.get("DISTGRADE_VAR_DIR", REPO_ROOT / "var")) / "calibration"
+    return course_settings.var_dir() / "calibration"
 
 
 def settings(cfg: dict) -> dict[str, Any]:
@@ -171,7 +171,8 @@ def load_state(assignment_id: str, mode: str) -> dict[str, Any] | None:
     return state if isinstance(state, dict) else None
 
 
-def _save_state(assignment_id: str, mode: str, state: dict[str, Any]) -> None:
+def save_state(assignment_id: str, mode: str, state: dict[str, Any]) -> None:
+    """Replace the calibration state of ``assignment_id`` in ``mode`` (written whole, then renamed)."""
     path = _state_path(assignment_id, mode)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
@@ -222,7 +223,7 @@ def reference(cfg: dict, mode: str, *, on_wait: Callable[[int], None] | None = N
             return state["accepted"]
         state = state if state and state.get("key") == key else {"key": key, "accepted": None, "rejected": []}
         state["running_since"] = time.time()
-        _save_state(aid, mode, state)
+        save_state(aid, mode, state)
         started = time.monotonic()
         try:
             pairs, value = _measure(cfg, mode, ccfg)
@@ -241,7 +242,7 @@ def reference(cfg: dict, mode: str, *, on_wait: Callable[[int], None] | None = N
             state["accepted"], state["rejected"] = attempt, []
         else:
             state["rejected"] = (state.get("rejected", []) + [attempt])[-MAX_REJECTED_KEPT:]
-        _save_state(aid, mode, state)
+        save_state(aid, mode, state)
         return state.get("accepted")
 
 
@@ -284,7 +285,7 @@ def _measure(cfg: dict, mode: str, ccfg: dict) -> tuple[list[dict[str, float]], 
 
 def calibrated_assignments() -> list[tuple[str, dict]]:
     """(id, cfg) of every assignment whose grader judges speed against a calibration."""
-    from graders import assignments
+    from coursework import assignments
     out = []
     for a in assignments.all_assignments():
         if "calibration" in a.raw:

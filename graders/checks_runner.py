@@ -14,7 +14,7 @@ import traceback
 import types
 from typing import Any
 
-from graders.report import CheckResult, CheckStatus, GradeReport, text
+from coursework.report import CheckResult, CheckStatus, GradeReport, text
 
 STAFF_KEY = "_staff_traceback"
 MAX_TRACEBACK = 6000

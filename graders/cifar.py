@@ -11,7 +11,6 @@ determined by the seed, so every host builds byte-identical files.
 """
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
@@ -124,17 +123,3 @@ def train_size(root: str | os.PathLike[str]) -> int:
         with open(folder / f"data_batch_{i}", "rb") as f:
             total += len(pickle.load(f, encoding="bytes")[b"labels"])
     return total
-
-
-def is_synthetic(root: str | os.PathLike[str]) -> bool:
-    """True for a set written by ``write_synthetic``."""
-    return (Path(root) / FOLDER / STAMP).is_file()
-
-
-def digest(root: str | os.PathLike[str]) -> str:
-    """A short content hash of the data set (to key calibrations by data)."""
-    h = hashlib.sha256()
-    for p in sorted((Path(root) / FOLDER).iterdir()):
-        h.update(p.name.encode())
-        h.update(str(p.stat().st_size).encode())
-    return h.hexdigest()[:16]

@@ -15,9 +15,11 @@ import os
 import sys
 import traceback
 
-from graders import assignments, integrity, sandbox, workspace
-from graders.exceptions import AssignmentNotFound, SandboxSetupError, SubmissionRejected
-from graders.report import GradeReport, ReportStatus
+from coursework import assignments
+from coursework.exceptions import AssignmentNotFound, SubmissionRejected
+from coursework.report import GradeReport, ReportStatus
+from graders import integrity, sandbox, workspace
+from graders.exceptions import SandboxSetupError
 
 
 def grade(assignment_id: str, path: str, mode: str, submission_id: str | None = None) -> GradeReport:

@@ -20,13 +20,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from coursework.assignments import Assignment
+from coursework.progress import report_progress
+from coursework.report import CheckStatus, GradeReport, text
 from graders import calibration, checks_runner, cifar, gpu_slots, torchrun
-from graders.assignments import Assignment
 from graders.checks import ddp
 from graders.checks.registry import Context
 from graders.checks.render import not_graded_here, render
-from graders.progress import report_progress
-from graders.report import CheckStatus, GradeReport, text
 
 
 def fast_mode() -> bool:

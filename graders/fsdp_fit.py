@@ -21,13 +21,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from graders import checks_runner, gpu_slots, memory_calc, torchrun
-from graders.assignments import Assignment
+from coursework import memory_calc
+from coursework.assignments import Assignment
+from coursework.progress import report_progress
+from coursework.report import CheckStatus, GradeReport, text
+from graders import checks_runner, gpu_slots, torchrun
 from graders.checks import fsdp as fsdp_checks
 from graders.checks.ddp import Finding, loss_series
 from graders.checks.render import render as result_of  # one Finding -> CheckResult rendering for all graders
-from graders.progress import report_progress
-from graders.report import CheckStatus, GradeReport, text
 
 CHECKS = ("run.distributed", "fsdp.sharded", "fsdp.wrap_units", "memory.fit", "train.progress", "ckpt.save")
 SCRIPT_NAME = "train_fsdp.py"
@@ -55,7 +56,7 @@ def capacity_bytes(card: dict[str, Any], size_params: int) -> float:
 
 
 def estimates(params: int, cards: int, precision: str, optimizer: str) -> dict[int, dict[str, Any]]:
-    """Analytic per-card model states for no sharding and ZeRO-1/2/3 (``graders.memory_calc``)."""
+    """Analytic per-card model states for no sharding and ZeRO-1/2/3 (``coursework.memory_calc``)."""
     return {stage: memory_calc.estimate(memory_calc.TrainingSetup(
         params=params, cards=cards, precision=memory_calc.Precision(precision),
         optimizer=memory_calc.Optimizer(optimizer), stage=stage)).to_dict() for stage in (0, 1, 2, 3)}

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from graders.report import text
+from coursework.report import text
 
 # How good a link between two GPUs is, from nvidia-smi's legend (NV<n>: n bonded NVLinks).
 LINK_SCORE = {"PIX": 50, "PXB": 40, "PHB": 30, "NODE": 20, "SYS": 10}

@@ -29,8 +29,9 @@ import os
 import sys
 from typing import Any, Mapping
 
+from coursework import settings as course_settings
+from coursework.assignments import Assignment
 from graders import desync
-from graders.assignments import REPO_ROOT, Assignment
 
 DEFAULT_WALL_S = 60
 
@@ -53,7 +54,7 @@ def command(assignment: Assignment, path: str, submission_id: str | None = None,
     limits["wall_s"] = min(int(limits.get("wall_s", cfg["wall_s"])), cfg["wall_s"])
     env.update(DISTGRADE_FAST="1", DISTGRADE_PREFLIGHT="1", DISTGRADE_LIMITS=json.dumps(limits),
                CUDA_VISIBLE_DEVICES="")
-    var_dir = env.get("DISTGRADE_VAR_DIR") or str(REPO_ROOT / "var")
+    var_dir = env.get("DISTGRADE_VAR_DIR") or str(course_settings.var_dir())
     if cfg["detail"] and desync.detail_works(var_dir):
         env["DISTGRADE_DIST_DEBUG"] = "DETAIL"
     env.pop("DISTGRADE_GPUS", None)

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from coursework.progress import report_progress
 from graders import integrity, sandbox, untrusted
-from graders.progress import report_progress
 
 HARNESS_DIR = Path(__file__).resolve().parent / "harness"
 MAX_STREAM_BYTES = 16 * 1024 * 1024  # per rank; an honest 12-epoch CIFAR run sends under 5 MiB
@@ -397,8 +397,8 @@ def run(script: Path, nproc: int, *, root: Path, data_dir: Path, epochs: int, li
             relay.stop()
     events = validate(server, nproc, (window_start, window_end))
     integrity.append_events(root.parent, events, tag=f"n{nproc}")
-    scan = _read_logs(logs, nproc, result, SCAN_TAIL)
-    return TorchrunRun(nproc=nproc, result=result, ranks=server.streams, stacks=_read_stacks(server.dir, nproc),
+    scan = read_logs(logs, nproc, result, SCAN_TAIL)
+    return TorchrunRun(nproc=nproc, result=result, ranks=server.streams, stacks=read_stacks(server.dir, nproc),
                        logs={k: v[-LOG_TAIL:] for k, v in scan.items()}, tampering=server.tampering,
                        scan_logs=scan, integrity=events)
 
@@ -427,7 +427,7 @@ def validate(server: ChannelServer, nproc: int, window: tuple[float, float]) -> 
     return events[:integrity.MAX_EVENTS]
 
 
-def _read_stacks(chan: Path, nproc: int) -> dict[str, str]:
+def read_stacks(chan: Path, nproc: int) -> dict[str, str]:
     """The head of each rank's (and rank child's) faulthandler dump in the channel folder.
 
     Student processes create these files, so they are read through ``graders.untrusted``:
@@ -446,7 +446,7 @@ def _read_stacks(chan: Path, nproc: int) -> dict[str, str]:
     return stacks
 
 
-def _read_logs(logs: Path, nproc: int, result: sandbox.SandboxResult, tail: int = LOG_TAIL) -> dict[str, str]:
+def read_logs(logs: Path, nproc: int, result: sandbox.SandboxResult, tail: int = LOG_TAIL) -> dict[str, str]:
     """Per-rank tails of stdout + stderr from torchrun's ``--log-dir``, plus the launcher's.
 
     The layout is ``<run id>/attempt_0/<rank>/{stdout,stderr}.log``; every part of it is

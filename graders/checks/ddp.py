@@ -12,9 +12,9 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from coursework.report import CheckStatus, text
 from graders import desync
 from graders.checks.registry import Context, Registry
-from graders.report import CheckStatus, text
 
 CHECKS = Registry()  # homework 1's checks by id; graders.ddp_speedup registers "speedup"
 
@@ -144,7 +144,7 @@ def _main_thread(stack: str) -> list[tuple[str, str]]:
     return _FRAME.findall(main)
 
 
-def _stuck_in(stack: str) -> dict[str, str] | None:
+def stuck_in(stack: str) -> dict[str, str] | None:
     """What a faulthandler dump shows the process waiting in (zh and en), or None if nothing known.
 
     The innermost known frame wins: a collective (init_process_group, barrier, DDP's
@@ -175,7 +175,7 @@ def _where(stuck: dict[str, dict[str, str] | None]) -> dict[str, str]:
                 "; ".join(f"{name}: {what['en'] if what else 'unknown'}" for name, what in stuck.items()))
 
 
-def _helper_process(stack: str) -> bool:
+def helper_process(stack: str) -> bool:
     """multiprocessing's resource tracker: a child of every rank that uses spawn, never the culprit."""
     return any(path.endswith("multiprocessing/resource_tracker.py") for path, _ in _main_thread(stack))
 
@@ -198,7 +198,7 @@ def own_exit(run) -> tuple[str, int] | None:
     return None
 
 
-def check_run(run, fast_timeout: float | None = None) -> Finding:
+def check_run(run) -> Finding:
     """Did every rank train and reach the end with exit status 0?
 
     Judged from per-rank markers (finished / raised) plus the exit codes in torchrun's
@@ -233,7 +233,7 @@ def check_run(run, fast_timeout: float | None = None) -> Finding:
             return Finding(CheckStatus.FAIL, "raised_spawn" if spawn else "raised", {"rank": r, "exc": exc["exc_type"],
                            "msg": _desync_or(exc["message"]), "line": exc.get("line"), "code": exc.get("code", "")}, ev)
     if run.result.timed_out:
-        stuck = {name: _stuck_in(txt) for name, txt in run.stacks.items() if not _helper_process(txt)}
+        stuck = {name: stuck_in(txt) for name, txt in run.stacks.items() if not helper_process(txt)}
         ev["stuck"] = {name: what["en"] if what else None for name, what in stuck.items()}
         where = _where(stuck)
         child = any("child" in name and SPAWN_RERUN in run.stacks[name] for name in stuck)
@@ -439,7 +439,7 @@ def check_no_sync(run) -> Finding:
 def throughput(run, skip_fraction: float = 0.1, skip_min: int = 3) -> dict[str, float] | None:
     """Samples/s of the training loop, excluding start-up and the first steps.
 
-    Time is each rank's own time (``_own_time``: wall time less its wait for a busy CPU).
+    Time is each rank's own time (``own_time``: wall time less its wait for a busy CPU).
     ``loop``: samples over time between the first kept and the last step, summed
     over ranks. ``steady``: the same from median step interval and median samples
     per step, robust to a burst of interference from other jobs on the host. Both are
@@ -454,14 +454,14 @@ def throughput(run, skip_fraction: float = 0.1, skip_min: int = 3) -> dict[str, 
         if len(rows) < 5:
             return None
         pairs = list(zip(rows, rows[1:]))
-        dt = [_own_time(a, b) for a, b in pairs]
+        dt = [own_time(a, b) for a, b in pairs]
         ds = [b["samples"] - a["samples"] for a, b in pairs]
         good = [(t, s) for t, s in zip(dt, ds) if s > 0 and t > 0]  # epoch boundaries reset counters
         if not good:
             return None
         loop += sum(s for _, s in good) / sum(t for t, _ in good)
         steady += statistics.median(s for _, s in good) / statistics.median(t for t, _ in good)
-        idle = _unexplained_idle(pairs, dt)
+        idle = unexplained_idle(pairs, dt)
         if idle is not None:
             idles.append(idle)
     unique = _unique_fraction(run)
@@ -469,7 +469,7 @@ def throughput(run, skip_fraction: float = 0.1, skip_min: int = 3) -> dict[str, 
             "idle": round(max(idles), 3) if len(idles) == run.nproc else None}
 
 
-def _unexplained_idle(pairs: list[tuple[dict, dict]], own: list[float]) -> float | None:
+def unexplained_idle(pairs: list[tuple[dict, dict]], own: list[float]) -> float | None:
     """Fraction of a rank's own time spent neither on a CPU nor inside ``DataLoader.__next__``.
 
     In a 1-process CPU run nothing else should make the main thread wait (there is no peer to
@@ -486,7 +486,7 @@ def _unexplained_idle(pairs: list[tuple[dict, dict]], own: list[float]) -> float
     return min(1.0, unexplained / total)
 
 
-def _own_time(a: dict, b: dict) -> float:
+def own_time(a: dict, b: dict) -> float:
     """Wall time between two steps less the time the rank waited for a busy CPU (when the harness saw it).
 
     What remains is the script's own time (computing, communicating, sleeping): the host's load

@@ -13,9 +13,9 @@ import re
 import statistics
 from typing import Any
 
+from coursework.report import CheckStatus
 from graders.checks import ddp
 from graders.checks.ddp import Finding
-from graders.report import CheckStatus
 
 _TRIED = re.compile(r"Tried to allocate ([\d.]+ [KMGT]?i?B)")
 

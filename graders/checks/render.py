@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from graders.report import CheckResult, CheckStatus, text
+from coursework.report import CheckResult, CheckStatus, text
 
 HOST_KEYS = ("host", "host_no_gain", "no_reference")
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from graders.assignments import Assignment
-from graders.report import GradeReport, text
+from coursework.assignments import Assignment
+from coursework.report import GradeReport, text
 
 
 def grade(assignment: Assignment, job: Path, files: list[Path], mode: str = "cpu") -> GradeReport:

@@ -17,8 +17,8 @@ import re
 from dataclasses import dataclass, field
 from enum import Enum
 
+from coursework.quiz import textmatch
 from graders.config_annotation.catalogue import Catalogue, Rule
-from graders.quiz import textmatch
 
 SOFT_BREAK = re.compile(r"[,，、:：()（）\[\]]")
 
@@ -88,7 +88,7 @@ def _vocabulary(catalogue: Catalogue) -> frozenset[str]:
 
 
 def prepare(text: str, catalogue: Catalogue) -> str:
-    """The shared reading's first steps (``graders.quiz.textmatch``): NFKC, case, enumerated
+    """The shared reading's first steps (``coursework.quiz.textmatch``): NFKC, case, enumerated
     stages spelled out, near-miss Latin words corrected towards the catalogue's words."""
     return textmatch.spell_fix(textmatch.normalise(text), _vocabulary(catalogue))[0]
 

@@ -13,11 +13,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Collection
 
-from graders import memory_calc
-from graders.assignments import ASSIGNMENTS_DIR
+from coursework import memory_calc
+from coursework.settings import assignments_dir
 from graders.config_annotation.validate import get_path
 
-ANSWER_KEY = ASSIGNMENTS_DIR / "config_annotation" / "answer_key.json"
+ANSWER_KEY = assignments_dir() / "config_annotation" / "answer_key.json"
 
 
 @dataclass

@@ -14,9 +14,9 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from graders.assignments import ASSIGNMENTS_DIR
+from coursework.settings import assignments_dir
 
-DEFAULT_PATH = ASSIGNMENTS_DIR / "config_annotation" / "catalogue.yaml"
+DEFAULT_PATH = assignments_dir() / "config_annotation" / "catalogue.yaml"
 WORD_KINDS = ("negators", "neutral", "reducers", "exclusive", "contrast")
 # Keys that identify a dialect; the first dialect with a hit wins.
 DIALECT_MARKERS = {

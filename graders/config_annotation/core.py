@@ -11,10 +11,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from graders import memory_calc
+from coursework import memory_calc
+from coursework.config_annotation.parse import ConfigSyntaxError, ParsedConfig, parse
+from coursework.report import CheckResult, CheckStatus, Text, text
 from graders.config_annotation import annotate, catalogue as catalogue_mod, validate
-from graders.config_annotation.parse import ConfigSyntaxError, ParsedConfig, parse
-from graders.report import CheckResult, CheckStatus, Text, text
 
 ASSIGNMENT_JSON = catalogue_mod.DEFAULT_PATH.parent / "assignment.json"
 STATUS = {annotate.Verdict.CORRECT: CheckStatus.PASS, annotate.Verdict.MISSING: CheckStatus.WARN}

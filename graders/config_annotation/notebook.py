@@ -29,11 +29,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from graders.assignments import REPO_ROOT, Assignment
+from coursework import settings
+from coursework.assignments import Assignment
+from coursework.report import CheckResult, CheckStatus, GradeReport, text
 from graders.config_annotation import answers, core, release
 from graders.exceptions import SandboxSetupError
 from graders.sandbox import credentials
-from graders.report import CheckResult, CheckStatus, GradeReport, text
 
 STUDENT = "student"
 KERNEL_NAME = "distgrade-sandbox"
@@ -65,7 +66,7 @@ def _template(assignment: Assignment, name: str) -> Path:
 
     src = (assignment.path / "source" / name / f"{name}.ipynb").read_bytes()
     digest = hashlib.sha256(src + nbgrader.__version__.encode()).hexdigest()[:16]
-    cache = Path(os.environ.get("DISTGRADE_VAR_DIR", REPO_ROOT / "var")) / "nbgrader" / f"{name}-{digest}"
+    cache = settings.var_dir() / "nbgrader" / f"{name}-{digest}"
     if not (cache / "gradebook.db").is_file():
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=cache.parent))
@@ -170,7 +171,7 @@ def _fmt(tpl: dict[str, str], **kw: Any) -> dict[str, str]:
 
 def grade_notebook(assignment: Assignment, job: Path, upload: Path, mode: str) -> GradeReport:
     """Autograde the uploaded notebook; see the module docstring."""
-    from graders.config_annotation.upload import check_notebook
+    from coursework.config_annotation.upload import check_notebook
 
     release.ensure_tools_on_path()  # nbgrader's Gradebook runs `alembic` by name, template cached or not
     cfg, nbcfg = assignment.raw, assignment.raw["notebook"]
@@ -340,26 +341,3 @@ def manual_cells(nb: dict[str, Any], source_cells: dict[str, dict[str, Any]]) ->
                         "source": _source(submitted.get(gid))[:20000]})
     return out
 
-
-def merge_manual_scores(report: dict[str, Any], scores: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """A copy of a stored report (``GradeReport.to_dict()``) with the instructor's manual scores.
-
-    ``scores`` maps a manual cell id to ``{"score": float, "comment": str}``. Pure: the same
-    numbers go to nbgrader's gradebook (``Grade.manual_score``) so both totals agree.
-    Raises ValueError for an unknown cell or a score outside 0..max."""
-    out = json.loads(json.dumps(report))
-    checks = {c["id"]: c for c in out["checks"]}
-    for cell_id, s in scores.items():
-        c = checks.get(f"manual.{cell_id}")
-        if c is None:
-            raise ValueError(f"no manual cell {cell_id!r} in this report")
-        score = float(s["score"])
-        if not 0 <= score <= c["max_points"]:
-            raise ValueError(f"{cell_id}: score {score} outside 0..{c['max_points']}")
-        comment = str(s.get("comment", ""))
-        c["points"], c["status"] = score, (CheckStatus.PASS if score >= c["max_points"] else CheckStatus.FAIL).value
-        c["message"] = text(f"老师评分：{score:g}/{c['max_points']:g}。{comment}".strip(),
-                            f"Instructor's score: {score:g}/{c['max_points']:g}. {comment}".strip())
-        c["evidence"] = {**c.get("evidence", {}), "manual_score": score}
-    out["score"] = round(sum(c["points"] for c in out["checks"]), 4)
-    return out

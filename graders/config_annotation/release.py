@@ -16,9 +16,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from graders.assignments import ASSIGNMENTS_DIR
+from coursework.settings import assignments_dir
 
-FOLDER = ASSIGNMENTS_DIR / "config_annotation"
+FOLDER = assignments_dir() / "config_annotation"
 NAME = "config_annotation"
 RELEASE = FOLDER / "release" / f"{NAME}.ipynb"
 CODE_STUB = "# 在上面作答 / answer above"

@@ -11,10 +11,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from graders import memory_calc
+from coursework import memory_calc
+from coursework.config_annotation.parse import ParsedConfig
+from coursework.report import Text, text
 from graders.config_annotation.catalogue import Catalogue
-from graders.config_annotation.parse import ParsedConfig
-from graders.report import Text, text
 
 CARDS_IN_NOTE = re.compile(r"(\d+)\s*(?:x\s*)?(?:gpus?|cards?|ranks?|processes|张卡|块卡|张\s*gpu|个\s*gpu|卡|个进程)",
                            re.IGNORECASE)

@@ -59,7 +59,6 @@ from graders.sandbox.watch import Session
 __all__ = ["run", "probe", "Limits", "SandboxResult", "KilledReason", "SandboxSetupError", "find_bwrap",
            "bwrap_argv", "gpu_setup", "scrub_env", "missing_layers", "REQUIRED", "recorded", "MiB"]
 
-REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 # name -> predicate over the layers of a run
 REQUIRED = {
     "network namespace": lambda ls: "netns:loopback" in ls,

@@ -1,4 +1,4 @@
-"""``/calculator``: the shared ZeRO/FSDP memory calculator (``graders.memory_calc``) as a page.
+"""``/calculator``: the shared ZeRO/FSDP memory calculator (``coursework.memory_calc``) as a page.
 
 Inputs arrive as a GET query so a result can be bookmarked and shared with a classmate;
 every invalid input is named next to its field, never a server error.
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from flask import Blueprint, render_template, request
 from flask_babel import gettext as _
 
-from graders.memory_calc import (GB, GIB, FsdpStrategy, Optimizer, Precision, TrainingSetup, estimate)
+from coursework.memory_calc import (GB, GIB, FsdpStrategy, Optimizer, Precision, TrainingSetup, estimate)
 from server.homework.charts import bar_chart
 from server.ui import lang_key
 

@@ -16,7 +16,8 @@ import io
 import json
 from typing import Any, Iterator
 
-from graders.report import GradeReport
+from coursework.report import GradeReport
+from coursework.text import pick
 from server.dashboard.gradebook import Gradebook
 from server.extensions import db
 from server.homework.points import item_total
@@ -30,7 +31,7 @@ def _fmt(value: float | None) -> str:
 
 
 def _column(item, lang: str) -> str:
-    title = item.title.get(lang) or item.title.get("en") or item.ref
+    title = pick(item.title, lang) or item.ref
     return f"{title} [{item.key}]"  # the key keeps two same-titled items apart
 
 

@@ -23,9 +23,9 @@ from typing import Any
 
 from sqlalchemy import DateTime, and_, case, func, literal
 
-from graders.assignments import load as load_assignment
-from graders.exceptions import AssignmentNotFound
-from graders.quiz.bank import BankError, all_quiz_ids, load_quiz
+from coursework.assignments import load as load_assignment
+from coursework.exceptions import AssignmentNotFound
+from coursework.quiz.bank import BankError, all_quiz_ids, load_quiz
 from server.dashboard.models import Extension, ManualCellScore, ScoreOverride
 from server.extensions import db
 from server.homework.points import item_total, natural_key

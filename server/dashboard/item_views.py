@@ -8,7 +8,8 @@ from flask_babel import gettext as _
 from flask_login import current_user
 from rq import Worker
 
-from graders.quiz.bank import BankError, load_quiz
+from coursework.quiz.bank import BankError, load_quiz
+from coursework.text import pick
 from server.access import course_or_404
 from server.dashboard import actions, stats
 from server.dashboard.gradebook import build_gradebook
@@ -63,7 +64,7 @@ def homework_stats(code: str, assignment_id: str):
     if hs.scores:
         charts["hist"] = bar_chart(_("Score distribution"), _bin_starts(stats.histogram(hs.scores)),
                                    x_title=_("score, percent of the maximum (bins from)"), y_title=_("students"))
-    failing = {(c.title.get(lang_key()) or c.check_id): float(len(c.failing)) for c in hs.checks if c.failing}
+    failing = {(pick(c.title, lang_key()) or c.check_id): float(len(c.failing)) for c in hs.checks if c.failing}
     if failing:
         charts["failures"] = bar_chart(_("Students failing each check"), failing, x_title=_("check"),
                                        y_title=_("students"))

@@ -7,7 +7,7 @@ from flask import abort, flash, redirect, render_template, request, url_for
 from flask_babel import gettext as _
 from flask_login import current_user
 
-from graders.quiz.bank import BankError, load_question
+from coursework.quiz.bank import BankError, load_question
 from server.access import course_or_404
 from server.dashboard.views import bp
 from server.quiz import review

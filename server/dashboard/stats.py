@@ -19,7 +19,8 @@ from typing import Any
 
 from sqlalchemy import func
 
-from graders.quiz.bank import BankError, load_question
+from coursework.quiz.bank import BankError, load_question
+from coursework.text import pick
 from server.extensions import db
 from server.models import Course, CourseAssignment, Submission, SubmissionStatus
 from server.quiz.models import AttemptStatus, QuizAnswer, QuizAttempt
@@ -45,7 +46,7 @@ def _option_labels(question_id: str, lang: str) -> dict[str, str]:
         info = load_question(question_id).info
     except BankError:
         return {}
-    return {o["id"]: (o.get("text") or {}).get(lang) or o["id"] for o in info.get("options") or []}
+    return {o["id"]: pick(o.get("text"), lang) or o["id"] for o in info.get("options") or []}
 
 
 def _wrong_label(qtype: str, raw: str, details: dict[str, Any], labels: dict[str, str]) -> str:

@@ -10,9 +10,9 @@ from flask import Blueprint, Response, abort, redirect, render_template, request
 from flask_babel import gettext as _
 from flask_login import current_user
 
-from graders.assignments import load as load_assignment
-from graders.exceptions import AssignmentNotFound
-from graders.quiz.bank import BankError, all_quiz_ids, load_quiz
+from coursework.assignments import load as load_assignment
+from coursework.exceptions import AssignmentNotFound
+from coursework.quiz.bank import BankError, all_quiz_ids, load_quiz
 from server.access import course_or_404
 from server.dashboard import actions, exports
 from server.dashboard.gradebook import build_gradebook, sort_and_filter

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 
-from graders.assignments import Assignment, load
-from graders.exceptions import AssignmentNotFound
-from graders.quiz.bank import BankError, Quiz, load_question, load_quiz
+from coursework.assignments import Assignment, load
+from coursework.exceptions import AssignmentNotFound
+from coursework.quiz.bank import BankError, Quiz, load_question, load_quiz
 
 
 def assignment_total(assignment: Assignment) -> float | None:

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from coursework.text import pick
+
 MAX_ITEMS, MAX_TEXT, MAX_DEPTH = 16, 300, 2
 
 # key -> (zh, en, kind); kinds: bytes, s, sps (samples/s), x (ratio), pct (0..1), when, plain
@@ -241,7 +243,7 @@ def titles_for_ids(text: str, checks: list[dict], lang: str) -> str:
     for c in checks or []:
         cid, title = c.get("id"), c.get("title")
         if isinstance(cid, str) and cid:
-            name = title.get(lang) or title.get("en") if isinstance(title, dict) else None
+            name = pick(title, lang) if isinstance(title, dict) else None
             names[cid] = f"“{name}”" if name else cid
     if not names:
         return text

@@ -15,8 +15,8 @@ from flask import abort
 from flask_babel import gettext as _
 from sqlalchemy import func
 
-from graders.assignments import Assignment, load
-from graders.exceptions import AssignmentNotFound
+from coursework.assignments import Assignment, load
+from coursework.exceptions import AssignmentNotFound
 from server.extensions import db
 from server.homework.points import natural_key
 from server.models import Course, CourseAssignment, Role, Submission, SubmissionStatus, User, utcnow

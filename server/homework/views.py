@@ -16,9 +16,9 @@ from flask_login import current_user
 from flask_wtf import FlaskForm
 from flask_wtf.file import FileField, FileRequired
 
-from graders.assignments import load
-from graders.config_annotation.notebook import merge_manual_scores
-from graders.exceptions import AssignmentNotFound, SubmissionRejected
+from coursework.assignments import load
+from coursework.exceptions import AssignmentNotFound, SubmissionRejected
+from coursework.report import merge_manual_scores
 from server.access import is_instructor_of, submission_or_404
 from server.extensions import db
 from server.homework import chart_labels, markdown, readable

@@ -10,10 +10,10 @@ from typing import Any
 from flask import current_app
 from sqlalchemy import func
 
-from graders.quiz.bank import Quiz, load_question
-from graders.quiz.grading import grade, make_variant
-from graders.quiz.result import AnswerStatus, QuestionResult
-from graders.quiz.seeds import variant_seed
+from coursework.quiz.bank import Quiz, load_question
+from coursework.quiz.grading import grade, make_variant
+from coursework.quiz.result import AnswerStatus, QuestionResult
+from coursework.quiz.seeds import variant_seed
 from server.extensions import db
 from server.models import utcnow
 from server.quiz import store

@@ -8,8 +8,8 @@ import json
 import click
 from flask import Blueprint
 
-from graders.quiz.bank import BankError, load_question
-from graders.quiz.grading import grade
+from coursework.quiz.bank import BankError, load_question
+from coursework.quiz.grading import grade
 
 
 def register_cli(bp: Blueprint) -> None:

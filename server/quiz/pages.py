@@ -23,7 +23,7 @@ from flask import current_app, render_template, request, session
 from flask_wtf.csrf import generate_csrf
 from markupsafe import Markup
 
-from graders.quiz.bank import Quiz, load_question
+from coursework.quiz.bank import Quiz, load_question
 from server.quiz import attempts as rules
 from server.quiz import store
 from server.quiz.models import AttemptStatus

@@ -19,9 +19,9 @@ from typing import Any
 
 from sqlalchemy import func, select, update
 
-from graders.quiz import rubric as rubric_mod
-from graders.quiz import textmatch
-from graders.quiz.bank import load_question
+from coursework.quiz import rubric as rubric_mod
+from coursework.quiz import textmatch
+from coursework.quiz.bank import load_question
 from server.extensions import db
 from server.models import utcnow
 from server.quiz.models import QuizAnswer, QuizAttempt, QuizReviewDecision, ReviewState

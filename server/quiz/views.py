@@ -12,8 +12,8 @@ from flask import Blueprint, abort, flash, jsonify, redirect, render_template, r
 from flask_babel import gettext as _
 from flask_login import current_user
 
-from graders.quiz.bank import BankError, all_quiz_ids, load_question, load_quiz, sections
-from graders.quiz.result import AnswerStatus
+from coursework.quiz.bank import BankError, all_quiz_ids, load_question, load_quiz, sections
+from coursework.quiz.result import AnswerStatus
 from server.auth.views import session_auth, session_user_id
 from server.extensions import db
 from server.quiz import attempts as rules

@@ -16,6 +16,7 @@ from flask_babel import gettext as _
 from flask_wtf.csrf import CSRFError
 from werkzeug.exceptions import BadRequest
 
+from coursework import text
 from server.models import utcnow
 
 bp = Blueprint("ui", __name__)
@@ -29,12 +30,8 @@ def lang_key() -> str:
 
 @bp.app_template_filter("pick")
 def pick(value: Any) -> str:
-    """The current language's entry of a bilingual dict (falling back to the other one)."""
-    if isinstance(value, dict):
-        key = lang_key()
-        other = "en" if key == "zh" else "zh"
-        return value.get(key) or value.get(other) or ""
-    return "" if value is None else str(value)
+    """The current language's entry of a bilingual dict (falling back to the other one; ``coursework.text.pick``)."""
+    return text.pick(value, lang_key())
 
 
 @bp.app_template_filter("when")

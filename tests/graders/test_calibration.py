@@ -75,17 +75,17 @@ def test_eta_comes_from_the_last_calibration(tmp_path, monkeypatch):
     monkeypatch.setenv("DISTGRADE_VAR_DIR", str(tmp_path))
     cfg = {"calibration": {"expected_s": 240}}
     assert calibration.eta_minutes("ddp_speedup", "cpu", cfg) == 4
-    calibration._save_state("ddp_speedup", "cpu", {"took_s": 130, "running_since": time.time() - 10})
+    calibration.save_state("ddp_speedup", "cpu", {"took_s": 130, "running_since": time.time() - 10})
     assert calibration.eta_minutes("ddp_speedup", "cpu", cfg) == 2
 
 
 def test_a_failed_calibration_is_not_retried_by_every_job(tmp_path, monkeypatch):
     monkeypatch.setenv("DISTGRADE_VAR_DIR", str(tmp_path))
-    from graders import assignments
+    from coursework import assignments
     a = assignments.load("ddp_speedup")
     cfg = {**a.raw, "_path": str(a.path), "_id": a.id}
     key = calibration.host_key(cfg, "cpu")
-    calibration._save_state(a.id, "cpu", {"key": key, "accepted": None, "rejected": [], "checked_at": time.time()})
+    calibration.save_state(a.id, "cpu", {"key": key, "accepted": None, "rejected": [], "checked_at": time.time()})
     monkeypatch.setattr(calibration, "_measure", lambda *a, **k: pytest.fail("measured again"))
     assert calibration.reference(cfg, "cpu", on_wait=lambda m: pytest.fail("waited")) is None
 

@@ -9,10 +9,11 @@ import re
 
 import pytest
 
-from graders import assignments
+from coursework import assignments
+from coursework.config_annotation.parse import ConfigSyntaxError, parse, strip_json_comments
+from coursework.exceptions import SubmissionRejected
+from coursework.report import merge_manual_scores
 from graders.config_annotation import annotate, answers, catalogue, core, notebook, validate
-from graders.config_annotation.parse import ConfigSyntaxError, parse, strip_json_comments
-from graders.exceptions import SubmissionRejected
 
 CAT = catalogue.load()
 
@@ -159,14 +160,14 @@ def _report_with_manual() -> dict:
 
 def test_merge_manual_scores_is_pure_and_bounded() -> None:
     report = _report_with_manual()
-    merged = notebook.merge_manual_scores(report, {"explain_tradeoff": {"score": 4, "comment": "ok"},
-                                                   "explain_choice": {"score": 5}})
+    merged = merge_manual_scores(report, {"explain_tradeoff": {"score": 4, "comment": "ok"},
+                                          "explain_choice": {"score": 5}})
     assert merged["score"] == 39.0 and report["score"] == 30.0
     assert {c["id"]: c["status"] for c in merged["checks"]}["manual.explain_choice"] == "pass"
     with pytest.raises(ValueError):
-        notebook.merge_manual_scores(report, {"explain_choice": {"score": 6}})
+        merge_manual_scores(report, {"explain_choice": {"score": 6}})
     with pytest.raises(ValueError):
-        notebook.merge_manual_scores(report, {"nope": {"score": 1}})
+        merge_manual_scores(report, {"nope": {"score": 1}})
 
 
 def test_static_answers_are_read_without_running_code() -> None:
@@ -262,7 +263,7 @@ def test_annotation_answer_set_agreement_with_a_teacher() -> None:
     """Homework 2's graded annotations (assignments/config_annotation/annotation_examples.json):
     the tuning part meets the quiz's targets; the held-out parts are measured, never tuned
     one by one (held2 was written before held's failures were looked at, held3 before held2's)."""
-    from graders.quiz import agreement
+    from coursework.quiz import agreement
 
     tune = agreement.summary(agreement.annotation_outcomes("tune"))
     assert tune["fair_auto"] >= 0.97 and tune["wrong_full_auto"] == 0 and tune["review_share"] <= 0.15, tune

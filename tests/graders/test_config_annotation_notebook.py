@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from graders import assignments, sandbox
+from coursework import assignments
+from coursework.report import merge_manual_scores
+from graders import sandbox
 from graders.config_annotation import notebook, release
 
 REPO = Path(__file__).resolve().parents[2]
@@ -92,7 +94,7 @@ def test_manual_scores_agree_with_nbgrader_gradebook(tmp_path: Path, monkeypatch
     assert all(m["max_points"] == 5.0 and "D" in m["source"] for m in manual)
 
     scores = {"explain_tradeoff": {"score": 3.5, "comment": "name the all-gathers"}, "explain_choice": {"score": 5}}
-    merged = notebook.merge_manual_scores(report.to_dict(), scores)
+    merged = merge_manual_scores(report.to_dict(), scores)
     with Gradebook(f"sqlite:///{job / 'course' / 'gradebook.db'}") as gb:
         sub = gb.find_submission_notebook("config_annotation", "config_annotation", notebook.STUDENT)
         for grade in sub.grades:

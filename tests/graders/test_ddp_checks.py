@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from graders import assignments, cifar
+from coursework import assignments
+from coursework.report import CheckStatus
+from graders import cifar
 from graders.checks import ddp
 from graders.checks.render import render as _result
 from graders.ddp_speedup import gpu_plan
-from graders.report import CheckStatus
 from graders.sandbox import SandboxResult
 from graders.torchrun import RankStream, TorchrunRun, failed_ranks
 
@@ -40,7 +41,7 @@ def test_stuck_in_names_the_collective():
             '  File "/x/torch/distributed/c10d_logger.py", line 81 in wrapper\n'
             '  File "/x/torch/distributed/distributed_c10d.py", line 4800 in barrier\n'
             '  File "/job/code/train.py", line 70 in main\n')
-    assert ddp._stuck_in(dump) == {"zh": "barrier", "en": "barrier"}
+    assert ddp.stuck_in(dump) == {"zh": "barrier", "en": "barrier"}
 
 
 def test_synthetic_cifar_reads_like_the_real_files(tmp_path):
@@ -163,13 +164,13 @@ SPAWN_DUMPS = json.loads((Path(__file__).parents[1] / "fixtures" / "stacks" / "s
 
 def test_stuck_in_reads_the_real_dumps_of_a_spawn_worker_rerunning_the_script():
     """Dumps of hang_spawn_without_main_guard (2 ranks) killed at the wall-clock limit."""
-    got = {name: (ddp._stuck_in(txt) or {}).get("en") for name, txt in SPAWN_DUMPS.items()}
+    got = {name: (ddp.stuck_in(txt) or {}).get("en") for name, txt in SPAWN_DUMPS.items()}
     assert got["rank0"] == got["rank1"] == "waiting for a batch from its DataLoader worker"
     assert got["rank0-child18"] == ("a spawned worker re-running the script's top level, "
                                     "in init_process_group (rendezvous)")
     assert got["rank1-child16"] == ("a spawned worker re-running the script's top level, "
                                     "in DDP() construction (parameter check)")
-    assert ddp._helper_process(SPAWN_DUMPS["rank0-child14"])  # the resource tracker: not named
+    assert ddp.helper_process(SPAWN_DUMPS["rank0-child14"])  # the resource tracker: not named
 
 
 def test_a_spawn_hang_is_named_in_the_verdict():
@@ -339,17 +340,17 @@ def test_idle_is_what_neither_cpu_nor_data_loading_explains():
     step = lambda t, cpu, dw: {"t": t, "runqueue": 0.0, "cpu": cpu, "data_wait": dw}  # noqa: E731
     sleepy = [step(0, 0, 0), step(0.2, 0.1, 0.0), step(0.4, 0.2, 0.0)]  # 0.1 s compute + 0.1 s sleep per step
     pairs = list(zip(sleepy, sleepy[1:]))
-    assert ddp._unexplained_idle(pairs, [0.2, 0.2]) == pytest.approx(0.5)
+    assert ddp.unexplained_idle(pairs, [0.2, 0.2]) == pytest.approx(0.5)
     workers = [step(0, 0, 0), step(0.2, 0.05, 0.15), step(0.4, 0.1, 0.3)]  # waiting for DataLoader workers
-    assert ddp._unexplained_idle(list(zip(workers, workers[1:])), [0.2, 0.2]) == pytest.approx(0.0)
-    assert ddp._unexplained_idle([({"t": 0}, {"t": 1})], [1.0]) is None  # an old harness: not judged
+    assert ddp.unexplained_idle(list(zip(workers, workers[1:])), [0.2, 0.2]) == pytest.approx(0.0)
+    assert ddp.unexplained_idle([({"t": 0}, {"t": 1})], [1.0]) is None  # an old harness: not judged
 
 
 def test_waiting_for_a_busy_cpu_is_not_the_scripts_time():
     rows = [{"t": 0.0, "runqueue": 1.0}, {"t": 1.0, "runqueue": 1.6}]
-    assert ddp._own_time(*rows) == pytest.approx(0.4)
-    assert ddp._own_time({"t": 0.0, "runqueue": None}, {"t": 1.0, "runqueue": None}) == 1.0
-    assert ddp._own_time({"t": 0.0, "runqueue": 0.0}, {"t": 1.0, "runqueue": 5.0}) == 1.0  # implausible: ignored
+    assert ddp.own_time(*rows) == pytest.approx(0.4)
+    assert ddp.own_time({"t": 0.0, "runqueue": None}, {"t": 1.0, "runqueue": None}) == 1.0
+    assert ddp.own_time({"t": 0.0, "runqueue": 0.0}, {"t": 1.0, "runqueue": 5.0}) == 1.0  # implausible: ignored
 
 
 def test_every_check_id_of_the_assignment_has_one_home():

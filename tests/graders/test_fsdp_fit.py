@@ -10,9 +10,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from coursework.report import CheckStatus
 from graders import fsdp_fit
 from graders.checks import fsdp
-from graders.report import CheckStatus
 from graders.torchrun import RankStream, TorchrunRun
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from coursework.report import CheckResult, CheckStatus, GradeReport, ReportStatus, text
 from graders import checks_runner, integrity, torchrun
 from graders.checks import ddp
-from graders.report import CheckResult, CheckStatus, GradeReport, ReportStatus, text
 from graders.sandbox import SandboxResult
 from graders.torchrun import ChannelServer, RankStream, TorchrunRun
 

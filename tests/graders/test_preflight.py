@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from graders import assignments, preflight
+from coursework import assignments
+from graders import preflight
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -25,6 +25,7 @@ from typing import Iterator
 
 import pytest
 
+from coursework import settings
 from graders import sandbox, workspace
 from graders.exceptions import SandboxSetupError
 from graders.sandbox import Limits, SandboxResult
@@ -133,9 +134,9 @@ def test_only_the_allow_list_is_visible(job: Path, monkeypatch: pytest.MonkeyPat
     assignments_elsewhere = tmp_path / "assignments"
     assignments_elsewhere.mkdir()
     monkeypatch.setenv("DISTGRADE_ASSIGNMENTS_DIR", str(assignments_elsewhere))
-    harness = sandbox.REPO_ROOT / "graders" / "harness"
+    harness = settings.repo_root() / "graders" / "harness"
     code = ("import os, sys\n"
-            f"print(sorted(os.listdir('{sandbox.REPO_ROOT}')), os.listdir('{harness.parent}'))\n"
+            f"print(sorted(os.listdir('{settings.repo_root()}')), os.listdir('{harness.parent}'))\n"
             f"print('sitecustomize.py' in os.listdir('{harness}'))\n"
             f"print([p for p in ('/var', '/root', '/home', '/opt', '/srv', '/run', '{assignments_elsewhere}')"
             " if os.path.exists(p)], [os.listdir(p) for p in ('/', '/work') if os.path.isdir(p)])\n"

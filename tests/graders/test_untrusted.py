@@ -6,7 +6,7 @@ from pathlib import Path
 
 from graders import untrusted
 from graders.sandbox import SandboxResult
-from graders.torchrun import LOG_TAIL, _read_logs, _read_stacks
+from graders.torchrun import LOG_TAIL, read_logs, read_stacks
 
 
 def _secret(tmp_path: Path) -> Path:
@@ -24,7 +24,7 @@ def test_a_planted_symlink_fifo_or_hard_link_is_not_read(tmp_path: Path) -> None
     os.mkfifo(chan / "stack-rank1.txt")  # an open without O_NONBLOCK would wait for a writer forever
     os.link(secret, chan / "stack-rank2.txt")
     (chan / "stack-rank3.txt").write_text('Current thread 0x1 (most recent call first):\n  File "t.py", line 1 in f\n')
-    stacks = _read_stacks(chan, nproc=4)
+    stacks = read_stacks(chan, nproc=4)
     assert list(stacks) == ["rank3"]
     assert "secret" not in "".join(stacks.values())
 
@@ -38,7 +38,7 @@ def test_a_symlinked_folder_in_the_log_path_is_not_followed(tmp_path: Path) -> N
     (logs / "real_run" / "attempt_0" / "1" / "stdout.log").write_text("epoch 0 loss 2.3\n")
     (logs / "evil_run").symlink_to(tmp_path / "elsewhere")  # a whole run folder pointing outside
     (logs / "real_run" / "attempt_0" / "0").symlink_to(secret_dir)  # or one rank's folder
-    out = _read_logs(logs, 2, SandboxResult(returncode=0, timed_out=False, wall_s=1.0, stderr="launcher\n"))
+    out = read_logs(logs, 2, SandboxResult(returncode=0, timed_out=False, wall_s=1.0, stderr="launcher\n"))
     assert out == {"rank0": "", "rank1": "epoch 0 loss 2.3\n", "launcher": "launcher\n"}
 
 

@@ -32,6 +32,14 @@ def test_both_targets_install_with_the_readme_command():
     assert "./distgrade up" in (REPO / "README.md").read_text()
 
 
+def test_the_web_image_ships_coursework_and_not_graders():
+    """Student code never runs in the web app, so its image has no grader (tests/server/test_boundary.py)."""
+    text = (REPO / "Dockerfile").read_text()
+    web, worker = text[:text.index("AS worker")], text[text.index("AS worker"):]
+    assert "COPY coursework ./coursework" in web and "graders" not in re.sub(r"#.*", "", web)
+    assert "COPY coursework ./coursework" in worker and "COPY graders ./graders" in worker
+
+
 def test_worker_image_runs_the_tested_torch():
     """The GPU worker installs the torch this suite runs on (not an older base image's)."""
     import importlib.metadata

@@ -7,10 +7,10 @@ import re
 
 import pytest
 
-from graders.quiz.bank import all_question_ids, all_quiz_ids, load_question, load_quiz, sections
-from graders.quiz import agreement
-from graders.quiz.grading import REVIEW_NOTE, grade, make_variant
-from graders.quiz.result import AnswerStatus
+from coursework.quiz import agreement
+from coursework.quiz.bank import all_question_ids, all_quiz_ids, load_question, load_quiz, sections
+from coursework.quiz.grading import REVIEW_NOTE, grade, make_variant
+from coursework.quiz.result import AnswerStatus
 
 QUESTIONS = all_question_ids()
 SEEDS = range(0, 400, 7)  # 58 seeds per question

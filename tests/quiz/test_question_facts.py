@@ -3,8 +3,8 @@ chapter digest and DeepSpeed's / PyTorch's documentation."""
 from __future__ import annotations
 
 
-from graders.quiz.bank import load_question
-from graders.quiz.grading import grade, make_variant
+from coursework.quiz.bank import load_question
+from coursework.quiz.grading import grade, make_variant
 
 SEEDS = range(300)
 

@@ -1,13 +1,13 @@
-"""The shared reading of short answers (graders/quiz/textmatch.py) and the rubric's failure
+"""The shared reading of short answers (coursework/quiz/textmatch.py) and the rubric's failure
 classes from issue 12, as pure functions."""
 from __future__ import annotations
 
 import pytest
 
-from graders.quiz import textmatch as tm
-from graders.quiz.bank import load_question
-from graders.quiz.grading import grade
-from graders.quiz.result import AnswerStatus
+from coursework.quiz import textmatch as tm
+from coursework.quiz.bank import load_question
+from coursework.quiz.grading import grade
+from coursework.quiz.result import AnswerStatus
 
 
 def test_normalise_spells_out_enumerated_stages_and_full_width() -> None:

@@ -1,95 +1,38 @@
 """Fixtures for the web app's tests: a small placeholder assignment in a temp folder.
 
-The placeholder is a real assignment folder (assignment.json, bilingual README, a
-grader module) so the pages, the upload rules and the worker run unchanged; it only
-lives in the test's tmp dir and is reached through ``DISTGRADE_ASSIGNMENTS_DIR``
-(subprocesses) or by pointing ``graders.assignments.ASSIGNMENTS_DIR`` at it (in-process).
+The placeholder is a real assignment folder, ``tests/fixtures/assignments/hello_ddp``
+(assignment.json, bilingual README; its grader is ``tests/fixtures/hello_ddp_grader.py``), so the
+pages, the upload rules and the worker run unchanged. Each test gets a copy in its tmp dir, reached
+through ``DISTGRADE_ASSIGNMENTS_DIR`` (``coursework.settings`` reads it each time it is asked).
 """
 from __future__ import annotations
 
-import json
-import textwrap
+import shutil
 from pathlib import Path
 
 import pytest
 
 PLACEHOLDER = "hello_ddp"
-GRADER_MODULE = "distgrade_placeholder_grader"
-
-GRADER_SOURCE = '''
-"""Placeholder grader for the web tests: reports progress for a few seconds, then a full report."""
-import os
-import time
-
-from graders.progress import report_progress
-from graders.report import CheckResult, CheckStatus, GradeReport, text
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
-def grade(assignment, job, files, mode):
-    src = files[0].read_text(encoding="utf-8")
-    logs = {"rank0": "", "rank1": ""}
-    for step in range(int(os.environ.get("PLACEHOLDER_STEPS", "3"))):
-        for rank in logs:
-            logs[rank] += f"[rank{rank[-1]}] step {step} loss {1.0 / (step + 1):.3f}\\n"
-        report_progress("training", logs)
-        time.sleep(1.0)
-    if "CRASH" in src:
-        raise RuntimeError("placeholder grader crashed on purpose")
-    report = GradeReport(assignment=assignment.id, logs=logs,
-                         summary=text("两进程运行成功，但还不够快。", "Both ranks ran; not fast enough yet."))
-    report.add(CheckResult("launch.ranks", text("两个进程都启动了", "Both ranks started"), CheckStatus.PASS,
-                           4, 4, text("两个 rank 都正常结束。", "Both ranks exited cleanly."),
-                           evidence={"exit_codes": [0, 0]}))
-    report.add(CheckResult("speedup.ratio", text("加速比", "Speed-up"), CheckStatus.FAIL, 1, 6,
-                           text("加速比 1.2x，低于 1.6x。", "Speed-up 1.2x is below 1.6x."),
-                           text("检查 DistributedSampler。", "Check the DistributedSampler."),
-                           evidence={"speedup": 1.2, "threshold": 1.6}))
-    report.plots = {"throughput": {"1": 410.5, "2": 492.6},
-                    "loss": {"1 rank": [2.3, 1.9, 1.5, 1.2], "2 ranks": [2.3, 1.8, 1.4, 1.1]}}
-    report.sandbox = {"layers": ["rlimits", "no-network"], "cpus": 2}
-    report.timings = {"total_s": 3.2}
-    return report
-'''
-
-
-def write_placeholder(root: Path, *, attempts: int = 3, max_bytes: int = 4096) -> tuple[Path, Path]:
-    """Create ``root/assignments/hello_ddp`` and ``root/pylib/<grader>.py``; returns both folders."""
+def write_placeholder(root: Path) -> Path:
+    """Copy ``tests/fixtures/assignments/hello_ddp`` to ``root/assignments/`` (tests may edit it there)."""
     folder = root / "assignments" / PLACEHOLDER
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "assignment.json").write_text(json.dumps({
-        "title": {"zh": "示例：两进程数据并行", "en": "Example: two-process data parallel"},
-        "grader": f"{GRADER_MODULE}:grade", "resource": "cpu", "attempts": attempts,
-        "upload": {"extensions": [".py"], "max_bytes": max_bytes},
-    }, ensure_ascii=False), encoding="utf-8")
-    (folder / "README.md").write_text(textwrap.dedent("""\
-        # Two processes
-        Launch with `torchrun --nproc_per_node=2 train.py` and use a **DistributedSampler**.
-        - call `set_epoch` every epoch
-        - log on rank 0 only
-        """), encoding="utf-8")
-    (folder / "README.zh.md").write_text(textwrap.dedent("""\
-        # 两个进程
-        用 `torchrun --nproc_per_node=2 train.py` 启动，并使用 **DistributedSampler**。
-        - 每个 epoch 调用 `set_epoch`
-        - 只在 rank 0 打日志
-        """), encoding="utf-8")
-    pylib = root / "pylib"
-    pylib.mkdir(exist_ok=True)
-    (pylib / f"{GRADER_MODULE}.py").write_text(GRADER_SOURCE, encoding="utf-8")
-    return folder.parent, pylib
+    shutil.copytree(FIXTURES / "assignments" / PLACEHOLDER, folder)
+    return folder.parent
 
 
 @pytest.fixture
 def hw(app, tmp_path, monkeypatch):
     """The placeholder assignment published in the demo course; returns its CourseAssignment id."""
-    import graders.assignments
     from server.commands import DEMO_COURSE
     from server.extensions import db
     from server.models import CourseAssignment
     from server.roster import ensure_course
 
-    adir, _ = write_placeholder(tmp_path / "content")
-    monkeypatch.setattr(graders.assignments, "ASSIGNMENTS_DIR", adir)
+    adir = write_placeholder(tmp_path / "content")
+    monkeypatch.setenv("DISTGRADE_ASSIGNMENTS_DIR", str(adir))
     with app.app_context():
         course = ensure_course(*DEMO_COURSE)
         db.session.commit()

@@ -60,10 +60,9 @@ def test_percentile_nearest_rank():
 @pytest.fixture
 def queue_app(app, monkeypatch):
     """The app with the probe assignment; nothing reaches RQ unless a test asks (QUEUE_DEPTH 0)."""
-    import graders.assignments
     import server.queue
 
-    monkeypatch.setattr(graders.assignments, "ASSIGNMENTS_DIR", FIXTURES / "assignments")
+    monkeypatch.setenv("DISTGRADE_ASSIGNMENTS_DIR", str(FIXTURES / "assignments"))
     monkeypatch.setattr(server.queue, "QUEUE_DEPTH", 0)
     return app
 
@@ -167,10 +166,9 @@ def probe(tmp_path, redis_server):
 
 
 def test_real_worker_starts_jobs_in_fair_order_and_stops_a_replaced_run(probe, monkeypatch):
-    import graders.assignments
     import server.queue
 
-    monkeypatch.setattr(graders.assignments, "ASSIGNMENTS_DIR", FIXTURES / "assignments")
+    monkeypatch.setenv("DISTGRADE_ASSIGNMENTS_DIR", str(FIXTURES / "assignments"))
     monkeypatch.setattr(server.queue, "QUEUE_DEPTH", 0)  # this process only stores; the worker dispatches
     # alice was just graded twice (direct rows), so bob and teacher go before her next upload
     from server.extensions import db
@@ -256,7 +254,7 @@ def test_mode_per_deployment_picks_the_resources_from_the_content(queue_app, cli
 
 
 def test_homework_content_declares_its_gpu_resources():
-    from graders.assignments import load
+    from coursework.assignments import load
 
     for name in ("ddp_speedup", "fsdp_fit"):
         assert (load(name).resource_for("cpu"), load(name).resource_for("gpu")) == ("cpu", "gpu2")

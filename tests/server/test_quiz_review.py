@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from graders.quiz.bank import load_quiz
+from coursework.quiz.bank import load_quiz
 from server.extensions import db
 from server.models import Course, Role
 from server.quiz.attempts import gradebook_score

@@ -159,7 +159,7 @@ def test_quiz_seed_is_derived_from_the_secret(tmp_path, redis_server):
     """
     import hashlib
 
-    from graders.quiz.seeds import seed_key, variant_seed
+    from coursework.quiz.seeds import seed_key, variant_seed
 
     a, b = seed_key("a" * 40), seed_key("b" * 40)
     pairs = [(u, f"q{q}", n) for u in range(1, 6) for q in range(8) for n in (1, 2)]

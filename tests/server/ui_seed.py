@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
-from graders.assignments import load
+from coursework.assignments import load
 
 GIB = 2 ** 30
 SYNTAX_TB = '''Traceback (most recent call last):

@@ -42,7 +42,7 @@ def _patch(module) -> None:
         module.CIFAR10._check_integrity = lambda self: True
 
 
-def install(stream) -> None:
+def install() -> None:
     """Register the import patch when the data set is the synthetic one."""
     if os.environ.get("DISTGRADE_SYNTHETIC_DATA") == "1":
         sys.meta_path.insert(0, _PatchOnImport())

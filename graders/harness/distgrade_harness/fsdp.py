@@ -150,7 +150,6 @@ class FsdpObserver:
         total = torch.cuda.get_device_properties(self.device).total_memory
         fraction = min(1.0, self.capacity / total)
         torch.cuda.set_per_process_memory_fraction(fraction, self.device)
-        self.stream.send({"type": "fsdp_card", "total": total, "fraction": fraction, "capacity": self.capacity})
 
     # -- model ------------------------------------------------------------------
     def _pre_forward(self, module, args):

@@ -1,5 +1,5 @@
 """{billions}B parameters -> 16 bytes each (bf16 weights + grads, fp32 master, two Adam moments)."""
-from graders.memory_calc import GIB, full_training_bytes
+from coursework.memory_calc import GIB, full_training_bytes
 
 SIZES = [0.5, 1, 1.5, 3, 7, 8, 13, 14, 32, 70]
 

@@ -1,5 +1,5 @@
 """Per-card model states for ZeRO stage k on n cards, from the shared calculator."""
-from graders.memory_calc import TrainingSetup, estimate
+from coursework.memory_calc import TrainingSetup, estimate
 
 SIZES = [1, 3, 7, 13, 30, 70]
 CARDS = [2, 4, 8, 16, 64]

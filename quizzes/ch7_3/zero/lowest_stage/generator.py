@@ -3,7 +3,7 @@
 Sizes in GB = 10^9 bytes; every stage's per-card figure is kept at least 10% away from the card
 size, so no answer hangs on rounding ("16.0 GB on a 16 GB card").
 """
-from graders.memory_calc import TrainingSetup, estimate
+from coursework.memory_calc import TrainingSetup, estimate
 
 IDS = ["s0", "s1", "s2", "s3", "none"]
 MARGIN = 0.10

@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
+from coursework.text import Text, text
+
 
 class CheckStatus(str, Enum):
     PASS = "pass"
@@ -37,14 +39,6 @@ REVIEW_SUMMARY = {
     "en": "This submission needs a review by the teaching staff and counts 0 points until then. "
           "The outcome will show here; ask the staff if you have questions.",
 }
-
-
-Text = dict[str, str]  # {"zh": "...", "en": "..."}
-
-
-def text(zh: str, en: str) -> Text:
-    """Build a bilingual text; both languages are mandatory."""
-    return {"zh": zh, "en": en}
 
 
 @dataclass
@@ -170,10 +164,6 @@ class GradeReport:
         )
 
     @classmethod
-    def from_json(cls, s: str) -> "GradeReport":
-        return cls.from_dict(json.loads(s))
-
-    @classmethod
     def crashed(cls, assignment: str, traceback_text: str, mode: str = "cpu") -> "GradeReport":
         """A report for a grader that raised: students see 'grading failed, staff
         notified', instructors see the traceback."""
@@ -204,6 +194,30 @@ class GradeReport:
         if self.status == ReportStatus.ERROR:
             out["output"] = self.summary.get(lang, "")
         return out
+
+
+def merge_manual_scores(report: dict[str, Any], scores: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A copy of a stored report (``GradeReport.to_dict()``) with the instructor's manual scores.
+
+    ``scores`` maps a manual cell id to ``{"score": float, "comment": str}``. Pure: the same
+    numbers go to nbgrader's gradebook (``Grade.manual_score``) so both totals agree.
+    Raises ValueError for an unknown cell or a score outside 0..max."""
+    out = json.loads(json.dumps(report))
+    checks = {c["id"]: c for c in out["checks"]}
+    for cell_id, s in scores.items():
+        c = checks.get(f"manual.{cell_id}")
+        if c is None:
+            raise ValueError(f"no manual cell {cell_id!r} in this report")
+        score = float(s["score"])
+        if not 0 <= score <= c["max_points"]:
+            raise ValueError(f"{cell_id}: score {score} outside 0..{c['max_points']}")
+        comment = str(s.get("comment", ""))
+        c["points"], c["status"] = score, (CheckStatus.PASS if score >= c["max_points"] else CheckStatus.FAIL).value
+        c["message"] = text(f"老师评分：{score:g}/{c['max_points']:g}。{comment}".strip(),
+                            f"Instructor's score: {score:g}/{c['max_points']:g}. {comment}".strip())
+        c["evidence"] = {**c.get("evidence", {}), "manual_score": score}
+    out["score"] = round(sum(c["points"] for c in out["checks"]), 4)
+    return out
 
 
 def _json_size(value: Any) -> int:

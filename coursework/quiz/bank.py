@@ -15,9 +15,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from graders.quiz.result import Text
+from coursework.quiz.result import Text
+from coursework.settings import quizzes_dir
+from coursework.text import pick
 
-QUIZ_ROOT = Path(__file__).resolve().parents[2] / "quizzes"
+QUIZ_ROOT = quizzes_dir()
 TYPES = ("single", "multiple", "numeric", "text", "ordering")
 
 
@@ -48,8 +50,7 @@ class Question:
 
     def text(self, key: str, lang: str) -> str:
         """A bilingual field in ``lang`` (falls back to the other language)."""
-        value = self.info.get(key) or {}
-        return value.get(lang) or value.get("en") or value.get("zh", "")
+        return pick(self.info.get(key), lang)
 
     @property
     def examples(self) -> list[dict[str, Any]]:

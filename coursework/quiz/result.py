@@ -5,6 +5,8 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
+from coursework.text import pick
+
 Text = dict[str, str]  # {"zh": ..., "en": ...}
 
 
@@ -62,7 +64,7 @@ class QuestionResult:
 
     def feedback_text(self, lang: str) -> list[str]:
         """Feedback lines in one language (falls back to the other one)."""
-        return [m.get(lang) or m.get("en") or m.get("zh", "") for m in self.feedback]
+        return [pick(m, lang) for m in self.feedback]
 
 
 def format_error(question_id: str, max_score: float, err: FormatError) -> QuestionResult:

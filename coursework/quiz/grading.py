@@ -6,9 +6,10 @@ import string
 from dataclasses import dataclass, field
 from typing import Any
 
-from graders.quiz import choice, numeric, rubric
-from graders.quiz.bank import Question
-from graders.quiz.result import AnswerStatus, FormatError, QuestionResult, Text, format_error
+from coursework.quiz import choice, numeric, rubric
+from coursework.quiz.bank import Question
+from coursework.quiz.result import AnswerStatus, FormatError, QuestionResult, Text, format_error
+from coursework.text import pick
 
 
 class _Params(dict):
@@ -57,7 +58,7 @@ class Variant:
 
         def text(i: str) -> str:
             t = by_id[i]["text"]
-            return render(t.get(lang) or t["en"], self.params)
+            return render(pick(t, lang), self.params)
 
         if q.type in ("single", "multiple"):
             order = [i for i in self.option_order if i in self.correct_ids()] or sorted(self.correct_ids())
@@ -81,7 +82,7 @@ class Variant:
         """What the page shows: prompt and shuffled options, never the answer."""
         q = self.question
         by_id = {o["id"]: o for o in q.info.get("options", []) + q.info.get("items", [])}
-        shown = [{"id": i, "text": render(by_id[i]["text"].get(lang) or by_id[i]["text"]["en"], self.params)}
+        shown = [{"id": i, "text": render(pick(by_id[i]["text"], lang), self.params)}
                  for i in self.option_order]
         unit = q.info.get("numeric", {}).get("default_unit", "")
         return {"id": q.id, "type": q.type, "seed": self.seed, "points": q.points, "title": q.text("title", lang),

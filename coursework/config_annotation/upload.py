@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 import os
 
-from graders.config_annotation.parse import ConfigSyntaxError, parse
-from graders.exceptions import SubmissionRejected
+from coursework.config_annotation.parse import ConfigSyntaxError, parse
+from coursework.exceptions import SubmissionRejected
 
 
 def _text(data: bytes) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from graders.quiz.bank import load_question, load_quiz
+from coursework.quiz.bank import load_question, load_quiz
 from server.extensions import db
 from server.quiz.attempts import gradebook_score, variant_for
 from server.quiz.models import QuizAnswer, QuizAttempt

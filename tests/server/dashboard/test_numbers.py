@@ -10,16 +10,15 @@ import html
 import io
 import json
 import re
-from pathlib import Path
 
 import pytest
 
 from server.dashboard.gradebook import build_gradebook
 from server.extensions import db
 from server.models import Course, CourseAssignment, User
+from tests.conftest import REPO
 from tests.server.conftest import PLACEHOLDER, SAMPLE_REPORT
 
-REPO = Path(__file__).resolve().parents[2]
 TEACHER = ("teacher", "teacher-pass")
 
 
@@ -99,9 +98,9 @@ def test_gradebook_page_shows_maxima_totals_and_a_dash_for_nothing(app, client, 
 @pytest.fixture
 def placeholder_total(hw):
     """Give the placeholder homework a declared total of 10 points."""
-    import graders.assignments
+    from coursework import settings
 
-    path = graders.assignments.ASSIGNMENTS_DIR / PLACEHOLDER / "assignment.json"
+    path = settings.assignments_dir() / PLACEHOLDER / "assignment.json"
     meta = json.loads(path.read_text())
     meta["total_points"] = 10
     path.write_text(json.dumps(meta))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from graders.quiz.result import FormatError, Text
+from coursework.quiz.result import FormatError, Text
 
 MAX_CHOICE_CHARS = 400
 

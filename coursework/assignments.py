@@ -14,10 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from graders.exceptions import AssignmentNotFound, SubmissionRejected
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
-ASSIGNMENTS_DIR = Path(os.environ.get("DISTGRADE_ASSIGNMENTS_DIR", REPO_ROOT / "assignments"))
+from coursework import settings
+from coursework.exceptions import AssignmentNotFound, SubmissionRejected
 
 
 @dataclass
@@ -81,7 +79,7 @@ def load(assignment_id: str) -> Assignment:
     """Load one assignment by folder name."""
     if not assignment_id or "/" in assignment_id or assignment_id.startswith("."):
         raise AssignmentNotFound(assignment_id)
-    path = ASSIGNMENTS_DIR / assignment_id
+    path = settings.assignments_dir() / assignment_id
     meta_file = path / "assignment.json"
     if not meta_file.is_file():
         raise AssignmentNotFound(assignment_id)
@@ -105,6 +103,7 @@ def _resources(raw: dict[str, Any]) -> dict[str, str]:
 
 def all_assignments() -> list[Assignment]:
     """Every assignment folder, sorted by id."""
-    if not ASSIGNMENTS_DIR.is_dir():
+    root = settings.assignments_dir()
+    if not root.is_dir():
         return []
-    return [load(p.name) for p in sorted(ASSIGNMENTS_DIR.iterdir()) if (p / "assignment.json").is_file()]
+    return [load(p.name) for p in sorted(root.iterdir()) if (p / "assignment.json").is_file()]

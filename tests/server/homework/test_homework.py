@@ -8,7 +8,7 @@ import pytest
 from server.extensions import db
 from server.models import CourseAssignment, Submission, utcnow
 
-PLACEHOLDER = "hello_ddp"  # the assignment folder tests/server/conftest.py writes
+PLACEHOLDER = "hello_ddp"  # tests/fixtures/assignments/hello_ddp, copied by tests/server/conftest.py
 URL = f"/homework/DIST101/{PLACEHOLDER}"
 
 

@@ -9,7 +9,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from graders.quiz.result import FormatError, Text
+from coursework.quiz.result import FormatError, Text
 
 MAX_NUMERIC_CHARS = 64
 
@@ -124,9 +124,3 @@ def display(value: float, dimension: str, unit: str, exact: bool) -> tuple[str, 
         number = f"{shown:.2f}"
     text = f"{number}×" if unit.lower() in ("x", "×") else f"{number} {unit}".strip()
     return (text, text) if exact else (f"约 {text}", f"about {text}")
-
-
-def format_bytes(value: float, unit: str = "GB") -> str:
-    """``112e9 -> "112 GB"`` with at most three significant decimals."""
-    factor = UNITS["bytes"][unit.lower()][0]
-    return f"{value / factor:.4g} {unit}"

@@ -14,9 +14,9 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from graders.quiz.bank import all_question_ids, load_question
-from graders.quiz.grading import grade
-from graders.quiz.result import AnswerStatus
+from coursework.quiz.bank import all_question_ids, load_question
+from coursework.quiz.grading import grade
+from coursework.quiz.result import AnswerStatus
 
 
 @dataclass

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from graders.memory_calc import (GB, FsdpStrategy, Optimizer, Precision, TrainingSetup, bytes_per_param,
+from coursework.memory_calc import (GB, FsdpStrategy, Optimizer, Precision, TrainingSetup, bytes_per_param,
                                  estimate, full_training_bytes, zero_stage_bytes)
 
 

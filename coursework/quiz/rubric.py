@@ -35,15 +35,15 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from graders.quiz import textmatch as tm
-from graders.quiz.result import FormatError, Text
+from coursework.quiz import textmatch as tm
+from coursework.quiz.result import FormatError, Text
 
 MAX_TEXT_CHARS = 2000
 SHORTHAND_MAX_CHARS = 60
 _RESPECTIVELY = re.compile(r"respectively|分别|各自|依次")
 
 # How much each sign of a doubtful reading lowers the confidence. The threshold below was
-# chosen on the ``tune`` half of the answer sets only (python -m graders.quiz.agreement):
+# chosen on the ``tune`` half of the answer sets only (python -m coursework.quiz.agreement):
 # the lowest review share at which every auto-graded tuning answer got the fair verdict.
 PENALTIES = {
     "typo": 0.05,  # per corrected word (at most two counted)
