@@ -1,4 +1,4 @@
-"""``python -m server.worker``: an RQ worker for this host's queues plus a reconciler thread.
+"""``python -m server.grading.worker``: an RQ worker for this host's queues plus a reconciler thread.
 
 It also measures the reference solutions' speed at start-up and every 10 minutes when it is
 due (``graders.calibration``), so a student's job rarely waits for it; ``DISTGRADE_CALIBRATE=0``
@@ -19,8 +19,9 @@ import redis
 from rq import Queue, Worker
 
 from graders.gpu_slots import host_gpus
-from server.queue import queues_for_host, reconcile, redis_conn
-from server.tasks import worker_app
+from server.grading.queue import queues_for_host, redis_conn
+from server.grading.reconcile import reconcile
+from server.grading.task import worker_app
 
 RECONCILE_EVERY_S = float(os.environ.get("RECONCILE_EVERY_S", "5"))
 

@@ -11,7 +11,7 @@ import signal
 
 import pytest
 
-from tests.server.test_worker import FIXTURES, rows, submit, wait_until, all_final  # noqa: F401
+from tests.server.grading.test_worker import FIXTURES, rows, submit, wait_until, all_final  # noqa: F401
 from tests.conftest import Service, redis_server_flush
 
 import os

@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import Service, redis_server_flush
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 
 @pytest.fixture
@@ -41,7 +41,7 @@ def submit(app, body: str, username: str = "alice", resource: str = "cpu") -> in
     """Store a probe submission and enqueue it, as the upload page does."""
     from server.extensions import db
     from server.models import Course, Submission, User
-    from server.queue import try_enqueue
+    from server.grading.queue import try_enqueue
 
     with app.app_context():
         user = db.session.scalar(db.select(User).where(User.username == username))
