@@ -11,9 +11,52 @@ from datetime import timedelta
 
 import pytest
 
-from tests.server.conftest import SAMPLE_REPORT
+from tests.server.conftest import PLACEHOLDER, SAMPLE_REPORT
 
 ALL = ("queued", "running", "graded", "error", "replaced")
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    """One migrated SQLite database for the module: each test works on submissions of its own.
+
+    (The shared ``app`` fixture migrates a database per test, a second each; these are many
+    small tests and need neither Redis nor an assignment folder.)
+    """
+    from flask_migrate import upgrade
+
+    from server import create_app
+
+    var = tmp_path_factory.mktemp("lifecycle") / "var"
+    app = create_app({"TESTING": True, "SQLALCHEMY_DATABASE_URI": f"sqlite:///{var / 'test.db'}",
+                      "VAR_DIR": str(var), "SECRET_KEY": "test", "REDIS_URL": None})
+    with app.app_context():
+        upgrade()
+        app.test_cli_runner().invoke(args=["seed-demo"])
+    return app
+
+
+@pytest.fixture
+def make_sub(app):
+    """Store a submission in any state directly (no queue)."""
+    from server.extensions import db
+    from server.models import Submission, User, utcnow
+
+    def make(status: str = "queued", **fields) -> int:
+        with app.app_context():
+            user = db.session.scalar(db.select(User).where(User.username == "alice"))
+            data = b"print('hi')\n"
+            now = utcnow()
+            sub = Submission(user_id=user.id, course_id=1, assignment_id=PLACEHOLDER, status=status,
+                             filename="train.py", content=data, sha256=Submission.digest(data), size=len(data),
+                             started_at=now if status != "queued" else None,
+                             finished_at=now if status in ("graded", "error") else None, **fields)
+            if status == "graded":
+                sub.score, sub.max_score, sub.report_json = 5.0, 10.0, SAMPLE_REPORT
+            db.session.add(sub)
+            db.session.commit()
+            return sub.id
+    return make
 
 
 def row(sid: int) -> dict:
@@ -168,7 +211,8 @@ def test_recover_expired_takes_only_dead_leases(app, make_sub):
         db.session.get(Submission, dead).lease_until = utcnow() - timedelta(seconds=1)
         db.session.commit()
         before = row(alive)
-        assert lifecycle.recover_expired() == {dead: "retrying"}
+        recovered = lifecycle.recover_expired()  # (the module's database is shared: look at ours)
+        assert recovered[dead] == "retrying" and alive not in recovered
         assert row(alive) == before
         assert row(dead)["error_detail"] == lifecycle.INFRA_DETAIL_LOST_WORKER
         # A lease renewed after the reconciler looked is not taken from its live run.
