@@ -1,7 +1,6 @@
 """The fair queue: ordering and ETA as pure functions, replacement and order with real Redis and workers."""
 from __future__ import annotations
 
-import os
 import signal  # noqa: F401
 from datetime import timedelta
 
@@ -9,8 +8,7 @@ import pytest
 
 from server.grading import fairness
 from server.grading.fairness import Waiting
-from tests.conftest import Service, redis_server_flush
-from tests.server.grading.test_worker import FIXTURES, all_final, rows, wait_until
+from tests.server.grading.test_worker import FIXTURES, all_final, probe_service, probe_upload, rows, wait_until
 
 
 # --- pure functions -------------------------------------------------------------------------------
@@ -70,16 +68,10 @@ def queue_app(app, monkeypatch):
 
 def upload(app, username: str, body: str = "score 1", resource: str = "cpu") -> tuple[int, list[int]]:
     """Store a probe upload through ``server.grading.queue.submit`` as the upload page does."""
-    from server.extensions import db
-    from server.models import Course, Submission, User
     from server.grading.queue import submit
 
     with app.app_context():
-        user = db.session.scalar(db.select(User).where(User.username == username))
-        course = db.session.scalar(db.select(Course))
-        data = body.encode()
-        sub = Submission(user_id=user.id, course_id=course.id, assignment_id="probe", filename="s.txt",
-                         content=data, sha256=Submission.digest(data), size=len(data), resource=resource)
+        sub = probe_upload(body, username, resource)
         replaced = submit(sub)
         return sub.id, replaced
 
@@ -151,17 +143,7 @@ def test_regrade_waits_behind_first_gradings_and_busy_students_behind_others(que
 
 @pytest.fixture
 def probe(tmp_path, redis_server):
-    redis_server_flush(redis_server)
-    svc = Service(tmp_path, redis_server.url, extra_env={
-        "DISTGRADE_ASSIGNMENTS_DIR": str(FIXTURES / "assignments"),
-        "PYTHONPATH": os.pathsep.join([str(FIXTURES), os.environ.get("PYTHONPATH", "")]),
-        "GRADE_TIMEOUT_S": "30", "QUEUE_DEPTH": "1"})
-    svc.flask("db", "upgrade")
-    svc.flask("seed-demo")
-    from server import create_app
-
-    svc.app = create_app({"SQLALCHEMY_DATABASE_URI": svc.env["DATABASE_URL"], "REDIS_URL": redis_server.url,
-                          "VAR_DIR": str(tmp_path / "var"), "GRADE_TIMEOUT_S": 30, "LEASE_S": 3})
+    svc = probe_service(tmp_path, redis_server, timeout_s=30, lease_s=3, QUEUE_DEPTH="1")
     yield svc
     svc.stop()
 
