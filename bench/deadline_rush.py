@@ -8,10 +8,10 @@ near the end). Each grading takes a duration drawn from the measured distributio
 the default is what this repository's grader took on the sample submissions here,
 times ``--scale``). K slots grade one job each.
 
-The ordering is not re-implemented here: the simulation calls ``server.fairness``
+The ordering is not re-implemented here: the simulation calls ``server.grading.fairness``
 (``fair_order`` with gradings started per student in the last hour, and ``fifo_order``),
-the same functions ``server.queue`` feeds from SQL. The fair run also applies the
-one-pending-upload rule of ``server.queue.submit`` (a new upload replaces the waiting
+the same functions ``server.grading.queue`` feeds from SQL. The fair run also applies the
+one-pending-upload rule of ``server.grading.queue.submit`` (a new upload replaces the waiting
 one and keeps its place). Printed: per-student mean wait, p50/p95 across students,
 the worst student, jobs graded, and when the last result came out.
 """
@@ -25,7 +25,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from server.fairness import Waiting, fair_order, fifo_order, percentile
+from server.grading.fairness import Waiting, fair_order, fifo_order, percentile
 
 # Seconds per grading measured on this repository's dev machine (2 shared cores, fast mode):
 # ddp_speedup samples through the real CLI (correct, buggy, crashing, hanging scripts).

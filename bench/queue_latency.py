@@ -14,7 +14,7 @@ import redis
 from rq import Queue, Worker
 
 from bench.common import percentile, print_table, redis_server
-from server.queue import queue_name
+from server.grading.queue import queue_name
 
 N = int(os.environ.get("BENCH_JOBS", "200"))
 
@@ -27,7 +27,7 @@ def mark_started(enqueued_at: float, key: str) -> None:
 def main() -> int:
     with redis_server() as url:
         env = dict(os.environ, BENCH_REDIS_URL=url)
-        # Like server.worker, the worker process imports the job module before it forks work horses.
+        # Like server.grading.worker, the worker process imports the job module before it forks work horses.
         worker = subprocess.Popen([sys.executable, "-m", "bench.queue_latency", "--worker", url], env=env,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:

@@ -125,7 +125,7 @@ def register(app: Flask) -> None:
     @app.cli.command("reconcile")
     def reconcile_cmd() -> None:
         """Re-enqueue submissions whose queue job was lost."""
-        from server.queue import reconcile
+        from server.grading.reconcile import reconcile
 
         click.echo(f"re-enqueued: {reconcile()}")
 

@@ -37,6 +37,12 @@ class SubmissionStatus(str, Enum):
     REPLACED = "replaced"  # a newer upload took its place in the queue; never graded, not counted
 
 
+# The two groups of statuses every page, export and query asks about, spelled once here (templates
+# get them as Jinja globals from the app factory). The moves between statuses: ``server.grading.lifecycle``.
+PENDING_STATUSES = (SubmissionStatus.QUEUED.value, SubmissionStatus.RUNNING.value)  # a result is coming
+FINISHED_STATUSES = (SubmissionStatus.GRADED.value, SubmissionStatus.ERROR.value)  # a run ended: report or error
+
+
 class User(UserMixin, db.Model):
     id: Mapped[int] = mapped_column(primary_key=True)
     username: Mapped[str] = mapped_column(String(80), unique=True, index=True)
@@ -164,10 +170,6 @@ class Submission(db.Model):
     @property
     def counts_as_attempt(self) -> bool:
         return self.status == SubmissionStatus.GRADED.value
-
-    def to_status_dict(self) -> dict[str, Any]:
-        """What the status API returns to the submission's owner."""
-        return status_dict(self)
 
 
 # The columns ``status_dict`` reads: the polled status API selects just these, no ORM object.

@@ -68,7 +68,7 @@ class Supervisor:
         self.spawn("web", [sys.executable, "-m", "gunicorn", "-w", str(WEB_PROCESSES), "--threads", "4",
                            "-b", f"{HOST}:{PORT}", "--access-logfile", "-", "server.wsgi:app"])
         for i in range(WORKERS):
-            self.spawn(f"worker{i}", [sys.executable, "-m", "server.worker"])
+            self.spawn(f"worker{i}", [sys.executable, "-m", "server.grading.worker"])
 
     def watch(self) -> int:
         """Restart dead workers; return when the web server exits or we are told to stop."""
@@ -78,7 +78,7 @@ class Supervisor:
                     continue
                 if name.startswith("worker"):
                     print(f"{name} exited with {proc.returncode}; restarting", file=sys.stderr)
-                    self.spawn(name, [sys.executable, "-m", "server.worker"])
+                    self.spawn(name, [sys.executable, "-m", "server.grading.worker"])
                 else:
                     print(f"{name} exited with {proc.returncode}; stopping", file=sys.stderr)
                     return 1

@@ -161,7 +161,7 @@ class Service:
         wait_for_port(self.port)
 
     def start_worker(self, name: str = "worker") -> subprocess.Popen:
-        proc = subprocess.Popen([sys.executable, "-m", "server.worker"], env=self.env, cwd=REPO,
+        proc = subprocess.Popen([sys.executable, "-m", "server.grading.worker"], env=self.env, cwd=REPO,
                                 start_new_session=True, stdout=open(self.tmp / f"{name}.log", "ab"),
                                 stderr=subprocess.STDOUT)
         self.procs[name] = proc

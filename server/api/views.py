@@ -13,8 +13,8 @@ from sqlalchemy import bindparam, exists, or_, select
 from server.auth.views import checks_session_version, session_is_current, session_user_id
 from server.extensions import db
 from server.homework.rules import elapsed_s
-from server.models import STATUS_COLUMNS, Membership, Role, Submission, SubmissionStatus, User, status_dict
-from server.queue import queue_place
+from server.models import FINISHED_STATUSES, STATUS_COLUMNS, Membership, Role, Submission, User, status_dict
+from server.grading.queue import queue_place
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
@@ -24,7 +24,7 @@ def status_payload(sub: Any) -> dict[str, Any]:
     data = status_dict(sub)
     data.update(queue_place(sub))  # queue_position and eta_s (expected start, seconds)
     data["elapsed_s"] = elapsed_s(sub)
-    if sub.status in (SubmissionStatus.GRADED.value, SubmissionStatus.ERROR.value):
+    if sub.status in FINISHED_STATUSES:
         data["report_url"] = url_for("homework.report", submission_id=sub.id)
     return data
 

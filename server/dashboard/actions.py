@@ -2,7 +2,7 @@
 grade a free-text cell by hand, grant an extension. Every manual score change is audited.
 
 Regrading keeps the score a submission had in a ``Regrade`` row before putting it back to
-``queued``; the worker then grades it exactly as a new upload (same lease, same single
+``queued`` (``lifecycle.reset_for_regrade``); the worker then grades it exactly as a new upload (same lease, same single
 store), so "which scores changed" is a join of ``Regrade`` with the submission afterwards.
 """
 from __future__ import annotations
@@ -12,14 +12,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import update
-
 from server.dashboard.models import AuditEntry, Extension, ManualCellScore, Regrade, ScoreOverride
 from server.extensions import db
-from server.models import CourseAssignment, Submission, SubmissionStatus, User, utcnow
-from server.queue import try_enqueue
+from server.grading import lifecycle
+from server.grading.queue import try_enqueue
+from server.models import FINISHED_STATUSES, CourseAssignment, Submission, SubmissionStatus, User, utcnow
 
-REGRADABLE = (SubmissionStatus.GRADED.value, SubmissionStatus.ERROR.value)
 REGRADE_INLINE = 100  # regraded submissions enqueued inside the request; the reconciler takes the rest
 
 
@@ -40,17 +38,12 @@ def regrade(subs: list[Submission], actor_id: int) -> str:
     batch = uuid.uuid4().hex[:12]
     requeued = []
     for sub in subs:
-        if sub.status not in REGRADABLE:
+        if sub.status not in FINISHED_STATUSES:
             continue
         db.session.add(Regrade(batch=batch, submission_id=sub.id, course_id=sub.course_id,
                                assignment_id=sub.assignment_id, old_status=sub.status, old_score=sub.score,
                                old_max_score=sub.max_score, requested_by=actor_id))
-        won = db.session.execute(update(Submission).where(
-            Submission.id == sub.id, Submission.status.in_(REGRADABLE)).values(
-            status=SubmissionStatus.QUEUED.value, score=None, run_token=None, lease_until=None,
-            infra_retries=0, results_stored=0, started_at=None, finished_at=None, error_detail=None,
-            progress_json=None)).rowcount
-        if won:
+        if lifecycle.reset_for_regrade(sub.id):
             requeued.append(sub)
     db.session.commit()
     # A whole class can be thousands of submissions: hand the first ones to Redis now and leave
@@ -106,7 +99,7 @@ class RegradeResult:
 
     @property
     def done(self) -> bool:
-        return self.status in REGRADABLE
+        return self.status in FINISHED_STATUSES
 
     @property
     def changed(self) -> bool:

@@ -21,7 +21,7 @@ from coursework.text import pick
 from server.dashboard.gradebook import Gradebook
 from server.extensions import db
 from server.homework.points import item_total
-from server.models import Submission, User
+from server.models import FINISHED_STATUSES, Submission, User
 
 CANVAS_FIXED = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 
@@ -80,7 +80,7 @@ def reports_jsonl(course_id: int, assignment_id: str | None = None, batch: int =
     while True:
         q = (db.select(Submission, User.username).join(User, User.id == Submission.user_id)
              .where(Submission.course_id == course_id, Submission.id > last,
-                    Submission.status.in_(("graded", "error")))
+                    Submission.status.in_(FINISHED_STATUSES))
              .order_by(Submission.id).limit(batch)
              .options(db.undefer(Submission.report_json)))
         if assignment_id:

@@ -29,7 +29,8 @@ from coursework.quiz.bank import BankError, all_quiz_ids, load_quiz
 from server.dashboard.models import Extension, ManualCellScore, ScoreOverride
 from server.extensions import db
 from server.homework.points import item_total, natural_key
-from server.models import Course, CourseAssignment, Membership, Role, Submission, SubmissionStatus, User
+from server.models import (PENDING_STATUSES, Course, CourseAssignment, Membership, Role, Submission, SubmissionStatus,
+                           User)
 from server.quiz.models import AttemptStatus, QuizAttempt
 
 
@@ -197,37 +198,40 @@ def _homework_cells(course_id: int, items: dict[str, Item], user_id: int | None 
         total.label("total"), Submission.max_score.label("top"), Submission.created_at.label("created"),
         case((Submission.created_at > due, 1), else_=0).label("late")).subquery()
     run = db.session.connection().execute  # Core rows: no ORM loading step for thousands of tuples
-    grouped = run(db.select(rows.c.uid, rows.c.aid, func.count(), func.max(case((rows.c.late == 0, rows.c.total))),
-                            func.max(rows.c.top), func.max(rows.c.id), func.sum(rows.c.late))
+    grouped = run(db.select(rows.c.uid, rows.c.aid, func.count().label("n"),
+                            func.max(case((rows.c.late == 0, rows.c.total))).label("best_on_time"),
+                            func.max(rows.c.top).label("top"), func.max(rows.c.id).label("last_id"),
+                            func.sum(rows.c.late).label("n_late"))
                   .group_by(rows.c.uid, rows.c.aid)).all()
     late = run(db.select(rows.c.id, rows.c.uid, rows.c.aid, rows.c.total, rows.c.created)
                .where(rows.c.late == 1)).all()
-    last_ids = [r[5] for r in grouped if r[1] in items and items[r[1]].policy == "last"]
+    last_ids = [g.last_id for g in grouped if g.aid in items and items[g.aid].policy == "last"]
     last = dict(run(db.select(rows.c.id, rows.c.total).where(rows.c.id.in_(last_ids))).all()) if last_ids else {}
     penalised: dict[int, float] = {}
     best_late: dict[tuple[int, str], float] = {}
-    for sid, uid, aid, score, created in late:
-        item = items.get(aid)
-        kept = (score or 0.0) * late_factor(created, deadlines.get(aid), item.penalty_per_day if item else 0.0)
-        penalised[sid] = kept
-        best_late[(uid, aid)] = max(best_late.get((uid, aid), 0.0), kept)
+    for r in late:
+        item = items.get(r.aid)
+        kept = (r.total or 0.0) * late_factor(r.created, deadlines.get(r.aid), item.penalty_per_day if item else 0.0)
+        penalised[r.id] = kept
+        best_late[(r.uid, r.aid)] = max(best_late.get((r.uid, r.aid), 0.0), kept)
     cells: dict[int, dict[str, Cell]] = {}  # user id -> item key -> cell
     tops: dict[str, float] = {}
-    for uid, aid, n, best_on_time, top, last_id, n_late in grouped:
+    for g in grouped:
+        uid, aid, best_on_time, top, last_id = g.uid, g.aid, g.best_on_time, g.top, g.last_id
         item = items.get(aid)
         if item is None:
             continue
         if item.policy == "last":
             score, is_late = penalised.get(last_id, last.get(last_id)), last_id in penalised
-        elif n_late:
+        elif g.n_late:
             late_best = best_late.get((uid, aid))
             score = late_best if best_on_time is None or (late_best or 0.0) > best_on_time else best_on_time
             is_late = True
         else:  # the common case: everything on time, SQL already has the best
             score, is_late = best_on_time, False
-        if score is not None and (n_late or item.policy == "last"):
+        if score is not None and (g.n_late or item.policy == "last"):
             score = round(score, 4)
-        cells.setdefault(uid, {})[item.key] = Cell(score, score, top, n, is_late)
+        cells.setdefault(uid, {})[item.key] = Cell(score, score, top, g.n, is_late)
         if top and top > tops.get(aid, 0.0):
             tops[aid] = top
     for aid, top in tops.items():  # only where the definition gives none (a folder removed from disk)
@@ -248,7 +252,7 @@ def _keep_while_regrading(course_id: int, items: dict[str, Item], cells, user_id
     q = (db.select(Submission.id, Submission.user_id, Submission.assignment_id, Submission.created_at,
                    Regrade.old_score)
          .join(Regrade, Regrade.submission_id == Submission.id)
-         .where(Submission.course_id == course_id, Submission.status.in_(("queued", "running")),
+         .where(Submission.course_id == course_id, Submission.status.in_(PENDING_STATUSES),
                 Regrade.id.in_(latest), Regrade.old_status == SubmissionStatus.GRADED.value))
     if user_id is not None:
         q = q.where(Submission.user_id == user_id)
@@ -297,8 +301,8 @@ def _quiz_cells(course_id: int, policies: dict[str, str], user_id: int | None = 
     if user_id is not None:
         finished = and_(finished, QuizAttempt.user_id == user_id)
     grouped = db.session.connection().execute(
-        db.select(QuizAttempt.user_id, QuizAttempt.quiz_id, func.count(QuizAttempt.id), func.max(QuizAttempt.score),
-                  func.max(QuizAttempt.max_score), func.max(QuizAttempt.attempt_no))
+        db.select(QuizAttempt.user_id.label("uid"), QuizAttempt.quiz_id.label("qid"), func.count(QuizAttempt.id).label("n"),
+                  func.max(QuizAttempt.score).label("best"), func.max(QuizAttempt.max_score).label("top"))
         .where(finished).group_by(QuizAttempt.user_id, QuizAttempt.quiz_id)).all()
     last_quizzes = [q for q, p in policies.items() if p == "last"]
     last: dict[tuple[int, str], float] = {}
@@ -312,9 +316,9 @@ def _quiz_cells(course_id: int, policies: dict[str, str], user_id: int | None = 
                 newest.c.u == QuizAttempt.user_id, newest.c.q == QuizAttempt.quiz_id,
                 newest.c.n == QuizAttempt.attempt_no)))}
     cells: dict[int, dict[str, Cell]] = {}  # user id -> item key -> cell
-    for uid, qid, n, best, top, _ in grouped:
-        score = last.get((uid, qid), best) if policies.get(qid) == "last" else best
-        cells.setdefault(uid, {})[f"quiz:{qid}"] = Cell(score, score, top, n)
+    for g in grouped:
+        score = last.get((g.uid, g.qid), g.best) if policies.get(g.qid) == "last" else g.best
+        cells.setdefault(g.uid, {})[f"quiz:{g.qid}"] = Cell(score, score, g.top, g.n)
     return cells
 
 

@@ -17,8 +17,8 @@ from server.dashboard.models import Extension
 from server.dashboard.views import bp, course_submission_or_404, settings_or_404
 from server.extensions import db
 from server.homework.charts import bar_chart
-from server.models import Submission, User
-from server.queue import redis_conn
+from server.models import FINISHED_STATUSES, Submission, User
+from server.grading.queue import redis_conn
 from server.ui import lang_key
 
 SPEEDUP_EDGES = [0.0, 0.5, 1.0, 1.25, 1.5, 1.75, 2.0]
@@ -103,7 +103,7 @@ def regrade_all(code: str, assignment_id: str):
     ca = settings_or_404(course.id, assignment_id)
     subs = db.session.scalars(db.select(Submission).where(
         Submission.course_id == course.id, Submission.assignment_id == assignment_id,
-        Submission.status.in_(actions.REGRADABLE))).all()
+        Submission.status.in_(FINISHED_STATUSES))).all()
     if not subs:
         flash(_("Nothing to regrade: no finished submissions."), "info")
         return redirect(url_for("dashboard.homework_stats", code=code, assignment_id=assignment_id))
@@ -122,7 +122,7 @@ def regrade_one(code: str, submission_id: int):
     """Regrade one submission through the normal queue."""
     course = course_or_404(code, instructor=True)
     sub = course_submission_or_404(course.id, submission_id)
-    if sub.status not in actions.REGRADABLE:
+    if sub.status not in FINISHED_STATUSES:
         flash(_("This submission is still waiting or running; it will be graded anyway."), "info")
         return redirect(url_for("dashboard.student", code=code, username=sub.user.username))
     batch = actions.regrade([sub], current_user.id)

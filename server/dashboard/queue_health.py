@@ -17,7 +17,7 @@ from sqlalchemy import func
 from server.extensions import db
 from server.models import Submission, SubmissionStatus, utcnow
 from server import sandbox_layers
-from server.queue import redis_conn, wait_stats
+from server.grading.queue import redis_conn, wait_stats
 
 _GPU_QUEUE = re.compile(r"^distgrade-gpu(\d+)$")
 

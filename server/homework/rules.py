@@ -2,7 +2,7 @@
 
 Only graded submissions use up an attempt; a grading error never costs the student one.
 A student has at most one pending (waiting or running) submission per homework: a new
-upload replaces it (``server.queue.submit``), so quick uploads can never turn into more
+upload replaces it (``server.grading.queue.submit``), so quick uploads can never turn into more
 graded attempts than the course allows and a replacement needs no attempt of its own.
 """
 from __future__ import annotations
@@ -19,9 +19,7 @@ from coursework.assignments import Assignment, load
 from coursework.exceptions import AssignmentNotFound
 from server.extensions import db
 from server.homework.points import natural_key
-from server.models import Course, CourseAssignment, Role, Submission, SubmissionStatus, User, utcnow
-
-PENDING = (SubmissionStatus.QUEUED.value, SubmissionStatus.RUNNING.value)
+from server.models import PENDING_STATUSES, Course, CourseAssignment, Role, Submission, SubmissionStatus, User, utcnow
 
 
 @dataclass
@@ -60,7 +58,7 @@ def attempt_counts(user_id: int, course_id: int, assignment_id: str) -> tuple[in
                Submission.assignment_id == assignment_id)
         .group_by(Submission.status)).all()
     graded = sum(n for status, n, _, _ in rows if status == SubmissionStatus.GRADED.value)
-    pending = sum(n for status, n, _, _ in rows if status in PENDING)
+    pending = sum(n for status, n, _, _ in rows if status in PENDING_STATUSES)
     best = next((b for status, _, b, _ in rows if status == SubmissionStatus.GRADED.value), None)
     top = next((m for status, _, _, m in rows if status == SubmissionStatus.GRADED.value), None)
     return graded, pending, best, top
@@ -119,7 +117,7 @@ def upload_refusal(hw: Homework) -> str | None:
 def elapsed_s(sub: Submission) -> float | None:
     """Seconds since the submission entered the queue while it waits or runs (one clock that does not
     restart at 0:00 when grading starts), or how long grading took once finished."""
-    if sub.status in PENDING:
+    if sub.status in PENDING_STATUSES:
         start, end = sub.enqueued_at or sub.created_at, utcnow()
     else:
         start, end = sub.started_at, sub.finished_at

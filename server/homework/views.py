@@ -24,13 +24,11 @@ from server.extensions import db
 from server.homework import chart_labels, markdown, readable
 from server.homework.charts import charts_for
 from server.homework.rules import elapsed_s, homework_for, homework_or_404, upload_refusal
-from server.models import Course, Submission, SubmissionStatus
-from server.queue import grading_mode, queue_place, submit
+from server.models import FINISHED_STATUSES, Course, Submission, SubmissionStatus
+from server.grading.queue import grading_mode, queue_place, submit
 from server.ui import lang_key, pick
 
 bp = Blueprint("homework", __name__)
-
-FINISHED = (SubmissionStatus.GRADED.value, SubmissionStatus.ERROR.value)
 
 
 class UploadForm(FlaskForm):
@@ -149,7 +147,7 @@ def regrading_of(subs: list[Submission]) -> dict:
     (their previous result stays on show, marked as being regraded)."""
     from server.dashboard.actions import pending_regrades  # the dashboard package imports this module
 
-    return pending_regrades([s.id for s in subs if s.status not in FINISHED])
+    return pending_regrades([s.id for s in subs if s.status not in FINISHED_STATUSES])
 
 
 @bp.route("/homework/<code>/<assignment_id>/files/<folder>/<name>")
@@ -218,7 +216,7 @@ def submission(submission_id: int):
     place = queue_place(sub)  # one look-up of the queue for both numbers
     return render_template("homework/submission.html", hw_title=_assignment_title(sub),
                            position=place["queue_position"], eta=place["eta_s"],
-                           finished=sub.status in FINISHED,
+                           finished=sub.status in FINISHED_STATUSES,
                            regrading=old if old is not None and old.old_status == SubmissionStatus.GRADED.value
                            and sub.report_json else None,
                            **report_context(sub), **counted_for(sub))
@@ -228,7 +226,7 @@ def submission(submission_id: int):
 def report(submission_id: int):
     """The report of a finished submission; ``?partial=1`` returns just the fragment for status.js."""
     sub = submission_or_404(submission_id)
-    if sub.status not in FINISHED:
+    if sub.status not in FINISHED_STATUSES:
         return redirect(url_for("homework.submission", submission_id=sub.id))
     if request.args.get("partial"):
         return render_template("homework/_report.html", **report_context(sub), **counted_for(sub))

@@ -15,11 +15,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 # Modules of server/ that run only in the grading worker process, never in the web app.
 WORKER_ONLY = {
-    "server/tasks.py",  # one grading job: pre-flight, GPU slots, the grader subprocess
-    "server/worker.py",  # the worker's entry point: sandbox probe, calibration at start-up
-    "server/supervisor.py",  # prints the sandbox probe at start-up (moving into server/grading/worker.py)
-    "server/grading/task.py",  # server/tasks.py once server/grading/ lands
-    "server/grading/worker.py",  # server/worker.py once server/grading/ lands
+    "server/grading/task.py",  # one grading job: pre-flight, GPU slots, the grader subprocess
+    "server/grading/worker.py",  # the worker process: sandbox probe, calibration at start-up
+    "server/supervisor.py",  # ./distgrade up prints the sandbox probe before starting the workers
 }
 
 

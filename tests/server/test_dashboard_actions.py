@@ -18,22 +18,22 @@ TEACHER = ("teacher", "teacher-pass")
 
 def _store_result(app, sid: int, score: float) -> None:
     """What the worker does for a job: take the lease, then store one report (real code path)."""
-    from server.tasks import _claim, _store
+    from server.grading.lifecycle import claim, store_report
 
     report = copy.deepcopy(SAMPLE_REPORT)
     report["checks"][1]["points"] = score - 4
     report["score"] = score
     with app.app_context():
-        token = _claim(sid)
+        token = claim(sid)
         assert token is not None
-        assert _store(sid, token, report) == "graded"
+        assert store_report(sid, token, report) == "graded"
 
 
 def test_regrade_all_goes_through_the_queue_and_shows_changes(app, client, auth, make_sub, redis_server,
                                                                monkeypatch):
-    import server.queue
+    import server.grading.queue
 
-    monkeypatch.setattr(server.queue, "QUEUE_DEPTH", 10)  # room in RQ for everything waiting
+    monkeypatch.setattr(server.grading.queue, "QUEUE_DEPTH", 10)  # room in RQ for everything waiting
     a, b = make_sub("alice"), make_sub("bob")
     queued = make_sub("bob", status="queued")
     auth.login(*TEACHER)
@@ -43,7 +43,7 @@ def test_regrade_all_goes_through_the_queue_and_shows_changes(app, client, auth,
         subs = {s.id: s for s in db.session.scalars(db.select(Submission))}
         assert subs[a].status == subs[b].status == SubmissionStatus.QUEUED.value
         assert subs[queued].status == SubmissionStatus.QUEUED.value  # the waiting one was left alone
-        from server.queue import queue_name, redis_conn
+        from server.grading.queue import queue_name, redis_conn
         jobs = Queue(queue_name("cpu"), connection=redis_conn()).job_ids
         assert subs[a].job_id in jobs and subs[b].job_id in jobs
         # the fair queue: a first grading goes to RQ before the regrades
@@ -60,12 +60,13 @@ def test_regrade_all_goes_through_the_queue_and_shows_changes(app, client, auth,
 
 def test_a_large_regrade_leaves_the_rest_to_the_reconciler(app, client, auth, make_sub, monkeypatch):
     from server.dashboard import actions
-    from server.queue import queue_name, reconcile, redis_conn
+    from server.grading.queue import queue_name, redis_conn
+    from server.grading.reconcile import reconcile
 
-    import server.queue
+    import server.grading.queue
 
     monkeypatch.setattr(actions, "REGRADE_INLINE", 1)
-    monkeypatch.setattr(server.queue, "QUEUE_DEPTH", 1)  # RQ holds one job ahead of the workers
+    monkeypatch.setattr(server.grading.queue, "QUEUE_DEPTH", 1)  # RQ holds one job ahead of the workers
     ids = [make_sub("alice"), make_sub("bob"), make_sub("alice")]
     auth.login(*TEACHER)
     assert client.post(f"/dashboard/DIST101/homework/{PLACEHOLDER}/regrade", data={"confirm": "3"}).status_code == 302
@@ -73,14 +74,14 @@ def test_a_large_regrade_leaves_the_rest_to_the_reconciler(app, client, auth, ma
         queue = Queue(queue_name("cpu"), connection=redis_conn())
         assert len(queue.job_ids) == 1  # only the first went to Redis inside the request
         assert reconcile() == []  # RQ is full: the rest wait in the database, in fair order
-        from server.tasks import _claim
+        from server.grading.lifecycle import claim
 
         started = []
         for _ in ids:
             job_id = queue.job_ids[0]  # a worker takes the job and claims its submission
             queue.remove(job_id)
             started.append(int(job_id.split("-")[1]))
-            assert _claim(started[-1]) is not None
+            assert claim(started[-1]) is not None
             reconcile()  # the workers' reconciler hands RQ the next one
         assert sorted(started) == ids and not queue.job_ids
 

@@ -2,7 +2,7 @@
 normal queue, a real RQ worker grades them again, and the regrade page says which scores changed."""
 from __future__ import annotations
 
-from tests.server.test_worker import all_final, probe, rows, submit, wait_until  # noqa: F401
+from tests.server.grading.test_worker import all_final, probe, rows, submit, wait_until  # noqa: F401
 
 
 def test_regrade_after_a_grader_change_through_the_real_worker(probe):  # noqa: F811

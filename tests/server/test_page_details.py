@@ -64,7 +64,7 @@ def test_the_queue_page_names_workers_by_host_and_says_how_long_ago(app, client,
 
     from rq import Queue, Worker
 
-    from server.queue import queues_for_host, redis_conn
+    from server.grading.queue import queues_for_host, redis_conn
 
     with app.app_context():
         conn = redis_conn()

@@ -77,8 +77,8 @@ def test_migrations_seed_and_grading_cas_on_postgres(postgres_url, redis_server,
     from server import create_app
     from server.extensions import db
     from server.models import Submission, User
-    from server.queue import enqueue
-    from server.tasks import _claim, _store
+    from server.grading.queue import enqueue
+    from server.grading.lifecycle import claim, store_report
 
     app = create_app({"SQLALCHEMY_DATABASE_URI": postgres_url, "REDIS_URL": redis_server.url,
                       "VAR_DIR": str(tmp_path)})
@@ -96,11 +96,11 @@ def test_migrations_seed_and_grading_cas_on_postgres(postgres_url, redis_server,
         stale = Submission(id=sub.id, enqueue_gen=0, status="queued", resource="cpu")
         assert enqueue(stale) is None  # a second enqueuer loses the compare-and-set
 
-        token = _claim(sub.id)
-        assert token and _claim(sub.id) is None  # one lease at a time
+        token = claim(sub.id)
+        assert token and claim(sub.id) is None  # one lease at a time
         report = {"status": "graded", "score": 1.0, "max_score": 2.0, "checks": []}
-        assert _store(sub.id, token, report) == "graded"
-        assert _store(sub.id, token, report) == "superseded"  # stored exactly once
+        assert store_report(sub.id, token, report) == "graded"
+        assert store_report(sub.id, token, report) == "superseded"  # stored exactly once
         db.session.expire_all()
         row = db.session.get(Submission, sub.id)
         assert (row.status, row.score, row.results_stored, row.report_json["max_score"]) == ("graded", 1.0, 1, 2.0)

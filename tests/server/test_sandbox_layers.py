@@ -35,7 +35,7 @@ def test_workers_fail_closed_unless_the_operator_said_none(monkeypatch: pytest.M
 def test_queue_health_page_shows_each_workers_layers(app, client, auth) -> None:
     from rq import Queue, Worker
 
-    from server.queue import queues_for_host, redis_conn
+    from server.grading.queue import queues_for_host, redis_conn
 
     with app.app_context():
         conn = redis_conn()

@@ -26,11 +26,11 @@ def _review_report() -> dict:
 
 def _store(app, make_sub, report: dict) -> int:
     """What the worker does for a job: take the lease, then store the report (real code path)."""
-    from server.tasks import _claim, _store as store
+    from server.grading.lifecycle import claim, store_report as store
 
     sid = make_sub("alice", status="queued")
     with app.app_context():
-        token = _claim(sid)
+        token = claim(sid)
         assert token is not None
         assert store(sid, token, report) == "graded"
     return sid

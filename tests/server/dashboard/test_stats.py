@@ -103,7 +103,7 @@ def test_queue_health_sees_real_workers_and_their_gpus(app, make_sub):
     from rq import Queue, Worker
 
     from server.dashboard.queue_health import gpus_of, queue_health
-    from server.queue import queue_name, queues_for_host, redis_conn
+    from server.grading.queue import TASK, queue_name, queues_for_host, redis_conn
 
     assert gpus_of(queues_for_host(2)) == 2 and gpus_of(queues_for_host(0)) == 0
     make_sub(status="queued")
@@ -113,7 +113,7 @@ def test_queue_health_sees_real_workers_and_their_gpus(app, make_sub):
         worker = Worker([Queue(n, connection=conn) for n in queues_for_host(2)], connection=conn, name="gpu-host-1")
         worker.register_birth()
         try:
-            Queue(queue_name("cpu"), connection=conn).enqueue("server.tasks.grade_submission", 999)
+            Queue(queue_name("cpu"), connection=conn).enqueue(TASK, 999)
             health = queue_health()
         finally:
             worker.register_death()

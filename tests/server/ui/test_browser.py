@@ -185,19 +185,19 @@ def test_regrade_all_confirms_follows_progress_and_keeps_the_old_result(ui, brow
 
 
 def _finish(ui, sid: int) -> None:
-    code = ("from server import create_app\nfrom server.tasks import _claim, _store\n"
+    code = ("from server import create_app\nfrom server.grading.lifecycle import claim, store_report\n"
             "from tests.server.ui_seed import ddp_report\n"
-            f"app = create_app()\nwith app.app_context():\n    tok = _claim({sid})\n    print(_store({sid}, tok, ddp_report()))\n")
+            f"app = create_app()\nwith app.app_context():\n    tok = claim({sid})\n    print(store_report({sid}, tok, ddp_report()))\n")
     subprocess.run([sys.executable, "-c", code], cwd=REPO, env=ui.env, check=True, capture_output=True)
 
 
 def _requeue_reset(ui) -> None:
     """Put the other regraded submissions back to graded so later tests see a settled class."""
-    code = ("from server import create_app\nfrom server.tasks import _claim, _store\nfrom server.extensions import db\n"
+    code = ("from server import create_app\nfrom server.grading.lifecycle import claim, store_report\nfrom server.extensions import db\n"
             "from server.models import Submission\nfrom tests.server.ui_seed import ddp_report\n"
             "app = create_app()\nwith app.app_context():\n"
             "    for s in db.session.scalars(db.select(Submission).where(Submission.status == 'queued')).all():\n"
-            "        tok = _claim(s.id)\n        _store(s.id, tok, ddp_report()) if tok else None\n")
+            "        tok = claim(s.id)\n        store_report(s.id, tok, ddp_report()) if tok else None\n")
     subprocess.run([sys.executable, "-c", code], cwd=REPO, env=ui.env, check=True, capture_output=True)
 
 

@@ -15,40 +15,51 @@ import pytest
 
 from tests.conftest import Service, redis_server_flush
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 
-@pytest.fixture
-def probe(tmp_path, redis_server):
+def probe_service(tmp_path, redis_server, timeout_s: int, lease_s: int, **env: str) -> Service:
+    """A migrated, seeded service grading the ``probe`` assignment; ``svc.app`` is its app in this process."""
     redis_server_flush(redis_server)
     svc = Service(tmp_path, redis_server.url, extra_env={
         "DISTGRADE_ASSIGNMENTS_DIR": str(FIXTURES / "assignments"),
         "PYTHONPATH": os.pathsep.join([str(FIXTURES), os.environ.get("PYTHONPATH", "")]),
-        "GRADE_TIMEOUT_S": "8",
-    })
+        "GRADE_TIMEOUT_S": str(timeout_s), **env})
     svc.flask("db", "upgrade")
     svc.flask("seed-demo")
     from server import create_app
 
-    app = create_app({"SQLALCHEMY_DATABASE_URI": svc.env["DATABASE_URL"], "REDIS_URL": redis_server.url,
-                      "VAR_DIR": str(tmp_path / "var"), "GRADE_TIMEOUT_S": 8, "LEASE_S": 6})
-    svc.app = app
+    svc.app = create_app({"SQLALCHEMY_DATABASE_URI": svc.env["DATABASE_URL"], "REDIS_URL": redis_server.url,
+                          "VAR_DIR": str(tmp_path / "var"), "GRADE_TIMEOUT_S": timeout_s, "LEASE_S": lease_s})
+    return svc
+
+
+@pytest.fixture
+def probe(tmp_path, redis_server):
+    svc = probe_service(tmp_path, redis_server, timeout_s=8, lease_s=6)
     yield svc
     svc.stop()
+
+
+def probe_upload(body: str, username: str = "alice", resource: str = "cpu"):
+    """A new, unsaved ``Submission`` of the probe assignment (inside an app context)."""
+    from server.extensions import db
+    from server.models import Course, Submission, User
+
+    user = db.session.scalar(db.select(User).where(User.username == username))
+    course = db.session.scalar(db.select(Course))
+    data = body.encode()
+    return Submission(user_id=user.id, course_id=course.id, assignment_id="probe", filename="s.txt",
+                      content=data, sha256=Submission.digest(data), size=len(data), resource=resource)
 
 
 def submit(app, body: str, username: str = "alice", resource: str = "cpu") -> int:
     """Store a probe submission and enqueue it, as the upload page does."""
     from server.extensions import db
-    from server.models import Course, Submission, User
-    from server.queue import try_enqueue
+    from server.grading.queue import try_enqueue
 
     with app.app_context():
-        user = db.session.scalar(db.select(User).where(User.username == username))
-        course = db.session.scalar(db.select(Course))
-        data = body.encode()
-        sub = Submission(user_id=user.id, course_id=course.id, assignment_id="probe", filename="s.txt",
-                         content=data, sha256=Submission.digest(data), size=len(data), resource=resource)
+        sub = probe_upload(body, username, resource)
         db.session.add(sub)
         db.session.commit()
         try_enqueue(sub)

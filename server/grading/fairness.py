@@ -11,7 +11,7 @@ Here waiting submissions are ordered by
 3. the time the student has been waiting (``since``; a replacement upload keeps the
    place of the one it replaced), then the submission id.
 
-No Flask and no database here: ``server.queue`` feeds these from SQL and the rush
+No Flask and no database here: ``server.grading.queue`` feeds these from SQL and the rush
 benchmark (``bench/deadline_rush.py``) drives the very same functions in a simulation.
 """
 from __future__ import annotations

@@ -11,26 +11,12 @@ import signal
 
 import pytest
 
-from tests.server.test_worker import FIXTURES, rows, submit, wait_until, all_final  # noqa: F401
-from tests.conftest import Service, redis_server_flush
-
-import os
+from tests.server.grading.test_worker import all_final, probe_service, rows, submit, wait_until  # noqa: F401
 
 
 @pytest.fixture
 def gpu_host(tmp_path, redis_server):
-    redis_server_flush(redis_server)
-    svc = Service(tmp_path, redis_server.url, extra_env={
-        "DISTGRADE_ASSIGNMENTS_DIR": str(FIXTURES / "assignments"),
-        "PYTHONPATH": os.pathsep.join([str(FIXTURES), os.environ.get("PYTHONPATH", "")]),
-        "GRADE_TIMEOUT_S": "30", "DISTGRADE_FAKE_GPUS": "4", "QUEUE_DEPTH": "2",
-    })
-    svc.flask("db", "upgrade")
-    svc.flask("seed-demo")
-    from server import create_app
-
-    svc.app = create_app({"SQLALCHEMY_DATABASE_URI": svc.env["DATABASE_URL"], "REDIS_URL": redis_server.url,
-                          "VAR_DIR": str(tmp_path / "var"), "GRADE_TIMEOUT_S": 30, "LEASE_S": 6})
+    svc = probe_service(tmp_path, redis_server, timeout_s=30, lease_s=6, DISTGRADE_FAKE_GPUS="4", QUEUE_DEPTH="2")
     yield svc
     svc.stop()
 

@@ -1,9 +1,9 @@
 """The RQ job: grade one stored submission, exactly once.
 
-The job takes a database lease on the submission (compare-and-set), runs
+The job takes a database lease on the submission (``lifecycle.claim``), runs
 ``python -m graders grade`` as a subprocess in its own session with an outer
 time limit, relays the grader's progress to the status page, and stores the
-report with a compare-and-set on its run token, so a duplicate job or a
+report with a compare-and-set on its run token (``lifecycle.store_report``), so a duplicate job or a
 re-enqueue after a lost worker can never store a second result.
 
 Failures are contained: nothing a submission or a grader does raises out of
@@ -29,21 +29,21 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 from flask import Flask, current_app
-from sqlalchemy import or_, update
+from sqlalchemy import update
 
 from coursework.assignments import load
 from coursework.exceptions import AssignmentNotFound
 from coursework.progress import read_progress
 from graders import gpu_slots, preflight
 from server.extensions import db
-from server.models import Submission, SubmissionStatus, utcnow
+from server.grading import lifecycle
+from server.grading.queue import enqueue, try_dispatch
+from server.models import Submission, utcnow
 from server.process import die_with_parent
-from server.queue import enqueue, lease_deadline, try_dispatch
 
 _app: Flask | None = None
 
@@ -70,7 +70,7 @@ def grade_submission(submission_id: int) -> str:
     app = worker_app()
     with app.app_context():
         db.engine.dispose(close=False)  # connections inherited over fork are not ours
-        token = _claim(submission_id)
+        token = lifecycle.claim(submission_id)
         if token is None:
             return "skipped"
         resource = db.session.get(Submission, submission_id).resource
@@ -91,26 +91,9 @@ def grade_submission(submission_id: int) -> str:
             current_app.logger.exception("grading task failed for %s", submission_id)
             return _infra_failed(submission_id, token, f"{type(exc).__name__}: {exc}")
         heartbeat.stop()
-        result = _store(submission_id, token, report)
+        result = lifecycle.store_report(submission_id, token, report)
         try_dispatch(resource)
         return result
-
-
-def _claim(submission_id: int) -> str | None:
-    """Take the lease if the submission is queued (or its previous lease expired)."""
-    token = uuid.uuid4().hex
-    now = utcnow()
-    won = db.session.execute(
-        update(Submission)
-        .where(Submission.id == submission_id,
-               or_(Submission.status == SubmissionStatus.QUEUED.value,
-                   (Submission.status == SubmissionStatus.RUNNING.value) & (Submission.lease_until < now)))
-        .values(status=SubmissionStatus.RUNNING.value, run_token=token, started_at=now,
-                lease_until=lease_deadline(), grading_runs=Submission.grading_runs + 1,
-                progress_json={"phase": "starting", "logs": {}})
-    ).rowcount
-    db.session.commit()
-    return token if won else None
 
 
 def _run_grader(submission_id: int, heartbeat: "_Heartbeat") -> dict[str, Any]:
@@ -236,50 +219,16 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def _store(submission_id: int, token: str, report: dict[str, Any]) -> str:
-    """Store the report once: only the run holding the lease token can write it."""
-    crashed = report.get("status") == "error"
-    values: dict[str, Any] = dict(
-        status=SubmissionStatus.ERROR.value if crashed else SubmissionStatus.GRADED.value,
-        finished_at=utcnow(), report_json=report, lease_until=None,
-        results_stored=Submission.results_stored + 1,
-        error_detail=report.get("staff_traceback") if crashed else None,
-        progress_json={"phase": "done", "logs": {}},
-    )
-    if not crashed:
-        values.update(score=report.get("score"), max_score=report.get("max_score"))
-    review = report.get("status") == "needs_review"  # integrity events: 0 until an instructor decides
-    values.update(review_status="pending" if review else None, review_reason=None, reviewed_by=None, reviewed_at=None,
-                  computed_score=(report.get("integrity") or {}).get("computed_score") if review else None)
-    won = db.session.execute(update(Submission).where(
-        Submission.id == submission_id, Submission.status == SubmissionStatus.RUNNING.value,
-        Submission.run_token == token).values(**values)).rowcount
-    db.session.commit()
-    return ("crashed" if crashed else "graded") if won else "superseded"
-
-
 def _infra_failed(submission_id: int, token: str, detail: str) -> str:
-    """Retry an infrastructure failure once, then end as error; never counts as an attempt."""
-    db.session.rollback()
-    sub = db.session.get(Submission, submission_id)
-    if sub is None or sub.run_token != token or sub.status != SubmissionStatus.RUNNING.value:
-        return "superseded"
-    retry = sub.infra_retries < current_app.config["MAX_INFRA_RETRIES"]
-    values: dict[str, Any] = dict(run_token=None, lease_until=None, error_detail=detail)
-    if retry:
-        values.update(status=SubmissionStatus.QUEUED.value, infra_retries=sub.infra_retries + 1)
-    else:
-        values.update(status=SubmissionStatus.ERROR.value, finished_at=utcnow())
-    db.session.execute(update(Submission).where(Submission.id == submission_id,
-                                                Submission.run_token == token).values(**values))
-    db.session.commit()
-    if retry:
-        db.session.refresh(sub)
+    """``lifecycle.fail_infra``, then a retried submission goes straight back to RQ."""
+    db.session.rollback()  # the failure may have left the session mid-transaction
+    outcome = lifecycle.fail_infra(submission_id, token, detail)
+    if outcome == "retrying":
         try:
-            enqueue(sub)
+            enqueue(db.session.get(Submission, submission_id))
         except Exception:  # Redis down: the reconciler will enqueue it
             current_app.logger.exception("re-enqueue of %s failed", submission_id)
-    return "retrying" if retry else "error"
+    return outcome
 
 
 class _Heartbeat(threading.Thread):
@@ -296,11 +245,7 @@ class _Heartbeat(threading.Thread):
         while not self._stop_event.wait(interval):
             with self.app.app_context():
                 try:
-                    renewed = db.session.execute(update(Submission).where(
-                        Submission.id == self.submission_id, Submission.run_token == self.token)
-                        .values(lease_until=lease_deadline())).rowcount
-                    db.session.commit()
-                    if not renewed:
+                    if not lifecycle.renew(self.submission_id, self.token):
                         self.cancelled.set()
                 except Exception:  # a missed beat only shortens the lease
                     db.session.rollback()

@@ -1,16 +1,14 @@
 """The fair queue: ordering and ETA as pure functions, replacement and order with real Redis and workers."""
 from __future__ import annotations
 
-import os
 import signal  # noqa: F401
 from datetime import timedelta
 
 import pytest
 
-from server import fairness
-from server.fairness import Waiting
-from tests.conftest import Service, redis_server_flush
-from tests.server.test_worker import FIXTURES, all_final, rows, wait_until
+from server.grading import fairness
+from server.grading.fairness import Waiting
+from tests.server.grading.test_worker import FIXTURES, all_final, probe_service, probe_upload, rows, wait_until
 
 
 # --- pure functions -------------------------------------------------------------------------------
@@ -60,25 +58,19 @@ def test_percentile_nearest_rank():
 @pytest.fixture
 def queue_app(app, monkeypatch):
     """The app with the probe assignment; nothing reaches RQ unless a test asks (QUEUE_DEPTH 0)."""
-    import server.queue
+    import server.grading.queue
 
     monkeypatch.setenv("DISTGRADE_ASSIGNMENTS_DIR", str(FIXTURES / "assignments"))
-    monkeypatch.setattr(server.queue, "QUEUE_DEPTH", 0)
+    monkeypatch.setattr(server.grading.queue, "QUEUE_DEPTH", 0)
     return app
 
 
 def upload(app, username: str, body: str = "score 1", resource: str = "cpu") -> tuple[int, list[int]]:
-    """Store a probe upload through ``server.queue.submit`` as the upload page does."""
-    from server.extensions import db
-    from server.models import Course, Submission, User
-    from server.queue import submit
+    """Store a probe upload through ``server.grading.queue.submit`` as the upload page does."""
+    from server.grading.queue import submit
 
     with app.app_context():
-        user = db.session.scalar(db.select(User).where(User.username == username))
-        course = db.session.scalar(db.select(Course))
-        data = body.encode()
-        sub = Submission(user_id=user.id, course_id=course.id, assignment_id="probe", filename="s.txt",
-                         content=data, sha256=Submission.digest(data), size=len(data), resource=resource)
+        sub = probe_upload(body, username, resource)
         replaced = submit(sub)
         return sub.id, replaced
 
@@ -92,7 +84,7 @@ def test_new_upload_replaces_the_waiting_one_and_keeps_its_place(queue_app):
     subs = rows(queue_app, [first, second, bob])
     assert subs[first].status == "replaced" and subs[first].replaced_by == second
     assert subs[second].status == "queued" and subs[second].queued_since == subs[first].queued_since
-    from server.queue import ordered_waiting, queue_place
+    from server.grading.queue import ordered_waiting, queue_place
     with queue_app.app_context():
         assert [r.id for r in ordered_waiting("cpu")] == [second, bob]  # alice kept her place
         place = queue_place(subs[bob])
@@ -126,7 +118,7 @@ def test_regrade_waits_behind_first_gradings_and_busy_students_behind_others(que
     from server.dashboard.actions import regrade
     from server.extensions import db
     from server.models import Submission, User, utcnow
-    from server.queue import ordered_waiting
+    from server.grading.queue import ordered_waiting
 
     old, _ = upload(queue_app, "bob")
     with queue_app.app_context():
@@ -150,26 +142,16 @@ def test_regrade_waits_behind_first_gradings_and_busy_students_behind_others(que
 
 @pytest.fixture
 def probe(tmp_path, redis_server):
-    redis_server_flush(redis_server)
-    svc = Service(tmp_path, redis_server.url, extra_env={
-        "DISTGRADE_ASSIGNMENTS_DIR": str(FIXTURES / "assignments"),
-        "PYTHONPATH": os.pathsep.join([str(FIXTURES), os.environ.get("PYTHONPATH", "")]),
-        "GRADE_TIMEOUT_S": "30", "QUEUE_DEPTH": "1"})
-    svc.flask("db", "upgrade")
-    svc.flask("seed-demo")
-    from server import create_app
-
-    svc.app = create_app({"SQLALCHEMY_DATABASE_URI": svc.env["DATABASE_URL"], "REDIS_URL": redis_server.url,
-                          "VAR_DIR": str(tmp_path / "var"), "GRADE_TIMEOUT_S": 30, "LEASE_S": 3})
+    svc = probe_service(tmp_path, redis_server, timeout_s=30, lease_s=3, QUEUE_DEPTH="1")
     yield svc
     svc.stop()
 
 
 def test_real_worker_starts_jobs_in_fair_order_and_stops_a_replaced_run(probe, monkeypatch):
-    import server.queue
+    import server.grading.queue
 
     monkeypatch.setenv("DISTGRADE_ASSIGNMENTS_DIR", str(FIXTURES / "assignments"))
-    monkeypatch.setattr(server.queue, "QUEUE_DEPTH", 0)  # this process only stores; the worker dispatches
+    monkeypatch.setattr(server.grading.queue, "QUEUE_DEPTH", 0)  # this process only stores; the worker dispatches
     # alice was just graded twice (direct rows), so bob and teacher go before her next upload
     from server.extensions import db
     from server.models import Submission, utcnow
@@ -199,7 +181,7 @@ def test_real_worker_starts_jobs_in_fair_order_and_stops_a_replaced_run(probe, m
 def test_queue_health_shows_wait_percentiles_per_queue(queue_app, client, auth):
     from server.extensions import db
     from server.models import Submission, utcnow
-    from server.queue import wait_stats
+    from server.grading.queue import wait_stats
 
     now = utcnow()
     waits = {"cpu": [10, 20, 30, 40, 200], "gpu2": [60]}

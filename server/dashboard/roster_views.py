@@ -1,4 +1,5 @@
-"""Instructor pages: import a CSV roster and list a homework's submissions with staff detail.
+"""Instructor pages of the dashboard: import a CSV roster and list a homework's submissions with staff
+detail. Their own blueprint, ``instructor``, keeps the /instructor/ addresses and endpoint names.
 
 Every page checks the instructor role in *that* course; teaching one course gives
 no view into another (404, as for students).

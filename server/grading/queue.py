@@ -9,17 +9,20 @@ concurrently from every worker.
 
 Order is decided here, not by RQ: a queued submission waits in the database and
 ``dispatch`` hands RQ only the next few (``QUEUE_DEPTH`` per queue) in the fair
-order of ``server.fairness`` (first gradings before regrades, fewest recent gradings
+order of ``server.grading.fairness`` (first gradings before regrades, fewest recent gradings
 first). Dispatch runs on upload, when a job starts and ends, and in every worker's
 reconciler, so RQ's own FIFO is never more than a few jobs deep. A student has at
 most one pending submission per assignment: ``submit`` replaces a waiting (or
 running) one with a compare-and-set, and a replaced one is never graded.
+
+The moves of a submission's status are ``server.grading.lifecycle``'s; this module adds RQ.
+``server.grading.reconcile`` repairs what Redis or a worker lost.
 """
 from __future__ import annotations
 
 import os
 import time
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import redis
@@ -27,15 +30,18 @@ from flask import current_app
 from rq import Queue, Worker
 from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
-from sqlalchemy import func, update
+from sqlalchemy import func
 
-from server import fairness
 from server.extensions import db
-from server.models import Submission, SubmissionStatus, utcnow
+from server.grading import fairness, lifecycle
+from server.models import FINISHED_STATUSES, PENDING_STATUSES, Submission, SubmissionStatus, utcnow
 
-TASK = "server.tasks.grade_submission"
+# The job RQ runs, by dotted path. Jobs enqueued under the old path (``server.tasks.grade_submission``)
+# before this package existed fail to import in an upgraded worker; that is safe: the submission is
+# still ``queued`` in the database, so the reconciler hands it to RQ again under this path
+# (tests/server/grading/test_queue.py shows it).
+TASK = "server.grading.task.grade_submission"
 _connections: dict[str, redis.Redis] = {}
-PENDING = (SubmissionStatus.QUEUED.value, SubmissionStatus.RUNNING.value)
 QUEUE_DEPTH = int(os.environ.get("QUEUE_DEPTH", "2"))  # jobs handed to RQ ahead of the workers, per queue
 RECENT_S = int(os.environ.get("FAIR_RECENT_S", "3600"))  # window for "gradings started recently"
 _LIVE = {JobStatus.QUEUED, JobStatus.STARTED, JobStatus.DEFERRED, JobStatus.SCHEDULED}
@@ -79,16 +85,8 @@ def queues_for_host(gpus: int) -> list[str]:
 
 def enqueue(sub: Submission) -> str | None:
     """Hand a stored submission to RQ. Returns the job id, or None if another process won the race."""
-    gen = sub.enqueue_gen
-    job_id = f"sub-{sub.id}-g{gen + 1}"
-    won = db.session.execute(
-        update(Submission)
-        .where(Submission.id == sub.id, Submission.enqueue_gen == gen,
-               Submission.status == SubmissionStatus.QUEUED.value)
-        .values(enqueue_gen=gen + 1, job_id=job_id, enqueued_at=utcnow())
-    ).rowcount
-    db.session.commit()
-    if not won:
+    job_id = lifecycle.mark_enqueued(sub)
+    if job_id is None:
         return None
     # our own limits fire first; a GPU job runs its CPU pre-flight and may wait for its GPUs first
     runs = 3 if sub.resource.startswith("gpu") else 1
@@ -106,9 +104,7 @@ def try_enqueue(sub: Submission) -> str | None:
     database for the reconciler.
     """
     if sub.queued_since is None:
-        db.session.execute(update(Submission).where(Submission.id == sub.id, Submission.queued_since.is_(None))
-                           .values(queued_since=utcnow()))
-        db.session.commit()
+        lifecycle.note_waiting(sub.id)
     try_dispatch(sub.resource)
     db.session.refresh(sub)
     try:
@@ -184,7 +180,7 @@ def recent_durations(resource: str, window_s: int = RECENT_S) -> list[float]:
     rows = db.session.execute(db.select(Submission.started_at, Submission.finished_at).where(
         Submission.resource == resource,
         Submission.finished_at >= since, Submission.started_at.is_not(None),
-        Submission.status.in_((SubmissionStatus.GRADED.value, SubmissionStatus.ERROR.value)))).all()
+        Submission.status.in_(FINISHED_STATUSES))).all()
     return [(f - s).total_seconds() for s, f in rows]
 
 
@@ -271,22 +267,18 @@ def submit(sub: Submission) -> list[int]:
     """
     pending = db.session.scalars(db.select(Submission).where(
         Submission.user_id == sub.user_id, Submission.course_id == sub.course_id,
-        Submission.assignment_id == sub.assignment_id, Submission.status.in_(PENDING))).all()
-    now = utcnow()
-    sub.status = SubmissionStatus.QUEUED.value
-    sub.queued_since = min([p.queued_since or p.created_at for p in pending] + [now])
-    db.session.add(sub)
-    db.session.flush()
-    replaced = _replace([p.id for p in pending], sub.id)
+        Submission.assignment_id == sub.assignment_id, Submission.status.in_(PENDING_STATUSES))).all()
+    lifecycle.create_queued(sub, min([p.queued_since or p.created_at for p in pending] + [utcnow()]))
+    replaced = lifecycle.replace([p.id for p in pending], sub.id)
     db.session.commit()
     _drop_jobs([p.job_id for p in pending if p.id in replaced])
     # Two uploads at once both replaced the old one: the newer of them replaces the other.
     others = db.session.scalars(db.select(Submission.id).where(
         Submission.user_id == sub.user_id, Submission.course_id == sub.course_id,
-        Submission.assignment_id == sub.assignment_id, Submission.status.in_(PENDING))).all()
+        Submission.assignment_id == sub.assignment_id, Submission.status.in_(PENDING_STATUSES))).all()
     if len(others) > 1:
         newest = max(others)
-        replaced += _replace([i for i in others if i != newest], newest)
+        replaced += lifecycle.replace([i for i in others if i != newest], newest)
         db.session.commit()
     try_dispatch(sub.resource)
     return replaced
@@ -302,60 +294,3 @@ def _drop_jobs(job_ids: list[str | None]) -> None:
                 conn.lrem(name, 0, job_id)
     except redis.exceptions.RedisError:
         pass
-
-
-def _replace(ids: list[int], by: int) -> list[int]:
-    """Mark pending submissions as replaced by ``by`` (compare-and-set on the pending states)."""
-    done = []
-    for i in ids:
-        won = db.session.execute(update(Submission).where(
-            Submission.id == i, Submission.status.in_(PENDING)).values(
-            status=SubmissionStatus.REPLACED.value, replaced_by=by, run_token=None, lease_until=None,
-            finished_at=utcnow())).rowcount
-        if won:
-            done.append(i)
-    return done
-
-
-def reconcile() -> list[int]:
-    """Re-enqueue submissions whose job is gone; recover those whose worker died.
-
-    Returns the ids it re-enqueued. A running submission whose lease expired lost
-    its worker: that is an infrastructure failure, retried ``MAX_INFRA_RETRIES``
-    times and then ended as ``error`` (never counted as an attempt).
-    """
-    now = utcnow()
-    requeued: list[int] = []
-    max_retries = current_app.config["MAX_INFRA_RETRIES"]
-    expired = db.session.scalars(
-        db.select(Submission).where(Submission.status == SubmissionStatus.RUNNING.value,
-                                    Submission.lease_until < now)).all()
-    for sub in expired:
-        retry = sub.infra_retries < max_retries
-        if retry:
-            values = dict(status=SubmissionStatus.QUEUED.value, infra_retries=sub.infra_retries + 1,
-                          run_token=None, lease_until=None)
-        else:
-            values = dict(status=SubmissionStatus.ERROR.value, finished_at=now, run_token=None,
-                          error_detail="worker lost twice (lease expired); not counted")
-        won = db.session.execute(update(Submission).where(
-            Submission.id == sub.id, Submission.status == SubmissionStatus.RUNNING.value,
-            Submission.run_token == sub.run_token).values(**values)).rowcount
-        db.session.commit()
-        # The old job may still sit in RQ's started registry: it is dead by its lease, so enqueue anew.
-        if won and retry:
-            db.session.refresh(sub)
-            if enqueue(sub):
-                requeued.append(sub.id)
-
-    # Everything else waiting is handed to RQ in fair order, a few at a time per queue.
-    resources = db.session.scalars(db.select(Submission.resource).where(
-        Submission.status == SubmissionStatus.QUEUED.value).distinct()).all()
-    for resource in resources:
-        requeued += dispatch(resource)
-    return requeued
-
-
-def lease_deadline() -> datetime:
-    """When a lease taken now expires."""
-    return utcnow() + timedelta(seconds=current_app.config["LEASE_S"])

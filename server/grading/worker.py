@@ -1,0 +1,69 @@
+"""``python -m server.grading.worker``: an RQ worker for this host's queues plus a reconciler thread.
+
+It also measures the reference solutions' speed at start-up and every 10 minutes when it is
+due (``graders.calibration``), so a student's job rarely waits for it; ``DISTGRADE_CALIBRATE=0``
+turns that off (the tests do).
+
+The host's GPU count (``WORKER_GPUS``, ``DISTGRADE_FAKE_GPUS`` for a simulated host,
+else what ``nvidia-smi -L`` lists) decides its queues, so a CPU host never takes a
+job that needs two GPUs. Several workers on one host share its GPUs through
+``graders.gpu_slots``. Every worker reconciles; ``reconcile`` is safe to run
+concurrently.
+"""
+from __future__ import annotations
+
+import os
+import threading
+
+import redis
+from rq import Queue, Worker
+
+from graders.gpu_slots import host_gpus
+from server.grading.queue import queues_for_host, redis_conn
+from server.grading.reconcile import reconcile
+from server.grading.task import worker_app
+
+RECONCILE_EVERY_S = float(os.environ.get("RECONCILE_EVERY_S", "5"))
+
+
+def reconcile_forever(stop: threading.Event) -> None:
+    """Run ``reconcile`` every few seconds until ``stop`` is set; survives Redis outages."""
+    app = worker_app()
+    while not stop.is_set():
+        with app.app_context():
+            try:
+                reconcile()
+            except redis.exceptions.RedisError as exc:
+                app.logger.warning("reconcile: redis unavailable (%s)", exc)
+            except Exception:  # a reconciler bug must not stop grading
+                app.logger.exception("reconcile failed")
+                from server.extensions import db
+                db.session.rollback()
+        stop.wait(RECONCILE_EVERY_S)
+
+
+def main() -> None:
+    from graders import sandbox
+    from server import sandbox_layers
+
+    sandbox_layers.fail_closed_by_default()
+    app = worker_app()
+    with app.app_context():
+        conn = redis_conn()
+        names = queues_for_host(host_gpus().count)
+    stop = threading.Event()
+    threading.Thread(target=reconcile_forever, args=(stop,), daemon=True).start()
+    if os.environ.get("DISTGRADE_CALIBRATE", "1") != "0":  # the reference's speed, measured outside any student's job
+        from graders.calibration import calibrate_forever
+        mode = "gpu" if app.config["WORKER_GPUS"] or app.config["GRADER_MODE"] == "gpu" else "cpu"
+        threading.Thread(target=calibrate_forever, args=(stop, mode), daemon=True).start()
+    worker = Worker([Queue(n, connection=conn) for n in names], connection=conn)
+    sandbox_layers.publish(conn, worker.name, sandbox.probe())  # shown on the queue-health page
+    try:
+        worker.work(with_scheduler=False)
+    finally:
+        stop.set()
+
+
+if __name__ == "__main__":
+    main()
