@@ -313,7 +313,7 @@ def refresh_due(mode: str = "cpu", *, force: bool = False) -> list[dict[str, Any
 def calibrate_forever(stop, mode: str = "cpu", every_s: float = 600.0) -> None:
     """A worker thread: refresh due calibrations at start-up, then every ``every_s`` until ``stop`` is set.
 
-    For ``server/worker.py``, beside its reconciler thread::
+    For ``server/grading/worker.py``, beside its reconciler thread::
 
         from graders.calibration import calibrate_forever
         threading.Thread(target=calibrate_forever, args=(stop, "gpu" if app.config["WORKER_GPUS"] else "cpu"),
