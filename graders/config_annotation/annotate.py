@@ -184,6 +184,11 @@ def _other_concept(sentences: list[Sentence], rule: Rule, catalogue: Catalogue) 
     return best
 
 
+def _claims(c: Clause, facet: str) -> bool:
+    """Does the clause state ``facet`` (``~facet``: deny it, "fp16 needs no loss scaling")?"""
+    return facet[1:] in c.negated if facet.startswith("~") else facet in c.positive
+
+
 def _forbidden_claim(s: Sentence, bad: list[str], predicates: set[str], antonyms: dict[str, str]) -> bool:
     """Does one clause claim all of ``bad`` (e.g. shard + parameters)? A clause without a verb
     of its own ("参数、梯度、优化器状态全部切分") takes the nearest one of its sentence, the
@@ -217,7 +222,7 @@ def _forbidden_claim(s: Sentence, bad: list[str], predicates: set[str], antonyms
 # Signs that the reading may be wrong and what each costs; the threshold is the quiz rubric's,
 # checked on the ``tune`` half of annotation_examples.json only.
 PENALTIES = {"typo": 0.05, "hedge": 0.3, "forbidden_word": 0.4, "denied_and_said": 0.3, "unexplained": 0.2,
-             "unbound_object": 0.4}
+             "unbound_object": 0.4, "elsewhere_said": 0.4}
 REVIEW_BELOW = 0.65
 
 
@@ -255,6 +260,12 @@ def _confidence_signs(text: str, rule: Rule, catalogue: Catalogue, j: Judgement)
         for c in (c for s in sentences for c in s.clauses):
             if c.positive & objects and not ((c.positive | c.negated | c.reduced) & verbs) and c.unread >= 2:
                 signs.append("unbound_object")  # "参数每卡一份": said of the object, in words we do not know
+                break
+        elsewhere, own = set(rule.elsewhere), set(rule.own)
+        for s in sentences:
+            kept = _drop_side_remarks(s, elsewhere, own)
+            if kept.positive & elsewhere and kept.mentioned & own:
+                signs.append("elsewhere_said")  # "fp16 = bfloat16": the other value said of this one
                 break
         clauses = [c for s in sentences for c in s.clauses]
         if len(clauses) >= 3 and sum(1 for c in clauses if not (c.positive | c.negated | c.reduced)) * 2 > len(clauses):
@@ -300,7 +311,10 @@ def _judge(text: str, rule: Rule, catalogue: Catalogue) -> Judgement:
         wrong += sorted((negated & needed) - positive)  # "does not shard parameters" for stage 3
     antonyms = catalogue.raw.get("antonyms", {})
     predicates = set(antonyms.values())
+    hypothetical = set(rule.hypothetical)
     for s in judged:
+        if s.mentioned & hypothetical:
+            continue  # "true would move them to the CPU": the other setting, not a claim about this one
         for bad in rule.forbid:
             if set(bad) & predicates:
                 if _forbidden_claim(s, bad, predicates, antonyms):
@@ -308,8 +322,8 @@ def _judge(text: str, rule: Rule, catalogue: Catalogue) -> Judgement:
                 continue
             denied = {antonyms[a] for c in s.clauses for a in c.positive if a in antonyms}
             claims = [c for c in s.clauses if not any(antonyms.get(a) in bad for a in c.positive)]
-            if not (denied & set(bad)) and all(any(f in c.positive for c in claims) for f in bad):
-                wrong.append(bad[-1])
+            if not (denied & set(bad)) and all(any(_claims(c, f) for c in claims) for f in bad):
+                wrong.append(bad[-1].lstrip("~"))
         for c in s.clauses:
             if not c.exclusive:
                 continue
