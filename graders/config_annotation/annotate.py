@@ -40,6 +40,7 @@ class Clause:
     negated: set[str] = field(default_factory=set)
     reduced: set[str] = field(default_factory=set)
     exclusive: bool = False
+    compares: bool = False  # "like fp16", "than bf16", "和 fp16 一样": about this value, by comparison
     unread: int = 0  # words (Latin) or characters (Chinese) the vocabulary does not know
 
 
@@ -126,6 +127,8 @@ def _analyse_clause(text: str, catalogue: Catalogue) -> Clause:
     for i, (_, _, kinds) in enumerate(tokens):
         if "exclusive" in kinds and not any(k.startswith("facet:") for k in kinds):
             clause.exclusive = True
+        if "compare" in kinds:
+            clause.compares = True
         for kind, target in (("negators", negated_idx), ("reducers", reduced_idx)):
             if kind in kinds and not any(k.startswith("facet:") for k in kinds) and "neutral" not in kinds:
                 after = [j for j, _ in facet_tokens if j > i]
@@ -245,22 +248,26 @@ def _confidence_signs(text: str, rule: Rule, catalogue: Catalogue, j: Judgement)
     positive = set().union(*(s.positive for s in sentences)) if sentences else set()
     negated = set().union(*(c.negated for s in sentences for c in s.clauses)) if sentences else set()
     predicates = set(catalogue.raw.get("antonyms", {}).values())
-    if j.verdict in (Verdict.CORRECT, Verdict.PARTIAL):
+    # the verb binding below only matters for rules that forbid a verb said of an object ("shard
+    # parameters"); other rules' forbids are direct claims the reading does not have to guess at
+    verbs = predicates | set(catalogue.raw.get("antonyms", {}))
+    binds = any(set(bad) & verbs for bad in rule.forbid)
+    if j.verdict in (Verdict.CORRECT, Verdict.PARTIAL) and binds:
         # a facet this value must not claim is there, and the reading decided it was not claimed
         needed = set().union(*(_positive_facets(i) for i in rule.require)) if rule.require else set()
         forbidden = {f for bad in rule.forbid for f in bad if f not in predicates} - needed
-        verbs = predicates | set(catalogue.raw.get("antonyms", {}))
         for c in (c for s in sentences for c in s.clauses):
             if forbidden & c.positive and not ((c.positive | c.negated | c.reduced) & verbs):
                 signs.append("forbidden_word")  # said without a verb of its own: the reading guessed
                 break
-        if (negated & positive) - predicates:
-            signs.append("denied_and_said")
         objects = set().union(*(catalogue.groups.get(g, []) for g in ("states",))) - predicates
         for c in (c for s in sentences for c in s.clauses):
             if c.positive & objects and not ((c.positive | c.negated | c.reduced) & verbs) and c.unread >= 2:
                 signs.append("unbound_object")  # "参数每卡一份": said of the object, in words we do not know
                 break
+    if j.verdict in (Verdict.CORRECT, Verdict.PARTIAL):
+        if (negated & positive) - predicates:
+            signs.append("denied_and_said")
         elsewhere, own = set(rule.elsewhere), set(rule.own)
         for s in sentences:
             kept = _drop_side_remarks(s, elsewhere, own)
@@ -286,7 +293,7 @@ def _drop_side_remarks(s: Sentence, elsewhere: set[str], own: set[str]) -> Sente
     if (head.positive | head.negated | head.reduced) & elsewhere:
         return s
     kept = [c for c in s.clauses if not ((c.positive | c.negated | c.reduced) & elsewhere)
-            or ((c.positive | c.negated | c.reduced) & own)]
+            or ((c.positive | c.negated | c.reduced) & own) or c.compares]
     return Sentence(kept)
 
 

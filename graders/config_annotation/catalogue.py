@@ -17,7 +17,7 @@ from ruamel.yaml import YAML
 from graders.assignments import ASSIGNMENTS_DIR
 
 DEFAULT_PATH = ASSIGNMENTS_DIR / "config_annotation" / "catalogue.yaml"
-WORD_KINDS = ("negators", "neutral", "reducers", "exclusive", "contrast")
+WORD_KINDS = ("negators", "neutral", "reducers", "exclusive", "contrast", "compare")
 # Keys that identify a dialect; the first dialect with a hit wins.
 DIALECT_MARKERS = {
     "deepspeed": ("zero_optimization", "train_batch_size", "train_micro_batch_size_per_gpu", "zero_optimisation"),
