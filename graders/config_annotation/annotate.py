@@ -136,7 +136,10 @@ def _analyse_clause(text: str, catalogue: Catalogue) -> Clause:
                 if kind == "negators" and after and all(f & predicates for j, f in facet_tokens if j in after[:1]):
                     # "参数不切", "parameters are not sharded": the negated verb denies its object too
                     target.update(j for j, _ in facet_tokens if j < i)
+    saving = set(catalogue.raw.get("saving_facets", []))
     for j, facets in facet_tokens:
+        if j in reduced_idx and facets <= saving:
+            reduced_idx.discard(j)  # "才通信一次": once is the saving itself
         if j in negated_idx:
             clause.negated |= facets
         elif j in reduced_idx:
@@ -342,6 +345,11 @@ def _judge(text: str, rule: Rule, catalogue: Catalogue) -> Judgement:
                     wanted = [f for f in _ordered_facets(item) if f in members]
                     if wanted and not (set(wanted) & said):
                         wrong.append(wanted[0])
+    for item in rule.require:  # "moves gradients to the CPU" for parameter offload: another member named instead
+        wanted = _positive_facets(item)
+        for members in map(set, catalogue.groups.values()):
+            if wanted and wanted <= members and (positive & members) and not (positive & members & needed):
+                wrong.append(_ordered_facets(item)[0])
     met = [i for i in rule.require if _item_met(i, positive, negative)]
     missing = [i for i in rule.require if i not in met]
     if wrong:
