@@ -191,8 +191,13 @@ def _other_concept(sentences: list[Sentence], rule: Rule, catalogue: Catalogue) 
 
 
 def _claims(c: Clause, facet: str) -> bool:
-    """Does the clause state ``facet`` (``~facet``: deny it, "fp16 needs no loss scaling")?"""
-    return facet[1:] in c.negated if facet.startswith("~") else facet in c.positive
+    """Does the clause state ``facet`` (``~facet``: deny it, "fp16 needs no loss scaling";
+    ``-facet``: deny or lessen it, "skips the all-gather")?"""
+    if facet.startswith("~"):
+        return facet[1:] in c.negated
+    if facet.startswith("-"):
+        return facet[1:] in (c.negated | c.reduced)
+    return facet in c.positive
 
 
 def _forbidden_claim(s: Sentence, bad: list[str], predicates: set[str], antonyms: dict[str, str]) -> bool:
@@ -333,7 +338,7 @@ def _judge(text: str, rule: Rule, catalogue: Catalogue) -> Judgement:
             denied = {antonyms[a] for c in s.clauses for a in c.positive if a in antonyms}
             claims = [c for c in s.clauses if not any(antonyms.get(a) in bad for a in c.positive)]
             if not (denied & set(bad)) and all(any(_claims(c, f) for c in claims) for f in bad):
-                wrong.append(bad[-1].lstrip("~"))
+                wrong.append(bad[-1].lstrip("~-"))
         for c in s.clauses:
             if not c.exclusive:
                 continue

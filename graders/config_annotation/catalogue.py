@@ -191,7 +191,7 @@ def load(path: Path = DEFAULT_PATH) -> Catalogue:
 
 
 def _facets_of(item: str) -> list[str]:
-    return [f.lstrip("~") for alt in item.split("|") for f in alt.split("&")]
+    return [f.lstrip("~-") for alt in item.split("|") for f in alt.split("&")]
 
 
 def consistency_problems(raw: dict[str, Any]) -> list[str]:
