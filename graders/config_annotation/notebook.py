@@ -197,6 +197,7 @@ def grade_notebook(assignment: Assignment, job: Path, upload: Path, mode: str) -
                            message=msg, evidence={"nbgrader_log_tail": (result.get("log") or "")[-3000:]}))
     report.logs["kernel"] = kernel.get("stderr_tail", "")
     source_cells = _cells_by_id(json.loads((assignment.path / "source" / name / f"{name}.ipynb").read_text()))
+    check_points_match_total(source_cells, cfg)
     statics = static_answers(nb, {gid: nbcfg["answers"][gid] for gid in nbcfg["answers"]})
     for check in autograded_checks(checks_cfg["nb"], nbcfg, root, name, ran, statics, source_cells):
         report.add(check)
@@ -214,6 +215,21 @@ def grade_notebook(assignment: Assignment, job: Path, upload: Path, mode: str) -
                                message=_fmt(checks_cfg["manual"]["messages"]["pending"], max=m["max_points"]),
                                evidence={"manual_cells": [m]}))
     return report
+
+
+def notebook_points(source_cells: dict[str, dict[str, Any]]) -> float:
+    """What the source notebook's graded cells (autograded and manual) add up to."""
+    return round(sum(float(c["metadata"]["nbgrader"].get("points") or 0) for c in source_cells.values()
+                     if c.get("metadata", {}).get("nbgrader", {}).get("grade")), 4)
+
+
+def check_points_match_total(source_cells: dict[str, dict[str, Any]], cfg: dict[str, Any]) -> None:
+    """Fail closed: a notebook whose cells add up to anything but the assignment's
+    ``total_points`` would report a score on another scale than the gradebook's."""
+    total = cfg.get("total_points")
+    got = notebook_points(source_cells)
+    if total is None or abs(got - float(total)) > 1e-6:
+        raise ValueError(f"the notebook's graded cells add up to {got:g} points, the assignment's total_points is {total}")
 
 
 def autograded_checks(spec: dict, nbcfg: dict, root: Path, name: str, ran: bool,
