@@ -104,7 +104,7 @@ def _split_sentences(text: str, catalogue: Catalogue) -> list[list[str]]:
     if pattern:
         text = re.sub(pattern, lambda m: " \n" + m.group(0) + " ", text)
     out = []
-    for sent in re.split(r"\n|[.;!?](?=\s|$)|[。；！？]", text):
+    for sent in re.split(r"\n|[;!?]|\.(?=\s|$)|[。；！？]", text):  # NFKC made "？" a "?": it ends a sentence anywhere
         clauses = [c.strip() for c in SOFT_BREAK.split(sent) if c.strip()]
         if clauses:
             out.append(clauses)

@@ -203,8 +203,14 @@ def grade_notebook(assignment: Assignment, job: Path, upload: Path, mode: str) -
         report.add(check)
     found, config_text = statics["annotated"]
     if found and isinstance(config_text, str):
-        for c in core.annotation_checks(config_text):  # the field-by-field feedback; points sit on test_annotated
+        core_checks = core.annotation_checks(config_text)
+        core_total = sum(c.max_points for c in core_checks) or 1.0
+        scale = float(source_cells[_annotated_test(nbcfg)]["metadata"]["nbgrader"]["points"]) / core_total
+        for c in core_checks:  # the field-by-field feedback; points sit on test_annotated
             c.evidence = {**c.evidence, "counted_in": "nb.test_annotated", "points_in_core": c.points}
+            if c.evidence.get("review") == "pending":  # a teacher's decision is added on the report's scale
+                c.evidence["review_points"] = round(c.evidence["review_points"] * scale, 2)
+                c.evidence["provisional_points"] = round(c.evidence["provisional_points"] * scale, 2)
             c.points, c.max_points = 0.0, 0.0
             report.add(c)
     manual = manual_cells(nb, source_cells)
@@ -215,6 +221,11 @@ def grade_notebook(assignment: Assignment, job: Path, upload: Path, mode: str) -
                                message=_fmt(checks_cfg["manual"]["messages"]["pending"], max=m["max_points"]),
                                evidence={"manual_cells": [m]}))
     return report
+
+
+def _annotated_test(nbcfg: dict[str, Any]) -> str:
+    """The test cell whose points the annotated config earns."""
+    return next(t for t, a in nbcfg["test_cells"].items() if a == "annotated")
 
 
 def notebook_points(source_cells: dict[str, dict[str, Any]]) -> float:
@@ -361,11 +372,15 @@ def merge_manual_scores(report: dict[str, Any], scores: dict[str, dict[str, Any]
     """A copy of a stored report (``GradeReport.to_dict()``) with the instructor's manual scores.
 
     ``scores`` maps a manual cell id to ``{"score": float, "comment": str}``. Pure: the same
-    numbers go to nbgrader's gradebook (``Grade.manual_score``) so both totals agree.
+    numbers go to nbgrader's gradebook (``Grade.manual_score``) so both totals agree. A
+    ``field.<path>`` id is a teacher's decision on an annotation that waited for review.
     Raises ValueError for an unknown cell or a score outside 0..max."""
     out = json.loads(json.dumps(report))
     checks = {c["id"]: c for c in out["checks"]}
     for cell_id, s in scores.items():
+        if cell_id.startswith("field."):
+            _merge_field_decision(checks.get(cell_id), cell_id, s)
+            continue
         c = checks.get(f"manual.{cell_id}")
         if c is None:
             raise ValueError(f"no manual cell {cell_id!r} in this report")
@@ -379,3 +394,22 @@ def merge_manual_scores(report: dict[str, Any], scores: dict[str, dict[str, Any]
         c["evidence"] = {**c.get("evidence", {}), "manual_score": score}
     out["score"] = round(sum(c["points"] for c in out["checks"]), 4)
     return out
+
+
+def _merge_field_decision(c: dict[str, Any] | None, check_id: str, s: dict[str, Any]) -> None:
+    """A teacher's points for an annotation held for review (0..its ``review_points``, on the
+    report's scale): the check carries them and says who decided."""
+    ev = (c or {}).get("evidence") or {}
+    if c is None or ev.get("review") != "pending":
+        raise ValueError(f"{check_id} is not waiting for review in this report")
+    top = float(ev["review_points"])
+    score = float(s["score"])
+    if not 0 <= score <= top:
+        raise ValueError(f"{check_id}: score {score} outside 0..{top}")
+    tpl = core.load_config()["checks"]["field"]["messages"]["decided"]
+    comment = str(s.get("comment", ""))
+    c["points"] = score
+    c["status"] = (CheckStatus.PASS if score >= top - 1e-9 else CheckStatus.FAIL).value
+    c["message"] = {lang: tpl[lang].format(score=f"{score:g}", max=f"{top:g}", comment=comment).strip()
+                    for lang in ("zh", "en")}
+    c["evidence"] = {**ev, "review": "decided", "manual_score": score}

@@ -328,6 +328,8 @@ def test_an_unsplit_example_is_held_out_by_a_stable_hash() -> None:
     # a sentence about the other setting of a switch claims nothing about this one
     ("llamafactory", "fsdp_config.fsdp_offload_params", False, "params stay in GPU memory (true would move them to CPU, slower)", "correct"),
     ("llamafactory", "fsdp_config.fsdp_offload_params", False, "offload enabled, params on cpu", "contradiction"),
+    # a full-width question mark ends the sentence: "不太确定" after it negates nothing before it
+    ("deepspeed", "zero_optimization.stage", 3, "三级：参数、梯度、优化器状态都切分？不太确定", "correct"),
     # spaces, hyphens and underscores inside a word are interchangeable
     ("deepspeed", "bf16", {"enabled": True}, "brain-float 16 compute", "correct"),
     ("deepspeed", "train_batch_size", 64, "train_batch_size = train_micro_batch_size_per_gpu * gradient_accumulation_steps * world size", "correct"),
