@@ -256,10 +256,12 @@ def _confidence_signs(text: str, rule: Rule, catalogue: Catalogue, j: Judgement)
     positive = set().union(*(s.positive for s in sentences)) if sentences else set()
     negated = set().union(*(c.negated for s in sentences for c in s.clauses)) if sentences else set()
     predicates = set(catalogue.raw.get("antonyms", {}).values())
-    # the verb binding below only matters for rules that forbid a verb said of an object ("shard
-    # parameters"); other rules' forbids are direct claims the reading does not have to guess at
+    # the verb binding below only matters for rules about the training states that forbid a verb
+    # ("shard parameters"); other rules' forbids are direct claims the reading need not guess at
     verbs = predicates | set(catalogue.raw.get("antonyms", {}))
-    binds = any(set(bad) & verbs for bad in rule.forbid)
+    states = set(catalogue.groups.get("states", []))
+    needed_states = set().union(*(_positive_facets(i) for i in rule.require)) & states if rule.require else set()
+    binds = bool(needed_states) and any(set(bad) & verbs for bad in rule.forbid)
     if j.verdict in (Verdict.CORRECT, Verdict.PARTIAL) and binds:
         # a facet this value must not claim is there, and the reading decided it was not claimed
         needed = set().union(*(_positive_facets(i) for i in rule.require)) if rule.require else set()

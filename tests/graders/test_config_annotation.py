@@ -340,6 +340,16 @@ def test_annotation_reading_classes_found_on_the_new_fields(dialect, field, valu
     assert annotate.judge(note, rule, CAT).verdict.value == verdict, note
 
 
+def test_a_verbless_mention_of_parameters_is_doubtful_only_where_states_are_judged() -> None:
+    """"参数每卡一份" next to a sharding stage may hide a wrong claim (review); the same words in a
+    wrapping note ("gathers this layer's parameters") judge no state, so no doubt."""
+    wrap = CAT.rule("llamafactory", "fsdp_config.fsdp_auto_wrap_policy", "TRANSFORMER_BASED_WRAP")
+    sure = annotate.judge("每个解码层包成一个单元，前向时才聚合这一层的参数，用完释放", wrap, CAT)
+    assert sure.verdict == annotate.Verdict.CORRECT and not sure.needs_review, sure
+    stage3 = CAT.rule("deepspeed", "zero_optimization.stage", 3)
+    assert "unbound_object" in annotate.judge("3 级切优化器状态和梯度，参数每卡一份", stage3, CAT).signs
+
+
 def test_annotation_reading_fixes_the_issue_12_classes() -> None:
     stage2 = CAT.rule("deepspeed", "zero_optimization.stage", 2)
     for note in ("ZeRO-2: shards optimizer states + gradients (parameters not sharded)",
