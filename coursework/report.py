@@ -200,11 +200,15 @@ def merge_manual_scores(report: dict[str, Any], scores: dict[str, dict[str, Any]
     """A copy of a stored report (``GradeReport.to_dict()``) with the instructor's manual scores.
 
     ``scores`` maps a manual cell id to ``{"score": float, "comment": str}``. Pure: the same
-    numbers go to nbgrader's gradebook (``Grade.manual_score``) so both totals agree.
+    numbers go to nbgrader's gradebook (``Grade.manual_score``) so both totals agree. A
+    ``field.<path>`` id is a teacher's decision on an annotation that waited for review.
     Raises ValueError for an unknown cell or a score outside 0..max."""
     out = json.loads(json.dumps(report))
     checks = {c["id"]: c for c in out["checks"]}
     for cell_id, s in scores.items():
+        if cell_id.startswith("field."):
+            _merge_field_decision(checks.get(cell_id), cell_id, s, out.get("assignment", ""))
+            continue
         c = checks.get(f"manual.{cell_id}")
         if c is None:
             raise ValueError(f"no manual cell {cell_id!r} in this report")
@@ -218,6 +222,27 @@ def merge_manual_scores(report: dict[str, Any], scores: dict[str, dict[str, Any]
         c["evidence"] = {**c.get("evidence", {}), "manual_score": score}
     out["score"] = round(sum(c["points"] for c in out["checks"]), 4)
     return out
+
+
+def _merge_field_decision(c: dict[str, Any] | None, check_id: str, s: dict[str, Any], assignment_id: str) -> None:
+    """A teacher's points for an annotation held for review (0..its ``review_points``, on the
+    report's scale): the check carries them and says who decided (the assignment's ``decided`` text)."""
+    from coursework.assignments import load
+
+    ev = (c or {}).get("evidence") or {}
+    if c is None or ev.get("review") != "pending":
+        raise ValueError(f"{check_id} is not waiting for review in this report")
+    top = float(ev["review_points"])
+    score = float(s["score"])
+    if not 0 <= score <= top:
+        raise ValueError(f"{check_id}: score {score} outside 0..{top}")
+    tpl = load(assignment_id).raw["checks"]["field"]["messages"]["decided"]
+    comment = str(s.get("comment", ""))
+    c["points"] = score
+    c["status"] = (CheckStatus.PASS if score >= top - 1e-9 else CheckStatus.FAIL).value
+    c["message"] = {lang: tpl[lang].format(score=f"{score:g}", max=f"{top:g}", comment=comment).strip()
+                    for lang in ("zh", "en")}
+    c["evidence"] = {**ev, "review": "decided", "manual_score": score}
 
 
 def _json_size(value: Any) -> int:

@@ -3,13 +3,17 @@
 The answer sets are data: each self-test question's ``examples.json`` and homework 2's
 ``annotation_examples.json``. Every example carries the teacher's verdict and a ``split``:
 ``tune`` examples may be looked at while improving the rubric and choosing the confidence
-threshold; ``held`` examples are only measured. ``python -m graders.quiz.agreement [-v] [--held]``
+threshold; ``held`` examples are only measured. An example written without a ``split`` gets
+one from a stable hash of its field and answer (``split_of``): half of them, chosen by
+SHA-256 and not by a person, are held out before anyone sees how they are graded. ``python -m coursework.quiz.agreement [-v] [--held]``
 prints the table (agreement, wrong answers given full marks, share sent to the teacher).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import re
 import sys
 from dataclasses import dataclass
 from typing import Any, Iterable
@@ -30,6 +34,11 @@ class Outcome:
     got: str
     got_score: float
     review: bool  # sent to the teacher instead of graded at once
+    field: str = ""  # homework 2: the annotated field
+
+    @property
+    def lang(self) -> str:
+        return language_of(self.answer)
 
     @property
     def fair(self) -> bool:
@@ -41,6 +50,20 @@ class Outcome:
     def wrong_full(self) -> bool:
         """A wrong or incomplete answer that got full marks."""
         return self.got in ("full", "correct") and self.expect not in ("full", "correct")
+
+
+def split_of(example: dict[str, Any]) -> str:
+    """The example's own ``split``, else ``held`` or ``tune`` by the first byte of the SHA-256 of
+    ``field|answer`` (odd: held): stable across runs, machines and reorderings of the file."""
+    if example.get("split"):
+        return example["split"]
+    key = f"{example.get('field', '')}|{example['answer']}".encode("utf-8")
+    return "held" if hashlib.sha256(key).digest()[0] % 2 else "tune"
+
+
+def language_of(answer: str) -> str:
+    """``zh`` when the answer has a CJK character, else ``en``."""
+    return "zh" if re.search(r"[\u4e00-\u9fff]", answer) else "en"
 
 
 def _category(fraction: float) -> str:
@@ -74,14 +97,14 @@ def annotation_outcomes(split: str | None = None) -> list[Outcome]:
     path = catalogue.DEFAULT_PATH.parent / "annotation_examples.json"
     out = []
     for e in json.loads(path.read_text("utf-8")):
-        if split and e.get("split", "tune") != split:
+        if split and split_of(e) != split:
             continue
         value = cat.field_value(e["dialect"], e["field"], e["value"])
         rule = cat.rule(e["dialect"], e["field"], value)
         j = annotate.judge(e["answer"], rule, cat)
         got = {"correct": "correct", "partial": "partial"}.get(j.verdict.value, "wrong")
         out.append(Outcome(f"{e['dialect']}:{e['field']}={e['value']}", e["answer"], e["expect"], None, got,
-                           j.fraction, j.needs_review))
+                           j.fraction, j.needs_review, field=e["field"]))
     return out
 
 
@@ -93,6 +116,14 @@ def summary(outcomes: list[Outcome]) -> dict[str, Any]:
             "auto": len(auto), "fair_auto": round(sum(o.fair for o in auto) / (len(auto) or 1), 4),
             "wrong_full_auto": sum(o.wrong_full for o in auto), "wrong_full_all": sum(o.wrong_full for o in outcomes),
             "review_share": round((len(outcomes) - len(auto)) / n, 4)}
+
+
+def breakdown(outcomes: list[Outcome], key: str) -> dict[str, dict[str, Any]]:
+    """``summary`` per ``field`` or per ``lang`` (or any Outcome attribute)."""
+    groups: dict[str, list[Outcome]] = {}
+    for o in outcomes:
+        groups.setdefault(str(getattr(o, key)), []).append(o)
+    return {k: summary(v) for k, v in sorted(groups.items())}
 
 
 def main(argv: list[str]) -> int:

@@ -40,6 +40,7 @@ class Clause:
     negated: set[str] = field(default_factory=set)
     reduced: set[str] = field(default_factory=set)
     exclusive: bool = False
+    compares: bool = False  # "like fp16", "than bf16", "和 fp16 一样": about this value, by comparison
     unread: int = 0  # words (Latin) or characters (Chinese) the vocabulary does not know
 
 
@@ -103,7 +104,7 @@ def _split_sentences(text: str, catalogue: Catalogue) -> list[list[str]]:
     if pattern:
         text = re.sub(pattern, lambda m: " \n" + m.group(0) + " ", text)
     out = []
-    for sent in re.split(r"\n|[.;!?](?=\s|$)|[。；！？]", text):
+    for sent in re.split(r"\n|[;!?]|\.(?=\s|$)|[。；！？]", text):  # NFKC made "？" a "?": it ends a sentence anywhere
         clauses = [c.strip() for c in SOFT_BREAK.split(sent) if c.strip()]
         if clauses:
             out.append(clauses)
@@ -126,6 +127,8 @@ def _analyse_clause(text: str, catalogue: Catalogue) -> Clause:
     for i, (_, _, kinds) in enumerate(tokens):
         if "exclusive" in kinds and not any(k.startswith("facet:") for k in kinds):
             clause.exclusive = True
+        if "compare" in kinds:
+            clause.compares = True
         for kind, target in (("negators", negated_idx), ("reducers", reduced_idx)):
             if kind in kinds and not any(k.startswith("facet:") for k in kinds) and "neutral" not in kinds:
                 after = [j for j, _ in facet_tokens if j > i]
@@ -133,7 +136,10 @@ def _analyse_clause(text: str, catalogue: Catalogue) -> Clause:
                 if kind == "negators" and after and all(f & predicates for j, f in facet_tokens if j in after[:1]):
                     # "参数不切", "parameters are not sharded": the negated verb denies its object too
                     target.update(j for j, _ in facet_tokens if j < i)
+    saving = set(catalogue.raw.get("saving_facets", []))
     for j, facets in facet_tokens:
+        if j in reduced_idx and facets <= saving:
+            reduced_idx.discard(j)  # "才通信一次": once is the saving itself
         if j in negated_idx:
             clause.negated |= facets
         elif j in reduced_idx:
@@ -184,6 +190,16 @@ def _other_concept(sentences: list[Sentence], rule: Rule, catalogue: Catalogue) 
     return best
 
 
+def _claims(c: Clause, facet: str) -> bool:
+    """Does the clause state ``facet`` (``~facet``: deny it, "fp16 needs no loss scaling";
+    ``-facet``: deny or lessen it, "skips the all-gather")?"""
+    if facet.startswith("~"):
+        return facet[1:] in c.negated
+    if facet.startswith("-"):
+        return facet[1:] in (c.negated | c.reduced)
+    return facet in c.positive
+
+
 def _forbidden_claim(s: Sentence, bad: list[str], predicates: set[str], antonyms: dict[str, str]) -> bool:
     """Does one clause claim all of ``bad`` (e.g. shard + parameters)? A clause without a verb
     of its own ("参数、梯度、优化器状态全部切分") takes the nearest one of its sentence, the
@@ -217,7 +233,7 @@ def _forbidden_claim(s: Sentence, bad: list[str], predicates: set[str], antonyms
 # Signs that the reading may be wrong and what each costs; the threshold is the quiz rubric's,
 # checked on the ``tune`` half of annotation_examples.json only.
 PENALTIES = {"typo": 0.05, "hedge": 0.3, "forbidden_word": 0.4, "denied_and_said": 0.3, "unexplained": 0.2,
-             "unbound_object": 0.4}
+             "unbound_object": 0.4, "elsewhere_said": 0.4}
 REVIEW_BELOW = 0.65
 
 
@@ -240,21 +256,33 @@ def _confidence_signs(text: str, rule: Rule, catalogue: Catalogue, j: Judgement)
     positive = set().union(*(s.positive for s in sentences)) if sentences else set()
     negated = set().union(*(c.negated for s in sentences for c in s.clauses)) if sentences else set()
     predicates = set(catalogue.raw.get("antonyms", {}).values())
-    if j.verdict in (Verdict.CORRECT, Verdict.PARTIAL):
+    # the verb binding below only matters for rules about the training states that forbid a verb
+    # ("shard parameters"); other rules' forbids are direct claims the reading need not guess at
+    verbs = predicates | set(catalogue.raw.get("antonyms", {}))
+    states = set(catalogue.groups.get("states", []))
+    needed_states = set().union(*(_positive_facets(i) for i in rule.require)) & states if rule.require else set()
+    binds = bool(needed_states) and any(set(bad) & verbs for bad in rule.forbid)
+    if j.verdict in (Verdict.CORRECT, Verdict.PARTIAL) and binds:
         # a facet this value must not claim is there, and the reading decided it was not claimed
         needed = set().union(*(_positive_facets(i) for i in rule.require)) if rule.require else set()
         forbidden = {f for bad in rule.forbid for f in bad if f not in predicates} - needed
-        verbs = predicates | set(catalogue.raw.get("antonyms", {}))
         for c in (c for s in sentences for c in s.clauses):
             if forbidden & c.positive and not ((c.positive | c.negated | c.reduced) & verbs):
                 signs.append("forbidden_word")  # said without a verb of its own: the reading guessed
                 break
-        if (negated & positive) - predicates:
-            signs.append("denied_and_said")
         objects = set().union(*(catalogue.groups.get(g, []) for g in ("states",))) - predicates
         for c in (c for s in sentences for c in s.clauses):
             if c.positive & objects and not ((c.positive | c.negated | c.reduced) & verbs) and c.unread >= 2:
                 signs.append("unbound_object")  # "参数每卡一份": said of the object, in words we do not know
+                break
+    if j.verdict in (Verdict.CORRECT, Verdict.PARTIAL):
+        if (negated & positive) - predicates:
+            signs.append("denied_and_said")
+        elsewhere, own = set(rule.elsewhere), set(rule.own)
+        for s in sentences:
+            kept = _drop_side_remarks(s, elsewhere, own)
+            if kept.positive & elsewhere and kept.mentioned & own:
+                signs.append("elsewhere_said")  # "fp16 = bfloat16": the other value said of this one
                 break
         clauses = [c for s in sentences for c in s.clauses]
         if len(clauses) >= 3 and sum(1 for c in clauses if not (c.positive | c.negated | c.reduced)) * 2 > len(clauses):
@@ -275,7 +303,7 @@ def _drop_side_remarks(s: Sentence, elsewhere: set[str], own: set[str]) -> Sente
     if (head.positive | head.negated | head.reduced) & elsewhere:
         return s
     kept = [c for c in s.clauses if not ((c.positive | c.negated | c.reduced) & elsewhere)
-            or ((c.positive | c.negated | c.reduced) & own)]
+            or ((c.positive | c.negated | c.reduced) & own) or c.compares]
     return Sentence(kept)
 
 
@@ -300,7 +328,10 @@ def _judge(text: str, rule: Rule, catalogue: Catalogue) -> Judgement:
         wrong += sorted((negated & needed) - positive)  # "does not shard parameters" for stage 3
     antonyms = catalogue.raw.get("antonyms", {})
     predicates = set(antonyms.values())
+    hypothetical = set(rule.hypothetical)
     for s in judged:
+        if s.mentioned & hypothetical:
+            continue  # "true would move them to the CPU": the other setting, not a claim about this one
         for bad in rule.forbid:
             if set(bad) & predicates:
                 if _forbidden_claim(s, bad, predicates, antonyms):
@@ -308,8 +339,8 @@ def _judge(text: str, rule: Rule, catalogue: Catalogue) -> Judgement:
                 continue
             denied = {antonyms[a] for c in s.clauses for a in c.positive if a in antonyms}
             claims = [c for c in s.clauses if not any(antonyms.get(a) in bad for a in c.positive)]
-            if not (denied & set(bad)) and all(any(f in c.positive for c in claims) for f in bad):
-                wrong.append(bad[-1])
+            if not (denied & set(bad)) and all(any(_claims(c, f) for c in claims) for f in bad):
+                wrong.append(bad[-1].lstrip("~-"))
         for c in s.clauses:
             if not c.exclusive:
                 continue
@@ -321,6 +352,11 @@ def _judge(text: str, rule: Rule, catalogue: Catalogue) -> Judgement:
                     wanted = [f for f in _ordered_facets(item) if f in members]
                     if wanted and not (set(wanted) & said):
                         wrong.append(wanted[0])
+    for item in rule.require:  # "moves gradients to the CPU" for parameter offload: another member named instead
+        wanted = _positive_facets(item)
+        for members in map(set, catalogue.groups.values()):
+            if wanted and wanted <= members and (positive & members) and not (positive & members & needed):
+                wrong.append(_ordered_facets(item)[0])
     met = [i for i in rule.require if _item_met(i, positive, negative)]
     missing = [i for i in rule.require if i not in met]
     if wrong:

@@ -17,7 +17,7 @@ from ruamel.yaml import YAML
 from coursework.settings import assignments_dir
 
 DEFAULT_PATH = assignments_dir() / "config_annotation" / "catalogue.yaml"
-WORD_KINDS = ("negators", "neutral", "reducers", "exclusive", "contrast")
+WORD_KINDS = ("negators", "neutral", "reducers", "exclusive", "contrast", "compare")
 # Keys that identify a dialect; the first dialect with a hit wins.
 DIALECT_MARKERS = {
     "deepspeed": ("zero_optimization", "train_batch_size", "train_micro_batch_size_per_gpu", "zero_optimisation"),
@@ -35,6 +35,7 @@ class Rule:
     forbid: list[list[str]] = field(default_factory=list)
     elsewhere: list[str] = field(default_factory=list)
     own: list[str] = field(default_factory=list)
+    hypothetical: list[str] = field(default_factory=list)  # a sentence naming one ("true would ...") claims nothing
 
 
 @dataclass
@@ -71,17 +72,19 @@ class Catalogue:
         if spec is None or spec.get("block_only"):
             return None
         concept = spec["concept"]
-        base = Rule(concept=concept, require=list(self.concepts[concept].get("require", [])))
+        c = self.concepts[concept]
+        # a concept's own ``forbid`` holds for every field and value of it ("bf16 needs loss scaling")
+        base = Rule(concept=concept, require=list(c.get("require", [])), forbid=list(c.get("forbid", [])))
         if "by_value" in spec:
             picked = {value_key(k): v for k, v in spec["by_value"].items()}.get(value_key(value))
             if picked is None:
                 return base
             return Rule(concept=concept, require=list(picked.get("require", base.require)),
-                        forbid=picked.get("forbid", []), elsewhere=picked.get("elsewhere", []),
-                        own=picked.get("own", []))
+                        forbid=base.forbid + picked.get("forbid", []), elsewhere=picked.get("elsewhere", []),
+                        own=picked.get("own", []), hypothetical=picked.get("hypothetical", []))
         if "by_token" in spec:
             tokens = [t for t in re.split(r"[\s,]+", str(value).lower()) if t]
-            merged = Rule(concept=concept, require=[])
+            merged = Rule(concept=concept, require=[], forbid=list(base.forbid))
             for tok in tokens:
                 part = spec["by_token"].get(tok)
                 if part is None:
@@ -127,8 +130,18 @@ def detect_dialect(data: dict[str, Any]) -> str | None:
     return None
 
 
+_SEPARATORS = re.compile(r"[\s\-_]+")
+
+
+def _joined(word: str) -> str:
+    """A word with its spaces, hyphens and underscores dropped: "brain-float", "brain float"
+    and "brain_float" are one word, as are "micro-batch", "micro batch" and "microbatch"."""
+    return _SEPARATORS.sub("", word)
+
+
 class WordMatcher:
-    """One regex over every vocabulary word; the longest word wins at each position."""
+    """One regex over every vocabulary word; the longest word wins at each position. Spaces,
+    hyphens and underscores inside a word are optional and interchangeable."""
 
     def __init__(self, raw: dict[str, Any]):
         kinds: dict[str, set[str]] = {}
@@ -140,10 +153,13 @@ class WordMatcher:
             for lang in ("en", "zh"):
                 for w in raw.get(kind, {}).get(lang, []):
                     kinds.setdefault(str(w).lower(), set()).add(kind)
-        self.kinds = kinds
+        self.kinds: dict[str, set[str]] = {}
+        for w, k in kinds.items():
+            self.kinds.setdefault(_joined(w) or w, set()).update(k)
         alts = []
-        for w in sorted(kinds, key=len, reverse=True):
-            body = re.escape(w).replace(r"\ ", r"\s+")
+        for w in sorted(kinds, key=lambda w: (len(_joined(w)), len(w)), reverse=True):
+            parts = [p for p in _SEPARATORS.split(w) if p] or [w]
+            body = r"[\s\-_]*".join(re.escape(p) for p in parts)
             if re.fullmatch(r"[a-z0-9_][a-z0-9_\-/ .+']*", w):  # an ASCII word: whole words only
                 alts.append(rf"(?<![a-z0-9_]){body}(?![a-z0-9_])")
             else:
@@ -155,7 +171,7 @@ class WordMatcher:
         out = []
         for m in self.regex.finditer(text):
             word = re.sub(r"\s+", " ", m.group(0))
-            out.append((m.start(), word, self.kinds.get(word, set())))
+            out.append((m.start(), word, self.kinds.get(_joined(word) or word, set())))
         return out
 
 
@@ -175,7 +191,7 @@ def load(path: Path = DEFAULT_PATH) -> Catalogue:
 
 
 def _facets_of(item: str) -> list[str]:
-    return [f.lstrip("~") for alt in item.split("|") for f in alt.split("&")]
+    return [f.lstrip("~-") for alt in item.split("|") for f in alt.split("&")]
 
 
 def consistency_problems(raw: dict[str, Any]) -> list[str]:
@@ -186,7 +202,7 @@ def consistency_problems(raw: dict[str, Any]) -> list[str]:
         for key in ("name", "explain"):
             if set(c.get(key, {})) != {"zh", "en"} or not all(c[key].values()):  # a stray comma splits a flow map
                 problems.append(f"concept {cid}: {key} needs zh and en")
-        for item in c.get("require", []) + c.get("signature", []):
+        for item in c.get("require", []) + c.get("signature", []) + [f for g in c.get("forbid", []) for f in g]:
             problems += [f"concept {cid}: unknown facet {f}" for f in _facets_of(item) if f not in facets]
     for dialect, fields in raw["fields"].items():
         for path, spec in fields.items():
@@ -195,6 +211,7 @@ def consistency_problems(raw: dict[str, Any]) -> list[str]:
             for rules in (spec.get("by_value", {}), spec.get("by_token", {})):
                 for rule in rules.values():
                     items = rule.get("require", []) + rule.get("elsewhere", []) + rule.get("own", [])
+                    items += rule.get("hypothetical", [])
                     items += [f for group in rule.get("forbid", []) for f in group]
                     problems += [f"{dialect}.{path}: unknown facet {f}"
                                  for item in items for f in _facets_of(item) if f not in facets]

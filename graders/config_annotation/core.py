@@ -83,12 +83,12 @@ def field_checks(parsed: ParsedConfig, dialect: str, cfg: dict, cat: catalogue_m
                            for lang in ("zh", "en")},
                   wrong={lang: ", ".join(cat.facet_words(f, lang)[0] for f in j.wrong) for lang in ("zh", "en")},
                   other=cat.concepts[j.other_concept]["name"] if j.other_concept else "")
-        out.append(_check(cfg, f"field.{path}", status, j.verdict.value, points=max_pts * j.fraction,
-                          max_points=max_pts, spec_id="field", title_kw={"path": path},
-                          evidence={"line": line, "value": value, "annotation": note, "concept": rule.concept,
-                                    "verdict": j.verdict.value, "missing": j.missing, "wrong": j.wrong,
-                                    "other_concept": j.other_concept, "confidence": j.confidence,
-                                    "needs_review": j.needs_review}, **kw))
+        evidence = {"line": line, "value": value, "annotation": note, "concept": rule.concept, "dialect": dialect,
+                    "verdict": j.verdict.value, "missing": j.missing, "wrong": j.wrong,
+                    "other_concept": j.other_concept, "confidence": j.confidence, "needs_review": j.needs_review}
+        check = _check(cfg, f"field.{path}", status, j.verdict.value, points=max_pts * j.fraction,
+                       max_points=max_pts, spec_id="field", title_kw={"path": path}, evidence=evidence, **kw)
+        out.append(_held_for_review(cfg, check) if j.needs_review else check)
     lost = max(0.0, fcfg["points"] - sum(c.max_points for c in out))
     n = len(fields)
     if lost > 0.05:
@@ -97,6 +97,19 @@ def field_checks(parsed: ParsedConfig, dialect: str, cfg: dict, cat: catalogue_m
     else:
         out.append(_check(cfg, "config.coverage", CheckStatus.PASS, "ok", n=n))
     return out
+
+
+def _held_for_review(cfg: dict, check: CheckResult) -> CheckResult:
+    """A field the reading is unsure of earns nothing yet: its points wait for a teacher, who
+    sees the reading; the student sees the reading and that a teacher will confirm it."""
+    provisional, reading = check.points, check.message
+    tpl = cfg["checks"]["field"]["messages"]["review"]
+    check.message = {lang: tpl[lang].format(reading=reading[lang].rstrip("。."), provisional=f"{provisional:g}",
+                                            max=f"{check.max_points:g}") for lang in ("zh", "en")}
+    check.status, check.points = CheckStatus.WARN, 0.0
+    check.evidence = {**check.evidence, "review": "pending", "provisional_points": round(provisional, 2),
+                      "review_points": check.max_points, "reading": reading}
+    return check
 
 
 def _findings_check(cfg: dict, check_id: str, findings: list[validate.Finding], facts: Text | None = None) -> CheckResult:

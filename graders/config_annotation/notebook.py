@@ -198,13 +198,20 @@ def grade_notebook(assignment: Assignment, job: Path, upload: Path, mode: str) -
                            message=msg, evidence={"nbgrader_log_tail": (result.get("log") or "")[-3000:]}))
     report.logs["kernel"] = kernel.get("stderr_tail", "")
     source_cells = _cells_by_id(json.loads((assignment.path / "source" / name / f"{name}.ipynb").read_text()))
+    check_points_match_total(source_cells, cfg)
     statics = static_answers(nb, {gid: nbcfg["answers"][gid] for gid in nbcfg["answers"]})
     for check in autograded_checks(checks_cfg["nb"], nbcfg, root, name, ran, statics, source_cells):
         report.add(check)
     found, config_text = statics["annotated"]
     if found and isinstance(config_text, str):
-        for c in core.annotation_checks(config_text):  # the field-by-field feedback; points sit on test_annotated
+        core_checks = core.annotation_checks(config_text)
+        core_total = sum(c.max_points for c in core_checks) or 1.0
+        scale = float(source_cells[_annotated_test(nbcfg)]["metadata"]["nbgrader"]["points"]) / core_total
+        for c in core_checks:  # the field-by-field feedback; points sit on test_annotated
             c.evidence = {**c.evidence, "counted_in": "nb.test_annotated", "points_in_core": c.points}
+            if c.evidence.get("review") == "pending":  # a teacher's decision is added on the report's scale
+                c.evidence["review_points"] = round(c.evidence["review_points"] * scale, 2)
+                c.evidence["provisional_points"] = round(c.evidence["provisional_points"] * scale, 2)
             c.points, c.max_points = 0.0, 0.0
             report.add(c)
     manual = manual_cells(nb, source_cells)
@@ -215,6 +222,26 @@ def grade_notebook(assignment: Assignment, job: Path, upload: Path, mode: str) -
                                message=_fmt(checks_cfg["manual"]["messages"]["pending"], max=m["max_points"]),
                                evidence={"manual_cells": [m]}))
     return report
+
+
+def _annotated_test(nbcfg: dict[str, Any]) -> str:
+    """The test cell whose points the annotated config earns."""
+    return next(t for t, a in nbcfg["test_cells"].items() if a == "annotated")
+
+
+def notebook_points(source_cells: dict[str, dict[str, Any]]) -> float:
+    """What the source notebook's graded cells (autograded and manual) add up to."""
+    return round(sum(float(c["metadata"]["nbgrader"].get("points") or 0) for c in source_cells.values()
+                     if c.get("metadata", {}).get("nbgrader", {}).get("grade")), 4)
+
+
+def check_points_match_total(source_cells: dict[str, dict[str, Any]], cfg: dict[str, Any]) -> None:
+    """Fail closed: a notebook whose cells add up to anything but the assignment's
+    ``total_points`` would report a score on another scale than the gradebook's."""
+    total = cfg.get("total_points")
+    got = notebook_points(source_cells)
+    if total is None or abs(got - float(total)) > 1e-6:
+        raise ValueError(f"the notebook's graded cells add up to {got:g} points, the assignment's total_points is {total}")
 
 
 def autograded_checks(spec: dict, nbcfg: dict, root: Path, name: str, ran: bool,

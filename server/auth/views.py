@@ -110,7 +110,9 @@ def require_login():
         else:
             current = session_is_current()
         return None if current else ({"error": "login required"}, 401)
-    if getattr(current_app.view_functions[request.endpoint], "session_auth", False) and session_is_current():
+    view = current_app.view_functions[request.endpoint]
+    if getattr(view, "session_auth", False) and (_session_is_plausible() if getattr(view, "checks_session_version", False)
+                                                 else session_is_current()):
         return None
     if current_user.is_authenticated:
         return None

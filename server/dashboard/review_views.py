@@ -1,6 +1,7 @@
 """The free-text review queue: per question, groups of similar answers the rubric was unsure of
 (or a student asked about); one decision grades the whole group. Keyboard: J / K move between
-groups, F full marks, Z zero, P types a partial score (Enter saves)."""
+groups, F full marks, Z zero, P types a partial score (Enter saves). Homework 2's unsure
+annotations have a page of their own with the same groups and keys (``review_annotation``)."""
 from __future__ import annotations
 
 from flask import abort, flash, redirect, render_template, request, url_for
@@ -10,6 +11,7 @@ from flask_login import current_user
 from coursework.quiz.bank import BankError, load_question
 from server.access import course_or_404
 from server.dashboard.views import bp
+from server.dashboard import review_annotation
 from server.quiz import review
 
 
@@ -29,7 +31,36 @@ def review_queue(code: str):
     course = course_or_404(code, instructor=True)
     counts = review.queue_counts(course.id)
     rows = [{"qid": qid, "title": load_question(qid).info.get("title", {}), **c} for qid, c in sorted(counts.items())]
-    return render_template("dashboard/review.html", course=course, rows=rows)
+    annotation_groups = review_annotation.groups(course.id)
+    annotations = {"pending": sum(len(g.items) for g in annotation_groups), "groups": len(annotation_groups)}
+    return render_template("dashboard/review.html", course=course, rows=rows, annotations=annotations)
+
+
+@bp.route("/<code>/review/annotations")
+def review_annotations(code: str):
+    """Homework annotations waiting for a teacher, grouped, with the reading each got."""
+    course = course_or_404(code, instructor=True)
+    return render_template("dashboard/review_annotation.html", course=course,
+                           groups=review_annotation.groups(course.id))
+
+
+@bp.post("/<code>/review/annotations/decide")
+def review_annotation_decide(code: str):
+    """One decision for a group of annotations: full, zero, or a share of each one's points."""
+    course = course_or_404(code, instructor=True)
+    try:
+        items = []
+        for raw in request.form.getlist("item"):
+            sid, _sep, check_id = raw.partition(":")
+            items.append((int(sid), check_id))
+        verdict = request.form.get("verdict")
+        fraction = 1.0 if verdict == "full" else 0.0 if verdict == "zero" else float(request.form.get("percent", "")) / 100
+        n = review_annotation.decide(course.id, items, fraction, current_user.id, request.form.get("group", ""))
+    except (ValueError, review_annotation.DecisionError):
+        flash(_("Choose full marks, zero, or a share of the points from 0 to 100."), "error")
+        return redirect(url_for("dashboard.review_annotations", code=code))
+    flash(_("%(n)d answers graded.", n=n), "ok")
+    return redirect(url_for("dashboard.review_annotations", code=code))
 
 
 @bp.route("/<code>/review/<path:question_id>")

@@ -178,7 +178,7 @@ def with_manual_scores(submission_id: int, report: dict) -> dict:
     from server.dashboard.actions import cell_scores  # the dashboard package imports this module
 
     scores = cell_scores(submission_id)
-    if not scores or not any(c.get("id", "").startswith("manual.") for c in report.get("checks", [])):
+    if not scores or not any(c.get("id", "").startswith(("manual.", "field.")) for c in report.get("checks", [])):
         return report
     try:
         return merge_manual_scores(report, {cid: {"score": r.score, "comment": r.comment}

@@ -1,6 +1,7 @@
 """``flask --app server quiz grade QUESTION_ID --answer TEXT [--seed N]``: one JSON object out
 (``needs_review`` says whether the answer would wait for a teacher); ``flask quiz decisions
-QUESTION_ID``: the teachers' review decisions as graded examples."""
+QUESTION_ID``: the teachers' review decisions as graded examples; ``flask quiz
+annotation-decisions``: homework 2's annotation decisions as ``annotation_examples.json`` entries."""
 from __future__ import annotations
 
 import json
@@ -40,3 +41,10 @@ def register_cli(bp: Blueprint) -> None:
         from server.quiz.review import decisions_as_examples
 
         click.echo(json.dumps(decisions_as_examples(question_id), ensure_ascii=False, indent=2))
+
+    @bp.cli.command("annotation-decisions")
+    def annotation_decisions_command() -> None:
+        """Print the teachers' decisions on homework annotations as annotation_examples.json entries."""
+        from server.dashboard.review_annotation import decisions_as_examples
+
+        click.echo(json.dumps(decisions_as_examples(), ensure_ascii=False, indent=2))

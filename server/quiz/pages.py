@@ -17,6 +17,7 @@ directly: those are one-off.
 from __future__ import annotations
 
 import threading
+from functools import lru_cache
 from typing import Any, Callable, Hashable
 
 from flask import current_app, render_template, request, session
@@ -65,6 +66,16 @@ def _ident(att: Any) -> tuple:
     return att.id, att.user_id, att.attempt_no, att.quiz_id
 
 
+def _fragments() -> Any:
+    """The app's template environment with block-tag whitespace trimmed, for the cards: a page
+    holds 40 of them and every byte is sent again on each reload."""
+    env = current_app.extensions.get("quiz_fragments")
+    if env is None:
+        env = current_app.extensions.setdefault("quiz_fragments",
+                                                current_app.jinja_env.overlay(trim_blocks=True, lstrip_blocks=True))
+    return env
+
+
 def csrf_secret() -> str:
     """The session's raw CSRF secret: any token signed from it stays valid, so it keys the cache."""
     if "csrf_token" not in session:
@@ -88,7 +99,7 @@ def render_card(att: Any, pos: int, lang: str, answer: Any = None, error: str | 
          "answer": answer, "error": error}
     if answer is not None:
         c.update(explanation=load_question(qid).text("explanation", lang), reference=variant.reference_text(lang))
-    template = current_app.jinja_env.get_template("quiz/_card.html")
+    template = _fragments().get_template("quiz/_card.html")
     return Markup(template.render(c=c, attempt_id=att.id, is_open=att.status == AttemptStatus.OPEN.value))
 
 
@@ -96,18 +107,24 @@ def _answered_key(att: Any, pos: int, answer_id: int, lang: str, state: str = ""
     return "answered", _ident(att), pos, answer_id, lang, state
 
 
-def review_form(att: Any, pos: int, state: str) -> str:
+@lru_cache(maxsize=4096)
+def _is_text(qid: str) -> bool:
+    """Free text (a question's type never changes while the process runs)."""
+    return load_question(qid).type == "text"
+
+
+def review_form(att: Any, pos: int, state: str, secret: str | None = None) -> str:
     """The "ask a teacher" form beside an auto-graded free-text answer not yet sent for review
     (empty otherwise). Kept apart from the answered card, which must not carry a CSRF token;
-    cached per session secret like an open card."""
-    if state or load_question(att.question_ids[pos]).type != "text":
+    cached per session secret like an open card (``secret``: the caller's, read once per page)."""
+    if state or not _is_text(att.question_ids[pos]):
         return ""
 
     def build() -> str:
-        template = current_app.jinja_env.get_template("quiz/_ask_review.html")
+        template = _fragments().get_template("quiz/_ask_review.html")
         return template.render(pos=pos, attempt_id=att.id)
 
-    return _caches()[0].get(("review", _ident(att), pos, csrf_secret()), build)
+    return _caches()[0].get(("review", _ident(att), pos, secret or csrf_secret()), build)
 
 
 def answered_card(att: Any, pos: int, lang: str, answer_id: int, answer: Callable[[], Any], state: str = "") -> str:
@@ -146,7 +163,7 @@ def attempt_page(att: Any, quiz: Quiz, lang: str, override: tuple[int, str, str]
             cards.append(answered_card(att, pos, lang, answer_id,
                                        lambda: missing.get(answer_id) or store.answer_rows([answer_id])[answer_id],
                                        states[pos][1]))
-            cards.append(review_form(att, pos, states[pos][1]))
+            cards.append(review_form(att, pos, states[pos][1], secret))
         else:
             cards.append(_open_card(att, pos, lang, secret))
     if override or session.get("_flashes"):

@@ -23,7 +23,11 @@ from server.quiz.models import AttemptStatus, QuizAnswer, QuizAttempt
 _att, _ans, _user, _member = (QuizAttempt.__table__, QuizAnswer.__table__, User.__table__,
                               Membership.__table__)
 
-_OWNED = (_att.c.id == bindparam("aid"), _att.c.user_id == bindparam("uid"))
+# Its owner's, and only while the session is current: the owner's session version is checked
+# in the same statement, so the hot paths pay no separate query for it (``checks_session_version``).
+_owner = _user.alias("owner")  # not the page query's joined user table: that one would be correlated away
+_CURRENT = exists().where(_owner.c.id == _att.c.user_id, _owner.c.session_version == bindparam("sv"))
+_OWNED = (_att.c.id == bindparam("aid"), _att.c.user_id == bindparam("uid"), _CURRENT)
 _ATTEMPT_COLUMNS = (_att.c.id, _att.c.user_id, _att.c.quiz_id, _att.c.attempt_no, _att.c.status, _att.c.question_ids,
                     _att.c.closes_at, _att.c.score, _att.c.max_score)
 # The attempt (only its owner's), for answering it.
@@ -55,11 +59,11 @@ class AnswerRefused(Exception):
         self.code = code
 
 
-def attempt_row(attempt_id: int, user_id: int, for_page: bool = False) -> Any:
-    """The attempt's row if ``user_id`` owns it, else None (404 either way for anyone else);
+def attempt_row(attempt_id: int, user_id: int, session_version: int | None, for_page: bool = False) -> Any:
+    """The attempt's row if ``user_id`` owns it and ``session_version`` is still theirs, else None;
     ``for_page`` adds the owner's name and whether they teach anywhere (the page header)."""
     return db.session.connection().execute(_ATTEMPT_VIEW if for_page else _ATTEMPT,
-                                           {"aid": attempt_id, "uid": user_id}).first()
+                                           {"aid": attempt_id, "uid": user_id, "sv": session_version}).first()
 
 
 def answered(page_row: Any) -> dict[int, int]:

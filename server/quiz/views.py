@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, abort, flash, jsonify, redirect, render_template, request, url_for
+from flask import Blueprint, abort, current_app, flash, jsonify, redirect, render_template, request, session, url_for
 from flask_babel import gettext as _
 from flask_login import current_user
 
 from coursework.quiz.bank import BankError, all_quiz_ids, load_question, load_quiz, sections
 from coursework.quiz.result import AnswerStatus
-from server.auth.views import session_auth, session_user_id
+from server.auth.views import checks_session_version, session_auth, session_is_current, session_user_id
 from server.extensions import db
 from server.quiz import attempts as rules
 from server.quiz import pages, review, store
@@ -40,8 +40,10 @@ def _quiz_or_404(quiz_id: str):
 
 def _attempt_row_or_404(attempt_id: int, for_page: bool = False) -> Any:
     """The signed-in student's attempt as the hot paths read it (``store.attempt_row``)."""
-    att = store.attempt_row(attempt_id, int(session_user_id()), for_page)
+    att = store.attempt_row(attempt_id, int(session_user_id()), session.get("_sv"), for_page)
     if att is None:
+        if not session_is_current():  # ended by a logout or a new password: sign in again
+            abort(current_app.login_manager.unauthorized())
         abort(404)  # 404, not 403: other students' attempt ids reveal nothing
     return att
 
@@ -91,6 +93,7 @@ def start(quiz_id: str):
 
 @bp.route("/attempt/<int:attempt_id>")
 @session_auth
+@checks_session_version
 def attempt(attempt_id: int):
     """All questions of the attempt; answered ones show their feedback and explanation."""
     att = _attempt_row_or_404(attempt_id, for_page=True)
@@ -119,6 +122,7 @@ def _wants_json() -> bool:
 
 @bp.post("/attempt/<int:attempt_id>/answer/<int:pos>")
 @session_auth
+@checks_session_version
 def answer(attempt_id: int, pos: int):
     """Grade one question now; format errors come back without using the question."""
     att = _attempt_row_or_404(attempt_id)

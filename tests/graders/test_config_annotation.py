@@ -262,17 +262,93 @@ def test_an_autograded_cell_counts_the_static_score_only_after_the_runs_format_c
 def test_annotation_answer_set_agreement_with_a_teacher() -> None:
     """Homework 2's graded annotations (assignments/config_annotation/annotation_examples.json):
     the tuning part meets the quiz's targets; the held-out parts are measured, never tuned
-    one by one (held2 was written before held's failures were looked at, held3 before held2's)."""
+    one by one (held2 was written before held's failures were looked at, held3 before held2's;
+    ``held`` also takes the hash-chosen half of every answer written without a split)."""
     from coursework.quiz import agreement
 
     tune = agreement.summary(agreement.annotation_outcomes("tune"))
     assert tune["fair_auto"] >= 0.97 and tune["wrong_full_auto"] == 0 and tune["review_share"] <= 0.15, tune
     for split in ("held", "held2", "held3"):
-        s = agreement.summary(agreement.annotation_outcomes(split))
-        assert s["n"] >= 40 and s["review_share"] <= 0.15 and s["wrong_full_auto"] == 0, s
+        outcomes = agreement.annotation_outcomes(split)
+        s = agreement.summary(outcomes)
+        unfair = [(o.source, o.answer, o.expect, o.got) for o in outcomes if not o.review and not o.fair]
+        assert s["n"] >= 40 and s["review_share"] <= 0.15 and s["wrong_full_auto"] == 0, (s, unfair)
         # measured untouched: held 0.925, held2 0.897, held3 0.921; each batch's failures were then
-        # fixed as classes (vocabulary, side remarks, verb-less clauses) and the next batch written
-        assert s["fair_auto"] >= 0.97, s
+        # fixed as classes (vocabulary, side remarks, verb-less clauses) and the next batch written.
+        # The nine fields added in session 5 measured 0.667 (14 wrong answers at full marks) on
+        # their held half before any change; tuning batches 2-5 (tune only) found the classes.
+        assert s["fair_auto"] >= 0.97, (s, unfair)
+
+
+def _weighted_fields() -> list[str]:
+    return sorted(core.load_config()["fields"]["weights"])
+
+
+@pytest.mark.parametrize("field", _weighted_fields())
+def test_every_weighted_field_has_a_bilingual_answer_set_with_a_held_out_half(field: str) -> None:
+    """>= 20 graded answers per field the assignment weighs, in zh and en, right and wrong ones,
+    with some of each language held out."""
+    from coursework.quiz import agreement
+
+    path = catalogue.DEFAULT_PATH.parent / "annotation_examples.json"
+    examples = [e for e in json.loads(path.read_text("utf-8")) if e["field"] == field]
+    assert len(examples) >= 20, f"{field}: {len(examples)} graded answers"
+    assert {agreement.language_of(e["answer"]) for e in examples} == {"zh", "en"}
+    assert {"correct", "wrong"} <= {e["expect"] for e in examples}
+    held = [e for e in examples if agreement.split_of(e).startswith("held")]
+    assert len(held) >= 5 and {agreement.language_of(e["answer"]) for e in held} == {"zh", "en"}, field
+
+
+def test_an_unsplit_example_is_held_out_by_a_stable_hash() -> None:
+    from coursework.quiz import agreement
+
+    a = {"field": "bf16", "answer": "bf16 mixed precision"}
+    assert agreement.split_of(a) == agreement.split_of(dict(a)) in ("tune", "held")
+    assert agreement.split_of({**a, "split": "held3"}) == "held3"
+    splits = {agreement.split_of({"field": "f", "answer": f"answer {i}"}) for i in range(40)}
+    assert splits == {"tune", "held"}
+
+
+@pytest.mark.parametrize("dialect,field,value,note,verdict", [
+    # a concept's own forbid: overlap costs memory; accumulation keeps one sync per step
+    ("deepspeed", "zero_optimization.overlap_comm", True, "overlap comm with compute, which also reduces memory", "contradiction"),
+    ("deepspeed", "gradient_accumulation_steps", 4, "累积 4 步梯度，之后各卡各自更新，不需要同步", "contradiction"),
+    ("deepspeed", "gradient_accumulation_steps", 4, "4 次前向反向才通信一次", "correct"),
+    # '~facet' in a forbid: a denial is the wrong claim (fp16 without loss scaling)
+    ("deepspeed", "fp16", {"enabled": True}, "fp16 不需要损失缩放", "contradiction"),
+    ("deepspeed", "fp16", {"enabled": True}, "fp16 + dynamic loss scale (skips steps on overflow)", "correct"),
+    # '-facet': a lessening is wrong too ("skips the all-gather")
+    ("llamafactory", "fsdp_config.fsdp_auto_wrap_policy", "TRANSFORMER_BASED_WRAP", "wrapping layers makes FSDP skip the all-gather", "contradiction"),
+    ("llamafactory", "fsdp_config.fsdp_auto_wrap_policy", "TRANSFORMER_BASED_WRAP", "one FSDP unit per LlamaDecoderLayer", "correct"),
+    # a comparison with the other value is about this one, not a side remark
+    ("deepspeed", "fp16", {"enabled": True}, "fp16: wider dynamic range than bf16", "contradiction"),
+    ("deepspeed", "bf16", {"enabled": True}, "bf16 mixed precision; unlike fp16 it needs no loss scaling", "correct"),
+    # another member of the group named instead of the required one
+    ("deepspeed", "zero_optimization.offload_param", {"device": "cpu"}, "moves gradients to the CPU", "contradiction"),
+    ("deepspeed", "zero_optimization.stage", 2, "切分梯度", "partial"),
+    # a sentence about the other setting of a switch claims nothing about this one
+    ("llamafactory", "fsdp_config.fsdp_offload_params", False, "params stay in GPU memory (true would move them to CPU, slower)", "correct"),
+    ("llamafactory", "fsdp_config.fsdp_offload_params", False, "offload enabled, params on cpu", "contradiction"),
+    # a full-width question mark ends the sentence: "不太确定" after it negates nothing before it
+    ("deepspeed", "zero_optimization.stage", 3, "三级：参数、梯度、优化器状态都切分？不太确定", "correct"),
+    # spaces, hyphens and underscores inside a word are interchangeable
+    ("deepspeed", "bf16", {"enabled": True}, "brain-float 16 compute", "correct"),
+    ("deepspeed", "train_batch_size", 64, "train_batch_size = train_micro_batch_size_per_gpu * gradient_accumulation_steps * world size", "correct"),
+    ("deepspeed", "train_batch_size", 64, "batch size of each GPU", "wrong_concept"),
+])
+def test_annotation_reading_classes_found_on_the_new_fields(dialect, field, value, note, verdict) -> None:
+    rule = CAT.rule(dialect, field, CAT.field_value(dialect, field, value))
+    assert annotate.judge(note, rule, CAT).verdict.value == verdict, note
+
+
+def test_a_verbless_mention_of_parameters_is_doubtful_only_where_states_are_judged() -> None:
+    """"参数每卡一份" next to a sharding stage may hide a wrong claim (review); the same words in a
+    wrapping note ("gathers this layer's parameters") judge no state, so no doubt."""
+    wrap = CAT.rule("llamafactory", "fsdp_config.fsdp_auto_wrap_policy", "TRANSFORMER_BASED_WRAP")
+    sure = annotate.judge("每个解码层包成一个单元，前向时才聚合这一层的参数，用完释放", wrap, CAT)
+    assert sure.verdict == annotate.Verdict.CORRECT and not sure.needs_review, sure
+    stage3 = CAT.rule("deepspeed", "zero_optimization.stage", 3)
+    assert "unbound_object" in annotate.judge("3 级切优化器状态和梯度，参数每卡一份", stage3, CAT).signs
 
 
 def test_annotation_reading_fixes_the_issue_12_classes() -> None:

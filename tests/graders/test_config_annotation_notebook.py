@@ -91,9 +91,9 @@ def test_manual_scores_agree_with_nbgrader_gradebook(tmp_path: Path, monkeypatch
         assert "bwrap" in report.sandbox["layers"] and any(l.startswith("uid:") for l in report.sandbox["layers"])
     manual = report.plots["manual_cells"]
     assert [m["cell_id"] for m in manual] == ["explain_tradeoff", "explain_choice"]
-    assert all(m["max_points"] == 5.0 and "D" in m["source"] for m in manual)
+    assert all(m["max_points"] == 10.0 and "D" in m["source"] for m in manual)
 
-    scores = {"explain_tradeoff": {"score": 3.5, "comment": "name the all-gathers"}, "explain_choice": {"score": 5}}
+    scores = {"explain_tradeoff": {"score": 7.5, "comment": "name the all-gathers"}, "explain_choice": {"score": 10}}
     merged = merge_manual_scores(report.to_dict(), scores)
     with Gradebook(f"sqlite:///{job / 'course' / 'gradebook.db'}") as gb:
         sub = gb.find_submission_notebook("config_annotation", "config_annotation", notebook.STUDENT)
@@ -102,5 +102,5 @@ def test_manual_scores_agree_with_nbgrader_gradebook(tmp_path: Path, monkeypatch
                 grade.manual_score = scores[grade.name]["score"]
         gb.db.commit()
         nb_total, nb_max = sub.score, sub.max_score
-    assert merged["score"] == pytest.approx(nb_total) == pytest.approx(48.5)
-    assert report.max_score == pytest.approx(nb_max) == pytest.approx(50)
+    assert merged["score"] == pytest.approx(nb_total) == pytest.approx(97.5)
+    assert report.max_score == pytest.approx(nb_max) == pytest.approx(100)  # the assignment total, as a plain config

@@ -6,6 +6,8 @@ feedback. ``3d`` is the answer only when no plan on one machine fits; "offload" 
 sharding on one machine is a little short (at most twice the card) and offloading the
 optimizer states (12 of the 16 bytes) makes it fit.
 """
+from functools import lru_cache
+
 BRANCHES = ["ddp", "qlora", "fsdp", "offload", "3d"]
 MARGIN = 0.10
 
@@ -16,6 +18,7 @@ def sizes(b, mem, cards, machines):
             "shard_offload": 4 * n / cards / 1e9, "shard_all": 16 * n / (cards * machines) / 1e9}
 
 
+@lru_cache(maxsize=None)  # 1,728 possible draws; each worked out once per process
 def decide(b, mem, cards, machines, lora):
     """The chapter's decision tree; None when a comparison is too close to call."""
     s = sizes(b, mem, cards, machines)

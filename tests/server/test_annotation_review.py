@@ -1,0 +1,82 @@
+"""Homework 2's unsure annotations go to a teacher (issue 12): the field earns nothing and the
+student's report says a teacher will confirm what the reading found; similar annotations of
+several students are one group; one decision sets their points, the reports and the gradebook
+follow, and the decision is kept as a graded example."""
+from __future__ import annotations
+
+from graders.config_annotation import core
+from coursework.report import GradeReport
+from server.dashboard import review_annotation
+from server.dashboard.gradebook import build_gradebook
+from server.dashboard.models import ManualCellScore
+from server.extensions import db
+from server.models import Course
+
+UNSURE = "full_shard：切梯度和优化器状态，参数每卡一份？可能吧"  # stage 3, read as right but hedged
+SURE = "global batch = micro-batch per GPU x accumulation steps x number of GPUs"
+
+
+def _report(stage_note: str) -> dict:
+    src = ('{\n  "zero_optimization": {\n    // ' + stage_note + '\n    "stage": 3\n  },\n'
+           '  "train_batch_size": 64 // ' + SURE + '\n}\n')
+    r = GradeReport(assignment="config_annotation")
+    for c in core.grade_config_text(src, "c.json"):
+        r.add(c)
+    return r.to_dict()
+
+
+def test_an_unsure_field_is_held_for_the_teacher_with_the_reading() -> None:
+    report = _report(UNSURE)
+    stage = next(c for c in report["checks"] if c["id"] == "field.zero_optimization.stage")
+    assert stage["status"] == "warn" and stage["points"] == 0 and stage["max_points"] > 0
+    assert stage["evidence"]["review"] == "pending" and stage["evidence"]["review_points"] == stage["max_points"]
+    assert stage["message"]["en"].startswith("Waiting for the teacher") and "ZeRO sharding stage" in stage["message"]["en"]
+    assert stage["message"]["zh"].startswith("等待老师确认")
+    assert report["max_score"] == 100  # the points wait; the total does not shrink
+    sure = _report("shards parameters, gradients and optimizer states (= FSDP full_shard)")
+    assert not any(c["evidence"].get("review") for c in sure["checks"])
+
+
+def test_a_grouped_decision_sets_points_reports_and_gradebook(app, client, auth, make_sub) -> None:
+    report, other = _report(UNSURE), _report("参数每卡一份，梯度切分")
+    ids = {}
+    for name, rep in (("alice", report), ("bob", _report(UNSURE + " ")), ("teacher", other)):
+        ids[name] = make_sub(name, score=rep["score"], max_score=rep["max_score"], report_json=rep)
+    student_page = None
+    auth.login("alice", "alice-pass")
+    student_page = client.get(f"/submissions/{ids['alice']}?lang=en").get_data(as_text=True)
+    assert "Waiting for the teacher" in student_page and "ZeRO sharding stage" in student_page
+    auth.logout()
+
+    auth.login("teacher", "teacher-pass")
+    queue = client.get("/dashboard/DIST101/review/?lang=en").get_data(as_text=True)
+    assert "Homework annotations waiting: 3 in 2 groups" in queue
+    page = client.get("/dashboard/DIST101/review/annotations?lang=en").get_data(as_text=True)
+    assert page.count('class="card rgroup"') == 2 and "2 similar answers" in page and "Automatic reading" in page
+    assert "注释复核" in client.get("/dashboard/DIST101/review/annotations?lang=zh_CN").get_data(as_text=True)
+    group = page.split('class="card rgroup"')[1]
+    items = [x.split('"')[0] for x in group.split('name="item" value="')[1:]]
+    assert sorted(int(i.split(":")[0]) for i in items) == sorted([ids["alice"], ids["bob"]])
+    resp = client.post("/dashboard/DIST101/review/annotations/decide",
+                       data={"item": items, "verdict": "partial", "percent": "50", "group": "g"})
+    assert resp.status_code == 302
+    stage_max = next(c["max_points"] for c in report["checks"] if c["id"] == "field.zero_optimization.stage")
+    with app.app_context():
+        rows = db.session.scalars(db.select(ManualCellScore)).all()
+        assert sorted(r.submission_id for r in rows) == sorted([ids["alice"], ids["bob"]])
+        assert all(r.cell_id == "field.zero_optimization.stage" and r.score == round(stage_max / 2, 2) for r in rows)
+        book = build_gradebook(db.session.scalar(db.select(Course)))
+        item = book.item("hw:hello_ddp")  # the placeholder homework the submissions are stored under
+        alice = next(r for r in book.rows if r.username == "alice")
+        assert alice.cells[item.key].score == round(report["score"] + stage_max / 2, 2)
+        assert [g.first.username for g in review_annotation.groups(1)] == ["teacher"]  # only the other group is left
+        examples = review_annotation.decisions_as_examples(1)
+        assert examples[0]["expect"] == "partial" and examples[0]["field"] == "zero_optimization.stage"
+        assert examples[0]["value"] == 3 and examples[0]["answer"] == UNSURE
+    again = client.post("/dashboard/DIST101/review/annotations/decide",
+                        data={"item": items, "verdict": "full", "group": "g"}, follow_redirects=True)
+    assert "请选择满分、零分" in again.get_data(as_text=True)  # decided once: nothing open any more (the zh page set the language)
+    auth.logout()
+    auth.login("alice", "alice-pass")
+    student_page = client.get(f"/submissions/{ids['alice']}?lang=en").get_data(as_text=True)
+    assert "Confirmed by the teacher" in student_page and "Waiting for the teacher" not in student_page
