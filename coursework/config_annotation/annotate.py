@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from coursework.quiz import textmatch
-from graders.config_annotation.catalogue import Catalogue, Rule
+from coursework.config_annotation.catalogue import Catalogue, Rule
 
 SOFT_BREAK = re.compile(r"[,，、:：()（）\[\]]")
 

@@ -91,7 +91,7 @@ def quiz_outcomes(split: str | None = None, qids: Iterable[str] | None = None) -
 
 def annotation_outcomes(split: str | None = None) -> list[Outcome]:
     """Homework 2's annotation examples judged now (correct / partial / wrong)."""
-    from graders.config_annotation import annotate, catalogue
+    from coursework.config_annotation import annotate, catalogue
 
     cat = catalogue.load()
     path = catalogue.DEFAULT_PATH.parent / "annotation_examples.json"

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from coursework import memory_calc
+from coursework.config_annotation import annotate, catalogue as catalogue_mod
 from coursework.config_annotation.parse import ConfigSyntaxError, ParsedConfig, parse
 from coursework.report import CheckResult, CheckStatus, Text, text
-from graders.config_annotation import annotate, catalogue as catalogue_mod, validate
+from graders.config_annotation import validate
 
 ASSIGNMENT_JSON = catalogue_mod.DEFAULT_PATH.parent / "assignment.json"
 STATUS = {annotate.Verdict.CORRECT: CheckStatus.PASS, annotate.Verdict.MISSING: CheckStatus.WARN}

@@ -14,7 +14,7 @@ from typing import Any
 from coursework import memory_calc
 from coursework.config_annotation.parse import ParsedConfig
 from coursework.report import Text, text
-from graders.config_annotation.catalogue import Catalogue
+from coursework.config_annotation.catalogue import Catalogue
 
 CARDS_IN_NOTE = re.compile(r"(\d+)\s*(?:x\s*)?(?:gpus?|cards?|ranks?|processes|张卡|块卡|张\s*gpu|个\s*gpu|卡|个进程)",
                            re.IGNORECASE)

@@ -22,7 +22,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from graders.config_annotation import annotate, catalogue
+from coursework.config_annotation import annotate, catalogue
 from coursework.quiz import textmatch
 from server.dashboard.actions import _audit
 from server.dashboard.models import ManualCellScore

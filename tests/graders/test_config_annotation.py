@@ -13,7 +13,8 @@ from coursework import assignments
 from coursework.config_annotation.parse import ConfigSyntaxError, parse, strip_json_comments
 from coursework.exceptions import SubmissionRejected
 from coursework.report import merge_manual_scores
-from graders.config_annotation import annotate, answers, catalogue, core, notebook, validate
+from coursework.config_annotation import annotate, catalogue
+from graders.config_annotation import answers, core, notebook, validate
 
 CAT = catalogue.load()
 

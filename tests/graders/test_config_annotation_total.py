@@ -6,16 +6,16 @@ import json
 
 import pytest
 
-from graders import assignments
+from coursework import assignments, settings
 from graders.config_annotation import core, notebook
 from server.homework.points import assignment_total
 
-ASSIGNMENTS = sorted(p.name for p in assignments.ASSIGNMENTS_DIR.iterdir() if (p / "assignment.json").exists())
+ASSIGNMENTS = sorted(p.name for p in settings.assignments_dir().iterdir() if (p / "assignment.json").exists())
 HW2 = assignments.load("config_annotation")
 
 
 def _samples(aid: str) -> list[tuple[str, dict]]:
-    folder = assignments.ASSIGNMENTS_DIR / aid / "samples"
+    folder = settings.assignments_dir() / aid / "samples"
     return [(p.name, json.loads((p / "expected.json").read_text("utf-8")))
             for p in sorted(folder.iterdir()) if (p / "expected.json").exists()]
 

@@ -4,13 +4,30 @@ several students are one group; one decision sets their points, the reports and 
 follow, and the decision is kept as a graded example."""
 from __future__ import annotations
 
-from graders.config_annotation import core
+import os
+from pathlib import Path
+
+import pytest
+
 from coursework.report import GradeReport
+from graders.config_annotation import core
 from server.dashboard import review_annotation
 from server.dashboard.gradebook import build_gradebook
 from server.dashboard.models import ManualCellScore
 from server.extensions import db
 from server.models import Course
+
+HOMEWORK2 = Path(__file__).resolve().parents[2] / "assignments" / "config_annotation"
+
+
+@pytest.fixture(autouse=True)
+def _homework2_published(request) -> None:
+    """Homework 2 beside the placeholder the web fixtures publish: its reports name it, and a decision's
+    wording comes from its assignment.json."""
+    if "make_sub" in request.fixturenames:
+        request.getfixturevalue("hw")
+        (Path(os.environ["DISTGRADE_ASSIGNMENTS_DIR"]) / "config_annotation").symlink_to(HOMEWORK2)
+
 
 UNSURE = "full_shard：切梯度和优化器状态，参数每卡一份？可能吧"  # stage 3, read as right but hedged
 SURE = "global batch = micro-batch per GPU x accumulation steps x number of GPUs"
