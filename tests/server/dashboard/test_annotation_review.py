@@ -17,7 +17,7 @@ from server.dashboard.models import ManualCellScore
 from server.extensions import db
 from server.models import Course
 
-HOMEWORK2 = Path(__file__).resolve().parents[2] / "assignments" / "config_annotation"
+HOMEWORK2 = Path(__file__).resolve().parents[3] / "assignments" / "config_annotation"
 
 
 @pytest.fixture(autouse=True)
