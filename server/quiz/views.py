@@ -16,6 +16,7 @@ from coursework.quiz.bank import BankError, all_quiz_ids, load_question, load_qu
 from coursework.quiz.result import AnswerStatus
 from server.auth.views import checks_session_version, session_auth, session_is_current, session_user_id
 from server.extensions import db
+from server.models import Role
 from server.quiz import attempts as rules
 from server.quiz import pages, review, store
 from server.quiz.models import QuizAttempt
@@ -55,14 +56,28 @@ def _own_attempt_or_404(attempt_id: int) -> QuizAttempt:
     return attempt
 
 
+def _counted_cells(user_id: int) -> dict[str, Any]:
+    """quiz id -> the student's gradebook cell (the score that counts, an override and its reason),
+    from their own row in each course they study in: what the gradebook and exports show."""
+    from server.dashboard.gradebook import build_gradebook  # here: the dashboard package imports quiz modules
+
+    out: dict[str, Any] = {}
+    for m in current_user.memberships:
+        if m.role == Role.STUDENT.value:
+            for row in build_gradebook(m.course, user_id).rows[:1]:
+                out.update({key.split(":", 1)[1]: c for key, c in row.cells.items() if key.startswith("quiz:")})
+    return out
+
+
 @bp.route("/")
 def index():
     """Every quiz with its mode, attempts used and the score that counts."""
     rows = []
+    counted = _counted_cells(current_user.id)
     for quiz_id in all_quiz_ids():
         quiz = load_quiz(quiz_id)
         rows.append({"quiz": quiz, "used": len(rules.attempts_of(current_user.id, quiz_id)),
-                     "counts": rules.gradebook_score(quiz, current_user.id)})
+                     "counts": rules.gradebook_score(quiz, current_user.id), "counted": counted.get(quiz_id)})
     return render_template("quiz/index.html", rows=rows)
 
 
@@ -75,7 +90,8 @@ def overview(quiz_id: str):
     open_attempt = next((a for a in history if a.is_open), None)
     return render_template("quiz/overview.html", quiz=quiz, history=list(reversed(history)),
                            refusal=_messages().get(refusal or "", ""), open_attempt=open_attempt,
-                           counts=rules.gradebook_score(quiz, current_user.id))
+                           counts=rules.gradebook_score(quiz, current_user.id),
+                           counted=_counted_cells(current_user.id).get(quiz_id))
 
 
 @bp.post("/<quiz_id>/start")

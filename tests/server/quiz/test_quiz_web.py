@@ -307,3 +307,26 @@ def test_pages_show_option_text_units_and_progress(app, client, auth) -> None:
     assert code == 200 and body["correct"] and body["reference"].startswith("about ") and body["reference"][-2:] in ("ms", " s")
     zh = client.get(f"/quiz/attempt/{attempt_id}?lang=zh_CN").get_data(as_text=True)
     assert "仍要交卷吗" in zh and "约 " in zh
+
+
+def test_the_students_quiz_pages_show_the_teachers_override_and_its_reason(app, client, auth) -> None:
+    """The gradebook counts an override; the student's quiz list and overview say so, with the reason
+    (the same counted score as the homework pages)."""
+    from server.dashboard.actions import set_override
+    from server.models import Course, User
+
+    auth.login()
+    attempt_id = _start(client, "ch7_3_graded")
+    _answer(client, attempt_id, 0, answer="吞吐/容量")
+    client.post(f"/quiz/attempt/{attempt_id}/finish")
+    quiz = load_quiz("ch7_3_graded")
+    with app.app_context():
+        alice = db.session.scalar(db.select(User).where(User.username == "alice"))
+        teacher = db.session.scalar(db.select(User).where(User.username == "teacher"))
+        course = db.session.scalar(db.select(Course))
+        set_override(course.id, alice.id, "quiz:ch7_3_graded", 7, "oral exam instead", teacher.id,
+                     computed=1.0, top=quiz_max(quiz))
+    for url in ("/quiz/?lang=en", "/quiz/ch7_3_graded/?lang=en"):
+        page = client.get(url).get_data(as_text=True)
+        assert "7 / " in page and "oral exam instead" in page, url
+    assert "oral exam instead" in client.get("/quiz/?lang=zh_CN").get_data(as_text=True)
