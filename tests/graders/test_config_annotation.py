@@ -288,8 +288,8 @@ def test_unweighted_fields_answer_set_agreement_with_a_teacher() -> None:
 
     Issue 12's target (>= 97% fair among auto-graded, no wrong answer at full marks) is NOT yet met
     on their held half: measured untouched 0.722 (39 wrong answers at full marks, 0% to the
-    teacher); after tuning batches 2-6 (split tune, written before being measured, classes fixed
-    as catalogue data) 0.906 with 6 wrong answers at full marks and 4.3% to the teacher. The floor
+    teacher); after tuning batches 2-7 (split tune, written before being measured, classes fixed
+    as catalogue data) 0.909 with 6 wrong answers at full marks and 4.3% to the teacher. The floor
     below is that measurement, a ratchet, not the target: raise it as the rules improve."""
     from coursework.quiz import agreement
 
