@@ -233,7 +233,7 @@ def _forbidden_claim(s: Sentence, bad: list[str], predicates: set[str], antonyms
 # Signs that the reading may be wrong and what each costs; the threshold is the quiz rubric's,
 # checked on the ``tune`` half of annotation_examples.json only.
 PENALTIES = {"typo": 0.05, "hedge": 0.3, "forbidden_word": 0.4, "denied_and_said": 0.3, "unexplained": 0.2,
-             "unbound_object": 0.4, "elsewhere_said": 0.4, "bare": 0.4}
+             "unbound_object": 0.4, "elsewhere_said": 0.4}
 REVIEW_BELOW = 0.65
 
 
@@ -285,8 +285,6 @@ def _confidence_signs(text: str, rule: Rule, catalogue: Catalogue, j: Judgement)
                 signs.append("elsewhere_said")  # "fp16 = bfloat16": the other value said of this one
                 break
         clauses = [c for s in sentences for c in s.clauses]
-        if j.verdict == Verdict.CORRECT and sum(len(c.positive | c.negated | c.reduced) for c in clauses) <= 1:
-            signs.append("bare")  # one word the reading knows ("machines", "分布式类型为 FSDP"): it may only restate the key
         if len(clauses) >= 3 and sum(1 for c in clauses if not (c.positive | c.negated | c.reduced)) * 2 > len(clauses):
             signs.append("unexplained")
     return signs
