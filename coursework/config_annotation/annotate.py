@@ -42,6 +42,7 @@ class Clause:
     exclusive: bool = False
     compares: bool = False  # "like fp16", "than bf16", "和 fp16 一样": about this value, by comparison
     unread: int = 0  # words (Latin) or characters (Chinese) the vocabulary does not know
+    words: set[str] = field(default_factory=set)  # the words that named a facet, as written
 
 
 @dataclass
@@ -121,6 +122,7 @@ def _analyse_clause(text: str, catalogue: Catalogue) -> Clause:
     clause.unread = len(re.findall(r"[a-z]{2,}", rest)) + len(re.findall(r"[\u4e00-\u9fff]", rest))
     facet_tokens = [(i, {k[6:] for k in kinds if k.startswith("facet:")}) for i, (_, _, kinds) in enumerate(tokens)]
     facet_tokens = [(i, f) for i, f in facet_tokens if f]
+    clause.words = {tokens[i][1] for i, _ in facet_tokens}
     negated_idx: set[int] = set()
     reduced_idx: set[int] = set()
     predicates = set(catalogue.raw.get("antonyms", {}).values())
@@ -233,7 +235,7 @@ def _forbidden_claim(s: Sentence, bad: list[str], predicates: set[str], antonyms
 # Signs that the reading may be wrong and what each costs; the threshold is the quiz rubric's,
 # checked on the ``tune`` half of annotation_examples.json only.
 PENALTIES = {"typo": 0.05, "hedge": 0.3, "forbidden_word": 0.4, "denied_and_said": 0.3, "unexplained": 0.2,
-             "unbound_object": 0.4, "elsewhere_said": 0.4}
+             "unbound_object": 0.4, "elsewhere_said": 0.4, "one_word": 0.4}
 REVIEW_BELOW = 0.65
 
 
@@ -285,6 +287,11 @@ def _confidence_signs(text: str, rule: Rule, catalogue: Catalogue, j: Judgement)
                 signs.append("elsewhere_said")  # "fp16 = bfloat16": the other value said of this one
                 break
         clauses = [c for s in sentences for c in s.clauses]
+        if j.verdict == Verdict.CORRECT and len(set().union(*(c.words for c in clauses))) <= 1:
+            # full marks on one known word ("machines", "分布式类型为 FSDP", "ds 配置"): it may only
+            # restate the key. Counted in words as written, not facets: "clip the total gradient
+            # norm" names its one facet twice and says more than the key does
+            signs.append("one_word")
         if len(clauses) >= 3 and sum(1 for c in clauses if not (c.positive | c.negated | c.reduced)) * 2 > len(clauses):
             signs.append("unexplained")
     return signs
