@@ -235,7 +235,7 @@ def _forbidden_claim(s: Sentence, bad: list[str], predicates: set[str], antonyms
 # Signs that the reading may be wrong and what each costs; the threshold is the quiz rubric's,
 # checked on the ``tune`` half of annotation_examples.json only.
 PENALTIES = {"typo": 0.05, "hedge": 0.3, "forbidden_word": 0.4, "denied_and_said": 0.3, "unexplained": 0.2,
-             "unbound_object": 0.4, "elsewhere_said": 0.4, "one_word": 0.4}
+             "unbound_object": 0.4, "elsewhere_said": 0.4, "one_word": 0.4, "other_number": 0.4}
 REVIEW_BELOW = 0.65
 
 
@@ -286,6 +286,8 @@ def _confidence_signs(text: str, rule: Rule, catalogue: Catalogue, j: Judgement)
             if kept.positive & elsewhere and kept.mentioned & own:
                 signs.append("elsewhere_said")  # "fp16 = bfloat16": the other value said of this one
                 break
+        if _states_another_number(norm, rule.value):
+            signs.append("other_number")  # "学习率 1e-3" for 1e-4, "timeout in milliseconds, about 50 hours"
         clauses = [c for s in sentences for c in s.clauses]
         if j.verdict == Verdict.CORRECT and len(set().union(*(c.words for c in clauses))) <= 1:
             # full marks on one known word ("machines", "分布式类型为 FSDP", "ds 配置"): it may only
@@ -295,6 +297,24 @@ def _confidence_signs(text: str, rule: Rule, catalogue: Catalogue, j: Judgement)
         if len(clauses) >= 3 and sum(1 for c in clauses if not (c.positive | c.negated | c.reduced)) * 2 > len(clauses):
             signs.append("unexplained")
     return signs
+
+
+# a number standing on its own (not "ZeRO-3", "fp32", "bf16"), with an optional exponent and multiplier
+_NUMBER = re.compile(r"(?<![a-z0-9_\-.])(\d+(?:\.\d+)?)(?:e([+-]?\d+))?\s*(million|billion|百万|[kmgb万亿千])?(?![a-z0-9])")
+_MULTIPLIER = {"k": 1e3, "m": 1e6, "g": 1e9, "b": 1e9, "million": 1e6, "billion": 1e9, "千": 1e3, "万": 1e4,
+               "百万": 1e6, "亿": 1e8}
+_NUMBERED_NAME = re.compile(r"(?:rank|gpu|card|node|stage|zero|layer|block|step)\s*\d+")
+
+
+def _states_another_number(norm: str, value: object) -> bool:
+    """Does the (normalised) annotation of a numeric field state numbers, none of them its value
+    ("5e8" and "500M" are 500000000)? Names with a number in them ("rank 0", "stage 3") are not
+    numbers. The reading cannot tell a derived number from a wrong one, so a teacher looks."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    numbers = [float(m.group(1)) * 10 ** int(m.group(2) or 0) * _MULTIPLIER.get(m.group(3) or "", 1)
+               for m in _NUMBER.finditer(_NUMBERED_NAME.sub(" ", norm))]
+    return bool(numbers) and not any(abs(n - value) <= 1e-9 * max(1.0, abs(value)) for n in numbers)
 
 
 def _drop_side_remarks(s: Sentence, elsewhere: set[str], own: set[str]) -> Sentence:

@@ -36,6 +36,7 @@ class Rule:
     elsewhere: list[str] = field(default_factory=list)
     own: list[str] = field(default_factory=list)
     hypothetical: list[str] = field(default_factory=list)  # a sentence naming one ("true would ...") claims nothing
+    value: Any = None  # the field's value the rule was chosen for
 
 
 @dataclass
@@ -68,6 +69,12 @@ class Catalogue:
 
     def rule(self, dialect: str, path: str, value: Any) -> Rule | None:
         """The rule for ``path`` given its value, or None if the field is not graded."""
+        rule = self._rule(dialect, path, value)
+        if rule is not None:
+            rule.value = value
+        return rule
+
+    def _rule(self, dialect: str, path: str, value: Any) -> Rule | None:
         spec = self.fields(dialect).get(path)
         if spec is None or spec.get("block_only"):
             return None
