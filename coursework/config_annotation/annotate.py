@@ -307,11 +307,11 @@ _NUMBERED_NAME = re.compile(r"(?:rank|gpu|card|node|stage|zero|layer|block|step)
 
 
 def _states_another_number(norm: str, value: object) -> bool:
-    """Does the (normalised) annotation of a numeric field state numbers, none of them its value
+    """Does the (normalised) annotation of a rate, size or time state numbers, none of them its value
     ("5e8" and "500M" are 500000000)? Names with a number in them ("rank 0", "stage 3") are not
     numbers. The reading cannot tell a derived number from a wrong one, so a teacher looks."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or isinstance(value, int) and abs(value) < 100:
+        return False  # a small count (stage 3, 8 processes) sits among other counts: "ZeRO-3 over 8 GPUs"
     numbers = [float(m.group(1)) * 10 ** int(m.group(2) or 0) * _MULTIPLIER.get(m.group(3) or "", 1)
                for m in _NUMBER.finditer(_NUMBERED_NAME.sub(" ", norm))]
     return bool(numbers) and not any(abs(n - value) <= 1e-9 * max(1.0, abs(value)) for n in numbers)

@@ -391,10 +391,56 @@ def test_an_unsplit_example_is_held_out_by_a_stable_hash() -> None:
     ("deepspeed", "bf16", {"enabled": True}, "brain-float 16 compute", "correct"),
     ("deepspeed", "train_batch_size", 64, "train_batch_size = train_micro_batch_size_per_gpu * gradient_accumulation_steps * world size", "correct"),
     ("deepspeed", "train_batch_size", 64, "batch size of each GPU", "wrong_concept"),
+    # session 5: classes found on the blind batches held4 and held5 (own wording, not their answers)
+    ("deepspeed", "gradient_clipping", 1.0, "clips each gradient element into [-1, 1]", "contradiction"),
+    ("deepspeed", "gradient_clipping", 1.0, "gradients whose norm is below 1.0 are thrown away", "contradiction"),
+    ("deepspeed", "gradient_clipping", 1.0, "梯度总范数超过 1 就整体等比例缩到 1", "correct"),
+    ("llamafactory", "mixed_precision", "bf16", "bf16 把权重量化成 16 位整数", "contradiction"),
+    ("llamafactory", "mixed_precision", "bf16", "bf16 autocast; the 8-bit exponent matches fp32, so no loss scaling", "correct"),
+    ("llamafactory", "ddp_timeout", 180000000, "how long a collective may wait, in milliseconds", "contradiction"),
+    ("llamafactory", "per_device_train_batch_size", 2, "the batch size each device uses for evaluation", "contradiction"),
+    ("deepspeed", "zero_optimization.offload_optimizer.pin_memory", True, "pinned pages can be swapped out to disk by the OS when RAM is short", "contradiction"),
+    ("deepspeed", "zero_optimization.offload_optimizer.pin_memory", True, "page-locked host memory: it cannot be swapped out, so CPU-GPU copies are faster", "correct"),
+    ("deepspeed", "zero_optimization.offload_optimizer.pin_memory", True, "锁页的意思是优化器状态留在 GPU 上不卸载", "contradiction"),
+    ("deepspeed", "zero_optimization.contiguous_gradients", True, "contiguous gradient buffer, which increases fragmentation", "contradiction"),
+    ("llamafactory", "learning_rate", 0.0001, "每一步参数更新的步长是 1e-4", "correct"),
+    ("deepspeed", "zero_allow_untested_optimizer", True, "用第三方优化器时要打开，不然 DeepSpeed 会直接报错", "correct"),
+    ("llamafactory", "fsdp_config.fsdp_state_dict_type", "FULL_STATE_DICT", "every rank writes the whole model into its own file", "contradiction"),
+    ("llamafactory", "fsdp_config.fsdp_state_dict_type", "FULL_STATE_DICT", "FULL means the checkpoint is kept in full fp32 precision", "contradiction"),
 ])
 def test_annotation_reading_classes_found_on_the_new_fields(dialect, field, value, note, verdict) -> None:
     rule = CAT.rule(dialect, field, CAT.field_value(dialect, field, value))
     assert annotate.judge(note, rule, CAT).verdict.value == verdict, note
+
+
+def test_full_marks_on_one_word_go_to_the_teacher() -> None:
+    """A bare word that only restates the key ("machines" for num_machines) is no explanation a
+    teacher would give full marks for, yet it satisfies the rule: it waits for the teacher. The same
+    facet named by more words than the key ("clip the total gradient norm to 1.0", the reference
+    notebook's own note) is graded at once."""
+    machines = annotate.judge("machines", CAT.rule("llamafactory", "num_machines", 2), CAT)
+    assert machines.verdict == annotate.Verdict.CORRECT and machines.needs_review and "one_word" in machines.signs
+    fsdp = annotate.judge("分布式类型为 FSDP", CAT.rule("llamafactory", "distributed_type", "FSDP"), CAT)
+    assert fsdp.needs_review, fsdp
+    clip = annotate.judge("clip the total gradient norm to 1.0", CAT.rule("deepspeed", "gradient_clipping", 1.0), CAT)
+    assert clip.verdict == annotate.Verdict.CORRECT and not clip.needs_review, clip
+
+
+@pytest.mark.parametrize("dialect,field,value,note,doubt", [
+    ("llamafactory", "learning_rate", 0.0001, "学习率 1e-3，控制每步更新的步长", True),  # another rate
+    ("llamafactory", "learning_rate", 0.0001, "lr 1e-4: the step size of each update", False),
+    ("llamafactory", "ddp_timeout", 180000000, "collective timeout; at 50 hours nothing ever times out", True),
+    ("llamafactory", "ddp_timeout", 180000000, "1.8e8 s before a collective gives up: never, in practice", False),
+    ("deepspeed", "zero_optimization.reduce_bucket_size", 500000000, "500M elements per reduce bucket: bigger means fewer calls, more memory", False),
+    ("deepspeed", "zero_optimization.reduce_bucket_size", 500000000, "5e8 elements per bucket; bigger means fewer calls, more memory", False),
+    ("deepspeed", "zero_optimization.reduce_bucket_size", 500000000, "每个桶 2 亿个元素，桶大通信少、显存多", True),
+    ("deepspeed", "zero_optimization.stage", 3, "ZeRO-3 shards parameters, gradients and optimizer states over 8 GPUs", False),  # a small count
+])
+def test_a_number_that_is_not_the_fields_value_goes_to_the_teacher(dialect, field, value, note, doubt) -> None:
+    """A rate, size or time written as another number may be a slip or a misreading the words do
+    not show ("1e-3" for 1e-4); the reading cannot tell which, so the teacher decides."""
+    j = annotate.judge(note, CAT.rule(dialect, field, CAT.field_value(dialect, field, value)), CAT)
+    assert ("other_number" in j.signs) is doubt and (j.needs_review if doubt else True), (j, note)
 
 
 def test_a_verbless_mention_of_parameters_is_doubtful_only_where_states_are_judged() -> None:
