@@ -283,25 +283,38 @@ def test_annotation_answer_set_agreement_with_a_teacher() -> None:
 
 
 def test_unweighted_fields_answer_set_agreement_with_a_teacher() -> None:
-    """The 28 fields graded at the default weight (UNWEIGHTED_GRADED_FIELDS): their tuning half and
-    their hash-held half are measured and must not fall back.
+    """The 28 fields graded at the default weight (UNWEIGHTED_GRADED_FIELDS), measured on every
+    batch; the floors are today's numbers, a ratchet, not the target: raise them as the rules improve.
 
-    Issue 12's target (>= 97% fair among auto-graded, no wrong answer at full marks) is NOT yet met
-    for these fields: measured untouched 0.722 (39 wrong answers at full marks, 0% to the teacher);
-    after tuning batches 2-7 (split tune, written before being measured, classes fixed as catalogue
-    data) held 0.890 with 12 wrong answers at full marks and 1.4% to the teacher, tune 0.981 with 3.
-    (A "one known word, correct" confidence sign halved the held wrong-at-full count but sent the
-    reference notebook's own terse annotation to the teacher, so it was left out.) The floors below
-    are those measurements, a ratchet, not the target: raise them as the rules improve."""
+    Issue 12's target (>= 97% fair among auto-graded, no wrong answer at full marks, <= 15% to the
+    teacher) is met on the tuning half only. On answers nobody tuned on it is NOT met, and the blind
+    batches say by how much. Each was written by someone who never ran the grader, measured once,
+    and only then looked at and fixed as classes:
+
+    =====  ====================================  ===========================  ===================
+    batch  measured blind, with the rules of      fair auto / wrong at full   after its fixes
+    =====  ====================================  ===========================  ===================
+    held   session 4 (hash half of each field)   0.890 / 12                  0.920 / 5
+    held4  session 4's main                      0.647 / 33                  0.824 / 12
+    held5  after held4's classes                 0.734 / 15 (main: 0.702/17)  0.804 / 12
+    held6  after held5's classes                 0.646 / 28 (main: 0.626/30)  (not yet looked at)
+    =====  ====================================  ===========================  ===================
+
+    So on fresh answers these fields' reading is right about two times in three, and a round of
+    class fixes moves a fresh batch by about two or three points: the phrasings students use for
+    28 small fields are more varied than a word catalogue can follow. The review signs (one word,
+    another number, ...) send 5-7% to the teacher; no sign found so far separates the wrong answers
+    that use the right words."""
     from coursework.quiz import agreement
 
-    tune = [o for o in agreement.annotation_outcomes("tune") if o.field in UNWEIGHTED_GRADED_FIELDS]
-    t = agreement.summary(tune)
-    assert t["n"] >= 400 and t["fair_auto"] >= 0.97 and t["wrong_full_auto"] <= 3 and t["review_share"] <= 0.15, t
-    held = [o for o in agreement.annotation_outcomes("held") if o.field in UNWEIGHTED_GRADED_FIELDS]
-    h = agreement.summary(held)
-    assert h["n"] >= 250 and h["review_share"] <= 0.15, h
-    assert h["fair_auto"] >= 0.89 and h["wrong_full_auto"] <= 12, h
+    tune = agreement.summary([o for o in agreement.annotation_outcomes("tune") if o.field in UNWEIGHTED_GRADED_FIELDS])
+    assert tune["n"] >= 400 and tune["fair_auto"] >= 0.98 and tune["wrong_full_auto"] == 0, tune
+    assert tune["review_share"] <= 0.15, tune
+    floors = {"held": (250, 0.92, 5), "held4": (224, 0.82, 12), "held5": (168, 0.80, 12), "held6": (168, 0.64, 28)}
+    for split, (n, fair, wrong_full) in floors.items():
+        s = agreement.summary([o for o in agreement.annotation_outcomes(split) if o.field in UNWEIGHTED_GRADED_FIELDS])
+        assert s["n"] >= n and s["review_share"] <= 0.15, (split, s)
+        assert s["fair_auto"] >= fair and s["wrong_full_auto"] <= wrong_full, (split, s)
 
 
 def _weighted_fields() -> list[str]:
