@@ -16,7 +16,9 @@ Pipeline for one upload (each step small and in order):
                     a format check that passed for an answer malformed as written is reported
                     as tampering. A kernel killed by the wall clock counts zero for all of them;
                     manual cells are listed with their max points for the instructor
-                    (``report.plots["manual_cells"]``).
+                    (``report.plots["manual_cells"]``). Part C (``test_annotated``) whose only
+                    shortfall is annotations waiting for a teacher is WARN, not FAIL
+                    (``evidence.waiting``; a decision is settled there by ``merge_manual_scores``).
 """
 from __future__ import annotations
 
