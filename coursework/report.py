@@ -220,8 +220,58 @@ def merge_manual_scores(report: dict[str, Any], scores: dict[str, dict[str, Any]
         c["message"] = text(f"老师评分：{score:g}/{c['max_points']:g}。{comment}".strip(),
                             f"Instructor's score: {score:g}/{c['max_points']:g}. {comment}".strip())
         c["evidence"] = {**c.get("evidence", {}), "manual_score": score}
+    _settle_waiting(out, checks)
     out["score"] = round(sum(c["points"] for c in out["checks"]), 4)
     return out
+
+
+def waiting_verdict(messages: dict[str, Text], points: float, max_points: float, waiting: dict[str, float],
+                    decided: dict[str, float]) -> tuple[CheckStatus, Text]:
+    """Status and message of a check whose points partly wait for a teacher's decisions on some
+    ``field.<path>`` checks (homework 2's notebook part C; ``messages`` are its spec's).
+
+    ``waiting`` maps each still open field to what it may add, ``decided`` each decided one to
+    what the teacher gave (already in ``points``). Waiting alone is never a failure: WARN while
+    the open fields could make up the rest, FAIL when something else is wrong."""
+    def paths(ids: Any) -> str:
+        return ", ".join(f"`{i.removeprefix('field.')}`" for i in ids)
+
+    score, top = f"{points:g}", f"{max_points:g}"
+    if waiting:
+        pending = round(sum(waiting.values()), 2)
+        note = {lang: messages["waiting_note"][lang].format(fields=paths(waiting), pending=f"{pending:g}")
+                for lang in ("zh", "en")}
+        key = "waiting" if points + pending >= max_points - 0.02 else "partial"
+        return (CheckStatus.WARN if key == "waiting" else CheckStatus.FAIL,
+                {lang: messages[key][lang].format(score=score, max=top, detail=note[lang], note=note[lang])
+                 for lang in ("zh", "en")})
+    status = CheckStatus.PASS if points >= max_points - 0.02 else CheckStatus.FAIL
+    given = f"{round(sum(decided.values()), 2):g}"
+    return status, {lang: messages["reviewed"][lang].format(score=score, max=top, decided=given, fields=paths(decided))
+                    for lang in ("zh", "en")}
+
+
+def _settle_waiting(out: dict[str, Any], checks: dict[str, dict[str, Any]]) -> None:
+    """Move the teacher's points for decided fields onto the check that counts them (its
+    ``evidence.waiting``; the field checks say ``counted_in`` it) and restate that check."""
+    from coursework.assignments import load
+
+    for c in out["checks"]:
+        waiting = (c.get("evidence") or {}).get("waiting")
+        if not isinstance(waiting, dict) or not waiting:
+            continue
+        decided = {fid: checks[fid]["points"] for fid in waiting
+                   if (checks.get(fid) or {}).get("evidence", {}).get("review") == "decided"}
+        if not decided:
+            continue
+        for fid in decided:
+            checks[fid]["points"] = 0.0  # counted once, on the check that holds the part's points
+        c["points"] = round(c["points"] + sum(decided.values()), 2)
+        messages = load(out.get("assignment", "")).raw["checks"][c["id"].split(".")[0]]["messages"]
+        open_ = {fid: pts for fid, pts in waiting.items() if fid not in decided}
+        status, c["message"] = waiting_verdict(messages, c["points"], c["max_points"], open_, decided)
+        c["status"] = status.value
+        c["evidence"] = {**c["evidence"], "waiting": open_, "decided": decided}
 
 
 def _merge_field_decision(c: dict[str, Any] | None, check_id: str, s: dict[str, Any], assignment_id: str) -> None:

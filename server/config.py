@@ -147,11 +147,3 @@ def from_env() -> dict[str, Any]:
         "HTTPS": os.environ.get("HTTPS", "") in ("1", "true", "yes"),
     }
 
-
-def __getattr__(name: str) -> Any:
-    """``REPO_ROOT`` and ``VAR_DIR`` for the supervisor: ``coursework.settings`` read when imported."""
-    if name == "REPO_ROOT":
-        return settings.repo_root()
-    if name == "VAR_DIR":
-        return settings.var_dir()
-    raise AttributeError(name)

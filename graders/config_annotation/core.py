@@ -209,6 +209,17 @@ def annotation_checks(source: str) -> list[CheckResult]:
 
 def annotation_points(source: str, max_points: float) -> float:
     """The annotated config's share of ``max_points``: the notebook's ``test_annotated`` points."""
+    return annotation_score(source, max_points)[0]
+
+
+def annotation_score(source: str, max_points: float) -> tuple[float, dict[str, float]]:
+    """(points, waiting): the annotated config's share of ``max_points`` and, for each field
+    whose reading waits for a teacher (``field.<path>`` -> the points a teacher can give, on
+    the same scale), what it could still add."""
     checks = annotation_checks(source)
     total = sum(c.max_points for c in checks)
-    return round(max_points * sum(c.points for c in checks) / total, 2) if total else 0.0
+    if not total:
+        return 0.0, {}
+    waiting = {c.id: round(max_points * c.evidence["review_points"] / total, 2) for c in checks
+               if c.evidence.get("review") == "pending"}
+    return round(max_points * sum(c.points for c in checks) / total, 2), waiting

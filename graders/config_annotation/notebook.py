@@ -16,7 +16,9 @@ Pipeline for one upload (each step small and in order):
                     a format check that passed for an answer malformed as written is reported
                     as tampering. A kernel killed by the wall clock counts zero for all of them;
                     manual cells are listed with their max points for the instructor
-                    (``report.plots["manual_cells"]``).
+                    (``report.plots["manual_cells"]``). Part C (``test_annotated``) whose only
+                    shortfall is annotations waiting for a teacher is WARN, not FAIL
+                    (``evidence.waiting``; a decision is settled there by ``merge_manual_scores``).
 """
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ from typing import Any
 
 from coursework import settings
 from coursework.assignments import Assignment
-from coursework.report import CheckResult, CheckStatus, GradeReport, text
+from coursework.report import CheckResult, CheckStatus, GradeReport, text, waiting_verdict
 from graders.config_annotation import answers, core, release
 from graders.exceptions import SandboxSetupError
 from graders.sandbox import credentials
@@ -204,15 +206,10 @@ def grade_notebook(assignment: Assignment, job: Path, upload: Path, mode: str) -
         report.add(check)
     found, config_text = statics["annotated"]
     if found and isinstance(config_text, str):
-        core_checks = core.annotation_checks(config_text)
-        core_total = sum(c.max_points for c in core_checks) or 1.0
-        scale = float(source_cells[_annotated_test(nbcfg)]["metadata"]["nbgrader"]["points"]) / core_total
-        for c in core_checks:  # the field-by-field feedback; points sit on test_annotated
-            c.evidence = {**c.evidence, "counted_in": "nb.test_annotated", "points_in_core": c.points}
-            if c.evidence.get("review") == "pending":  # a teacher's decision is added on the report's scale
-                c.evidence["review_points"] = round(c.evidence["review_points"] * scale, 2)
-                c.evidence["provisional_points"] = round(c.evidence["provisional_points"] * scale, 2)
-            c.points, c.max_points = 0.0, 0.0
+        part_c = report.check(f"nb.{_annotated_test(nbcfg)}")
+        cell_points = float(source_cells[_annotated_test(nbcfg)]["metadata"]["nbgrader"]["points"])
+        for c in annotation_feedback(core.annotation_checks(config_text), cell_points,
+                                     counted=part_c is not None and "static_points" in part_c.evidence):
             report.add(c)
     manual = manual_cells(nb, source_cells)
     report.plots["manual_cells"] = manual
@@ -222,6 +219,27 @@ def grade_notebook(assignment: Assignment, job: Path, upload: Path, mode: str) -
                                message=_fmt(checks_cfg["manual"]["messages"]["pending"], max=m["max_points"]),
                                evidence={"manual_cells": [m]}))
     return report
+
+
+def annotation_feedback(core_checks: list[CheckResult], cell_points: float, counted: bool) -> list[CheckResult]:
+    """The core's field-by-field checks as feedback under part C, which holds their points.
+
+    A field waiting for a teacher keeps waiting on part C's scale (a decision is added there,
+    see ``merge_manual_scores``), but only when part C counted the written answer: when the run
+    gave part C nothing (kernel killed, format check failed in the run), no decision may add
+    points behind it, so the field shows what the reading found and waits for no one."""
+    scale = cell_points / (sum(c.max_points for c in core_checks) or 1.0)
+    for c in core_checks:
+        c.evidence = {**c.evidence, "counted_in": "nb.test_annotated", "points_in_core": c.points}
+        if c.evidence.get("review") == "pending":
+            if counted:
+                c.evidence["review_points"] = round(c.evidence["review_points"] * scale, 2)
+                c.evidence["provisional_points"] = round(c.evidence["provisional_points"] * scale, 2)
+            else:
+                c.evidence["review"] = "not_counted"
+                c.message = c.evidence.get("reading") or c.message
+        c.points, c.max_points = 0.0, 0.0
+    return core_checks
 
 
 def _annotated_test(nbcfg: dict[str, Any]) -> str:
@@ -294,7 +312,8 @@ def _static_score(answer_id: str, value: Any, max_pts: float) -> tuple[float, di
     if scorer:
         s = scorer(value, max_pts)
         return s.points, s.details
-    return core.annotation_points(value, max_pts), {}
+    points, waiting = core.annotation_score(value, max_pts)
+    return points, ({"waiting": waiting} if waiting else {})
 
 
 def _autograded_check(spec: dict, test_id: str, max_pts: float, *, nb_score: float | None, ran: bool,
@@ -326,6 +345,11 @@ def _autograded_check(spec: dict, test_id: str, max_pts: float, *, nb_score: flo
                                     for lang in ("zh", "en")}, evidence=evidence)
     points, details = scored if scored else (0.0, {})
     points = round(points, 2)
+    evidence = {**evidence, "static_points": points, **details}
+    if details.get("waiting") and points < max_pts:  # fields a teacher has yet to decide: never a plain fail
+        status, message = waiting_verdict(spec["messages"], points, max_pts, details["waiting"], {})
+        return CheckResult(id=f"nb.{test_id}", title=title, status=status, points=points, max_points=max_pts,
+                           message=message, evidence=evidence)
     key = "ok" if points >= max_pts else "partial"
     detail = _detail(details)
     return CheckResult(id=f"nb.{test_id}", title=title,
@@ -333,7 +357,7 @@ def _autograded_check(spec: dict, test_id: str, max_pts: float, *, nb_score: flo
                        points=points, max_points=max_pts,
                        message={lang: spec["messages"][key][lang].format(
                            score=f"{points:g}", max=f"{max_pts:g}", detail=detail[lang]) for lang in ("zh", "en")},
-                       evidence={**evidence, "static_points": points, **details})
+                       evidence=evidence)
 
 
 PART_NAMES = {"batch": ("batch 三个字段对不上", "The three batch fields do not multiply out"),

@@ -9,13 +9,27 @@ MiB = 1024 * 1024
 
 
 class KilledReason(str, Enum):
-    """Why the sandbox (or the kernel on its behalf) ended a run."""
+    """Why the sandbox (or the kernel on its behalf) ended a run, with how a student reads it.
 
-    TIMEOUT = "timeout"
-    MEMORY = "memory"
-    PIDS = "pids"
-    DISK = "disk"
-    OUTPUT = "output"
+    Each member is declared as ``(value, zh, en)``: a reason added without its two labels is
+    a TypeError when this module loads, so no message can show a bare id."""
+
+    TIMEOUT = ("timeout", "超出时间上限", "timeout")
+    MEMORY = ("memory", "超出内存上限", "memory")
+    PIDS = ("pids", "超出进程数上限", "pids")
+    DISK = ("disk", "超出磁盘上限", "disk")
+    OUTPUT = ("output", "输出过多", "output")
+
+    def __new__(cls, value: str, zh: str, en: str) -> "KilledReason":
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member._label = {"zh": zh, "en": en}
+        return member
+
+    @property
+    def label(self) -> dict[str, str]:
+        """``{"zh": ..., "en": ...}`` for a student's message."""
+        return dict(self._label)
 
     def __str__(self) -> str:  # messages format it: "timeout", never "KilledReason.TIMEOUT"
         return self.value

@@ -6,6 +6,12 @@ an attempt). The instructor sees the events and decides, with a required reason:
 grade stands as computed, without the integrity penalty) or *reject* (0 points). Each decision
 changes the submission's score and appends an ``AuditEntry``; a decision can be revised, which
 is audited again. Students never see the events, only that a review is pending or its outcome.
+
+A decision is about the grading the instructor saw: the form carries its run (``grading_runs``,
+which every new run raises), and the write is a compare-and-set on the status (graded), that
+run and the score the decision replaces. A submission regraded meanwhile (queued again, or
+graded by a newer run) or decided by someone else in between is left as it is, nothing is
+audited, and the instructor is asked to look again.
 """
 from __future__ import annotations
 
@@ -18,9 +24,11 @@ from server.access import course_or_404
 from server.dashboard.actions import ActionError, _audit
 from server.dashboard.views import bp, course_submission_or_404
 from server.extensions import db
-from server.models import Submission, User, utcnow
+from server.grading.lifecycle import compare_and_set
+from server.models import Submission, SubmissionStatus, User, utcnow
 
 DECISIONS = {"accept": "accepted", "reject": "rejected"}
+GRADED = SubmissionStatus.GRADED.value
 MAX_REASON = 2000
 PER_PAGE = 200
 
@@ -42,22 +50,46 @@ def events_of(sub: Submission) -> list[dict]:
     return [e for e in events if isinstance(e, dict)] if isinstance(events, list) else []
 
 
-def decide(sub: Submission, decision: str, reason: str, actor_id: int) -> None:
-    """Accept (score = computed grade) or reject (0) a submission under review; audited."""
+def decide(sub: Submission, decision: str, reason: str, actor_id: int, seen_run: int | None) -> None:
+    """Accept (score = computed grade) or reject (0) the grading ``seen_run`` of a submission
+    under review; audited. ActionError("stale") when the row is no longer that grading, or its
+    score changed since ``sub`` was read: then nothing is written."""
     if decision not in DECISIONS or sub.review_status is None:
         raise ActionError("bad_decision")
     reason = (reason or "").strip()[:MAX_REASON]
     if not reason:
         raise ActionError("reason_required")
+    if seen_run is None or sub.status != GRADED or sub.grading_runs != seen_run:
+        raise ActionError("stale")
     old = sub.score
     new = float(sub.computed_score or 0.0) if decision == "accept" else 0.0
-    sub.score = new
-    sub.review_status = DECISIONS[decision]
-    sub.review_reason = reason
-    sub.reviewed_by = actor_id
-    sub.reviewed_at = utcnow()
+    won = compare_and_set(
+        sub.id, [Submission.status == GRADED, Submission.grading_runs == seen_run,
+                 Submission.review_status.is_not(None),
+                 Submission.score.is_(None) if old is None else Submission.score == old],
+        score=new, review_status=DECISIONS[decision], review_reason=reason, reviewed_by=actor_id,
+        reviewed_at=utcnow())
+    if not won:
+        db.session.rollback()
+        raise ActionError("stale")
     _audit(sub.course_id, sub.user_id, f"sub:{sub.id}/integrity", old, new, f"{decision}: {reason}", actor_id)
     db.session.commit()
+
+
+def _seen_run(value: str | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _refusal(code: str) -> str:
+    if code == "reason_required":
+        return _("A reason is required for every manual change.")
+    if code == "stale":
+        return _("This submission was regraded after you opened the page (or someone decided meanwhile), "
+                 "so your decision was not saved. Look at the current grading below and decide again.")
+    return _("That submission is not under integrity review.")
 
 
 @bp.route("/<code>/integrity")
@@ -77,11 +109,11 @@ def integrity_decide(code: str, submission_id: int):
     course = course_or_404(code, instructor=True)
     sub = course_submission_or_404(course.id, submission_id)
     try:
-        decide(sub, request.form.get("decision", ""), request.form.get("reason", ""), current_user.id)
+        decide(sub, request.form.get("decision", ""), request.form.get("reason", ""), current_user.id,
+               _seen_run(request.form.get("run")))
     except ActionError as err:
         db.session.rollback()
-        flash(_("A reason is required for every manual change.") if err.code == "reason_required"
-              else _("That submission is not under integrity review."), "error")
+        flash(_refusal(err.code), "error")
         return redirect(url_for("dashboard.integrity_reviews", code=code, _anchor=f"sub-{sub.id}")), 303
     flash(_("Decision recorded in the audit log."), "info")
     return redirect(url_for("dashboard.integrity_reviews", code=code, _anchor=f"sub-{sub.id}"))

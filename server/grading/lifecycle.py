@@ -4,6 +4,7 @@
 
     (upload) --create_queued--> queued --mark_enqueued--> queued, handed to RQ as job g+1
     queued (or running, lease expired) --claim--> running --renew--> running (lease extended)
+    running --report_progress--> running (the status page's snapshot)
     running --store_report--> graded | error (the grader's own crash)
     running --fail_infra--> queued (retried once) | error; never counts as an attempt
     running, lease expired --recover_expired--> fail_infra, for a worker that died
@@ -40,6 +41,7 @@ STORE_WRITES = ("status", "finished_at", "report_json", "lease_until", "results_
                 "progress_json", "score", "max_score", "review_status", "review_reason", "reviewed_by",
                 "reviewed_at", "computed_score")
 INFRA_WRITES = ("status", "run_token", "lease_until", "error_detail", "infra_retries", "finished_at")
+PROGRESS_WRITES = ("progress_json",)
 # A regrade puts a submission back as a fresh upload: it clears every column a run writes but these.
 KEPT_BY_REGRADE = {
     "grading_runs": "counts every grader start in the submission's life",
@@ -111,6 +113,17 @@ def renew(submission_id: int, token: str) -> bool:
     """Extend the lease of the run holding ``token``; False: it lost the lease and should stop."""
     won = compare_and_set(submission_id, [Submission.status == RUNNING, Submission.run_token == token],
                           lease_until=lease_deadline())
+    db.session.commit()
+    return won
+
+
+def report_progress(submission_id: int, token: str, progress: dict[str, Any]) -> bool:
+    """Write the run's progress snapshot, as ``renew`` guards it: only the run holding ``token``.
+
+    False: the run lost its lease (expired and claimed again, replaced, stored) and must not
+    overwrite the owner's progress; it should stop."""
+    won = compare_and_set(submission_id, [Submission.status == RUNNING, Submission.run_token == token],
+                          progress_json=progress)
     db.session.commit()
     return won
 
@@ -191,7 +204,8 @@ def replace(ids: Iterable[int], by: int) -> list[int]:
 def regrade_reset() -> dict[str, Any]:
     """The values ``reset_for_regrade`` writes: each column a run writes, but ``KEPT_BY_REGRADE``,
     back to what a fresh upload has (the column's default, else NULL)."""
-    names = sorted(set(CLAIM_WRITES + STORE_WRITES + INFRA_WRITES) - {"status"} - set(KEPT_BY_REGRADE))
+    names = sorted(set(CLAIM_WRITES + STORE_WRITES + INFRA_WRITES + PROGRESS_WRITES) - {"status"}
+                   - set(KEPT_BY_REGRADE))
     columns = Submission.__table__.c
     return {n: columns[n].default.arg if columns[n].default is not None else None for n in names}
 

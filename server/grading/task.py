@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 from flask import Flask, current_app
-from sqlalchemy import update
 
 from coursework.assignments import load
 from coursework.exceptions import AssignmentNotFound
@@ -112,14 +111,14 @@ def _run_grader(submission_id: int, heartbeat: "_Heartbeat") -> dict[str, Any]:
         env = dict(os.environ, DISTGRADE_PROGRESS_FILE=str(progress_file), PYTHONUNBUFFERED="1")
         db.session.commit()  # release the row before a long run
         if k and assignment is not None and preflight.needs_preflight(assignment, sub.resource, sub.mode):
-            _set_phase(submission_id, "preflight")
+            _set_phase(submission_id, heartbeat.token, "preflight")
             argv, pre_env = preflight.command(assignment, str(src), str(sub.id), env)
             report = _run_report(argv, pre_env, submission_id, progress_file, timeout, heartbeat)
             failed = preflight.verdict(assignment, report)
             if failed:
                 return preflight.final_report(report, failed)
             progress_file.unlink(missing_ok=True)  # the GPU run's progress starts afresh
-            _set_phase(submission_id, "waiting_gpu")  # "checked on CPU, waiting for a GPU"
+            _set_phase(submission_id, heartbeat.token, "waiting_gpu")  # "checked on CPU, waiting for a GPU"
         mode, lease = sub.mode, None
         if k:
             lease = _take_gpus(k, submission_id, heartbeat)
@@ -127,7 +126,7 @@ def _run_grader(submission_id: int, heartbeat: "_Heartbeat") -> dict[str, Any]:
             if lease.fake:  # a simulated host: real slots, CPU run
                 mode = "cpu"
                 env["DISTGRADE_FAKE_GPUS"] = str(len(lease.gpus))
-            _set_phase(submission_id, "starting")
+            _set_phase(submission_id, heartbeat.token, "starting")
         argv = [sys.executable, "-m", "graders", "grade", sub.assignment_id, str(src), "--json",
                 "--submission-id", str(sub.id), "--mode", mode]
         held_from = time.time()
@@ -156,10 +155,10 @@ def _take_gpus(k: int, submission_id: int, heartbeat: "_Heartbeat") -> gpu_slots
         raise InfraFailure(f"GPU slots: {exc}") from exc
 
 
-def _set_phase(submission_id: int, phase: str) -> None:
-    db.session.execute(update(Submission).where(Submission.id == submission_id)
-                       .values(progress_json={"phase": phase, "logs": {}}))
-    db.session.commit()
+def _set_phase(submission_id: int, token: str, phase: str) -> None:
+    """Show ``phase`` on the status page; a run that lost its lease writes nothing and stops."""
+    if not lifecycle.report_progress(submission_id, token, {"phase": phase, "logs": {}}):
+        raise Cancelled(f"submission {submission_id} lost its lease")
 
 
 def _run_report(argv: list[str], env: dict[str, str], submission_id: int, progress_file: Path, timeout: float,
@@ -179,8 +178,9 @@ def _run_report(argv: list[str], env: dict[str, str], submission_id: int, progre
 
 
 def _wait_relaying_progress(proc: subprocess.Popen, submission_id: int, progress_file: Path,
-                            timeout: float, heartbeat: "_Heartbeat | None" = None) -> tuple[bytes, bytes]:
-    """Wait for the grader, copying its progress snapshots into the database once a second."""
+                            timeout: float, heartbeat: "_Heartbeat") -> tuple[bytes, bytes]:
+    """Wait for the grader, copying its progress snapshots into the database once a second
+    (guarded by the run's token: a run that lost its lease kills its grader and stops)."""
     chunks: dict[str, list[bytes]] = {"out": [], "err": []}
     readers = [threading.Thread(target=lambda s=s, k=k: chunks[k].extend(iter(lambda: s.read(65536), b"")),
                                 daemon=True) for s, k in ((proc.stdout, "out"), (proc.stderr, "err"))]
@@ -192,15 +192,16 @@ def _wait_relaying_progress(proc: subprocess.Popen, submission_id: int, progress
         if utcnow().timestamp() > deadline:
             _kill_group(proc)
             raise InfraFailure(f"grader exceeded GRADE_TIMEOUT_S={timeout:g}s and was killed")
-        if heartbeat is not None and heartbeat.cancelled.is_set():
+        if heartbeat.cancelled.is_set():
             _kill_group(proc)  # replaced by a newer upload: free the slot now
             raise Cancelled(f"submission {submission_id} lost its lease")
         snap = read_progress(str(progress_file))
         if snap and snap != last:
             last = snap
-            db.session.execute(update(Submission).where(Submission.id == submission_id)
-                               .values(progress_json=snap))
-            db.session.commit()
+            if not lifecycle.report_progress(submission_id, heartbeat.token, snap):
+                heartbeat.cancelled.set()  # another run owns it now: its progress is the one shown
+                _kill_group(proc)
+                raise Cancelled(f"submission {submission_id} lost its lease")
         try:
             proc.wait(timeout=1.0)
         except subprocess.TimeoutExpired:

@@ -369,3 +369,16 @@ def test_torch_compile_gets_extra_wall_time_not_the_others(tmp_path):
     assert wall_limits(base, script)["wall_s"] == base["wall_s"] + base["compile_extra_s"]
     script.write_text("model = DDP(model)\n")
     assert wall_limits(base, script) == {k: v for k, v in base.items() if k != "compile_extra_s"}
+
+
+def test_every_killed_reason_has_its_own_bilingual_label():
+    from graders.sandbox.result import KilledReason
+
+    for reason in KilledReason:
+        label = reason.label
+        assert set(label) == {"zh", "en"} and all(label.values()), reason
+        assert label["zh"] != reason.value, reason  # a real zh label, not the id echoed
+        assert ddp._killed(reason) == label == ddp._killed(reason.value)  # stored reports hold the string
+    assert ddp._killed(None) == {"zh": "自行退出", "en": "exit"}
+    assert ddp._killed("something-new") == {"zh": "something-new", "en": "something-new"}
+

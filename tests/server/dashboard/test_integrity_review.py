@@ -59,12 +59,14 @@ def test_review_from_worker_to_student_to_instructor(app, client, auth, make_sub
     assert "Integrity review" in client.get("/dashboard/DIST101/?lang=en").get_data(as_text=True)  # linked
     assert "诚信复核" in client.get("/dashboard/DIST101/integrity?lang=zh_CN").get_data(as_text=True)
 
-    r = client.post(f"/dashboard/DIST101/integrity/{sid}", data={"decision": "accept", "reason": "  "})
+    run = _run_in_form(page, sid)  # the grading the decision is about
+    r = client.post(f"/dashboard/DIST101/integrity/{sid}", data={"decision": "accept", "reason": "  ", "run": run})
     assert r.status_code == 303  # a reason is required: nothing changed
     with app.app_context():
         assert db.session.get(Submission, sid).review_status == "pending"
 
-    r = client.post(f"/dashboard/DIST101/integrity/{sid}", data={"decision": "accept", "reason": "gc used for a leak hunt"})
+    r = client.post(f"/dashboard/DIST101/integrity/{sid}", data={"decision": "accept", "reason": "gc used for a leak hunt",
+                                                                 "run": run})
     assert r.status_code == 302
     with app.app_context():
         sub = db.session.get(Submission, sid)
@@ -72,7 +74,7 @@ def test_review_from_worker_to_student_to_instructor(app, client, auth, make_sub
         entry = db.session.scalar(db.select(AuditEntry).where(AuditEntry.target == f"sub:{sid}/integrity"))
         assert (entry.old, entry.new) == (0.0, 5.0) and entry.reason.startswith("accept:")
 
-    r = client.post(f"/dashboard/DIST101/integrity/{sid}", data={"decision": "reject", "reason": "forged records"})
+    r = client.post(f"/dashboard/DIST101/integrity/{sid}", data={"decision": "reject", "reason": "forged records", "run": run})
     with app.app_context():
         sub = db.session.get(Submission, sid)
         assert (sub.score, sub.review_status) == (0.0, "rejected")
@@ -98,3 +100,98 @@ def test_a_clean_grading_is_not_under_review_and_others_cannot_decide(app, clien
     auth.login("alice", "alice-pass")
     r = client.post(f"/dashboard/DIST101/integrity/{sid}", data={"decision": "accept", "reason": "me"})
     assert r.status_code == 404
+
+
+def _run_in_form(page: str, sid: int) -> str:
+    import re
+
+    form = page.split(f'id="sub-{sid}"')[1].split("</form>")[0]
+    return re.search(r'name="run" value="(\d+)"', form).group(1)
+
+
+def _regrade(app, sid: int, report: dict | None) -> None:
+    """A regrade the way the dashboard and the worker do it: back to the queue, then (if a report
+    is given) a new run stores it."""
+    from server.grading import lifecycle
+
+    with app.app_context():
+        assert lifecycle.reset_for_regrade(sid)
+        db.session.commit()
+        if report is not None:
+            token = lifecycle.claim(sid)
+            assert lifecycle.store_report(sid, token, report) == "graded"
+
+
+def _audits(app, sid: int) -> int:
+    with app.app_context():
+        return db.session.scalar(db.select(db.func.count(AuditEntry.id)).where(
+            AuditEntry.target == f"sub:{sid}/integrity"))
+
+
+def test_a_decision_on_a_grading_replaced_meanwhile_writes_nothing_and_says_so(app, client, auth, make_sub):
+    sid = _store(app, make_sub, _review_report())
+    auth.login(*TEACHER)
+    seen = _run_in_form(client.get("/dashboard/DIST101/integrity?lang=en").get_data(as_text=True), sid)
+
+    # regraded while the teacher was reading: queued again (the old review fields are kept meanwhile)
+    _regrade(app, sid, None)
+    r = client.post(f"/dashboard/DIST101/integrity/{sid}?lang=en",
+                    data={"decision": "accept", "reason": "looked fine", "run": seen}, follow_redirects=True)
+    assert "regraded after you opened" in r.get_data(as_text=True)
+    with app.app_context():
+        sub = db.session.get(Submission, sid)
+        assert (sub.status, sub.score, sub.review_status) == ("queued", None, "pending")  # as the regrade left it
+    assert _audits(app, sid) == 0  # nothing written, nothing audited
+
+    # ... and graded again, with another computed grade: the old page's decision is still stale
+    newer = _review_report()
+    newer["integrity"]["computed_score"] = 3.0
+    with app.app_context():
+        from server.grading import lifecycle
+        token = lifecycle.claim(sid)
+        assert lifecycle.store_report(sid, token, newer) == "graded"
+    r = client.post(f"/dashboard/DIST101/integrity/{sid}?lang=zh_CN",
+                    data={"decision": "accept", "reason": "looked fine", "run": seen}, follow_redirects=True)
+    assert "重新评分" in r.get_data(as_text=True)
+    with app.app_context():
+        sub = db.session.get(Submission, sid)
+        assert (sub.score, sub.review_status, sub.computed_score) == (0.0, "pending", 3.0)
+    assert _audits(app, sid) == 0
+
+    # a form without the grading it was based on is refused the same way (fail closed)
+    client.post(f"/dashboard/DIST101/integrity/{sid}", data={"decision": "reject", "reason": "x"})
+    assert _audits(app, sid) == 0
+
+    # the fresh page decides on the new grading, and the audit says exactly what was written
+    fresh = _run_in_form(client.get("/dashboard/DIST101/integrity?lang=en").get_data(as_text=True), sid)
+    assert fresh != seen
+    r = client.post(f"/dashboard/DIST101/integrity/{sid}", data={"decision": "accept", "reason": "ok", "run": fresh})
+    assert r.status_code == 302
+    with app.app_context():
+        sub = db.session.get(Submission, sid)
+        assert (sub.score, sub.review_status) == (3.0, "accepted")
+        entry = db.session.scalar(db.select(AuditEntry).where(AuditEntry.target == f"sub:{sid}/integrity"))
+        assert (entry.old, entry.new) == (0.0, 3.0)
+
+
+def test_a_decision_cannot_clobber_a_score_changed_between_reading_and_writing(app, make_sub):
+    """Two decisions from the same page: the second one's 'old score' is no longer the row's,
+    so the compare-and-set refuses it instead of auditing a change from a value that was not there."""
+    from server.dashboard import integrity
+    from server.dashboard.actions import ActionError
+
+    sid = _store(app, make_sub, _review_report())
+    with app.app_context():
+        stale = db.session.get(Submission, sid)
+        run = stale.grading_runs
+        db.session.expunge(stale)  # what a second request read before the first one wrote
+        integrity.decide(db.session.get(Submission, sid), "accept", "fine", 1, run)
+        try:
+            integrity.decide(stale, "reject", "no", 1, run)
+        except ActionError as err:
+            assert err.code == "stale"
+        else:
+            raise AssertionError("a decision over a score it did not see went through")
+        db.session.rollback()
+        assert (db.session.get(Submission, sid).score, db.session.get(Submission, sid).review_status) == (5.0, "accepted")
+    assert _audits(app, sid) == 1

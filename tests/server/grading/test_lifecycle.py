@@ -100,6 +100,7 @@ REFUSALS = [
     ("renew", ALL),  # with a token the row does not carry
     ("store_report", ALL),  # likewise; "running" here is another run's lease
     ("fail_infra", ALL),
+    ("report_progress", ALL),  # with a token the row does not carry
     ("replace", ("graded", "error", "replaced")),
     ("reset_for_regrade", ("queued", "running", "replaced")),
 ]
@@ -121,6 +122,8 @@ def attempt(move: str, sid: int):
         return lifecycle.store_report(sid, "not-this-run", copy.deepcopy(SAMPLE_REPORT))
     if move == "fail_infra":
         return lifecycle.fail_infra(sid, "not-this-run", "boom")
+    if move == "report_progress":
+        return lifecycle.report_progress(sid, "not-this-run", {"phase": "training", "logs": {}})
     if move == "replace":
         out = lifecycle.replace([sid], by=sid + 1000)
         db.session.commit()
@@ -182,6 +185,67 @@ def test_an_expired_lease_can_be_claimed_again_and_the_old_run_cannot_store(app,
         assert lifecycle.store_report(sid, old, copy.deepcopy(SAMPLE_REPORT)) == "superseded"
         assert lifecycle.store_report(sid, new, copy.deepcopy(SAMPLE_REPORT)) == "graded"
         assert row(sid)["grading_runs"] == 2 and row(sid)["results_stored"] == 1
+
+
+def _expire_and_reclaim(app, sid: int) -> str:
+    from server.extensions import db
+    from server.grading import lifecycle
+    from server.models import Submission, utcnow
+
+    db.session.get(Submission, sid).lease_until = utcnow() - timedelta(seconds=1)
+    db.session.commit()
+    new = lifecycle.claim(sid)
+    assert new
+    return new
+
+
+def test_a_run_that_lost_its_claim_cannot_overwrite_the_new_owners_progress(app, make_sub):
+    from server.grading import lifecycle
+
+    sid, old = running(make_sub, app)
+    with app.app_context():
+        assert lifecycle.report_progress(sid, old, {"phase": "training", "logs": {"rank0": "old"}})
+        assert row(sid)["progress_json"]["logs"] == {"rank0": "old"}
+        new = _expire_and_reclaim(app, sid)
+        assert lifecycle.report_progress(sid, new, {"phase": "preflight", "logs": {}})
+        assert not lifecycle.report_progress(sid, old, {"phase": "training", "logs": {"rank0": "stale"}})
+        assert row(sid)["progress_json"] == {"phase": "preflight", "logs": {}}
+        assert lifecycle.store_report(sid, new, copy.deepcopy(SAMPLE_REPORT)) == "graded"
+        assert not lifecycle.report_progress(sid, new, {"phase": "training", "logs": {}})  # done is done
+        assert row(sid)["progress_json"] == {"phase": "done", "logs": {}}
+
+
+def test_the_workers_progress_writes_go_through_the_guard(app, make_sub, tmp_path):
+    """task.py's two writers (the phase, the relayed snapshot) with a run whose lease was taken:
+    the new owner's progress stays, and the stale run stops (its grader is killed)."""
+    import subprocess
+    import sys
+
+    from server.grading import task
+
+    sid, old = running(make_sub, app)
+    with app.app_context():
+        new = _expire_and_reclaim(app, sid)
+        assert lifecycle_progress(sid, new)
+        with pytest.raises(task.Cancelled):
+            task._set_phase(sid, old, "waiting_gpu")
+        assert row(sid)["progress_json"]["phase"] == "mine"
+        progress = tmp_path / "progress.json"
+        progress.write_text('{"phase": "training", "logs": {"rank0": "stale"}}')
+        proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        with pytest.raises(task.Cancelled):
+            task._wait_relaying_progress(proc, sid, progress, 60, task._Heartbeat(app, sid, old))
+        assert proc.poll() is not None  # the stale run's grader is gone
+        assert row(sid)["progress_json"]["phase"] == "mine"
+        task._set_phase(sid, new, "starting")  # the owner's own writes still land
+        assert row(sid)["progress_json"] == {"phase": "starting", "logs": {}}
+
+
+def lifecycle_progress(sid: int, token: str) -> bool:
+    from server.grading import lifecycle
+
+    return lifecycle.report_progress(sid, token, {"phase": "mine", "logs": {}})
 
 
 def test_an_infrastructure_failure_is_retried_once_then_ends_as_error(app, make_sub):
@@ -261,6 +325,9 @@ def test_each_move_writes_only_the_columns_it_declares(app, make_sub, report, ou
         assert changed(claimed, row(sid)) <= set(lifecycle.STORE_WRITES)
     sid, token = running(make_sub, app)
     with app.app_context():
+        before = row(sid)
+        assert lifecycle.report_progress(sid, token, {"phase": "training", "logs": {"rank0": "x"}})
+        assert changed(before, row(sid)) <= set(lifecycle.PROGRESS_WRITES)
         for expected in ("retrying", "error"):
             before = row(sid)
             assert lifecycle.fail_infra(sid, token, "lost") == expected
@@ -288,7 +355,8 @@ def test_a_regrade_puts_back_what_a_fresh_upload_has_but_the_kept_columns(app, m
     assert {c: after[c] for c in lifecycle.KEPT_BY_REGRADE} == {c: graded[c] for c in lifecycle.KEPT_BY_REGRADE}
     assert after["grading_runs"] == 2 and after["review_status"] == "pending"
     # Every column a run writes is either cleared or kept on purpose, none forgotten.
-    run_columns = set(lifecycle.CLAIM_WRITES + lifecycle.STORE_WRITES + lifecycle.INFRA_WRITES) - {"status"}
+    run_columns = set(lifecycle.CLAIM_WRITES + lifecycle.STORE_WRITES + lifecycle.INFRA_WRITES
+                      + lifecycle.PROGRESS_WRITES) - {"status"}
     assert cleared | set(lifecycle.KEPT_BY_REGRADE) == run_columns
     # ... and the result is what a regrade has always cleared (pinned: the refactor changed no behaviour).
     assert cleared == {"score", "run_token", "lease_until", "infra_retries", "results_stored", "started_at",
