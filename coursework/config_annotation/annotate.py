@@ -103,7 +103,11 @@ def _split_sentences(text: str, catalogue: Catalogue) -> list[list[str]]:
     pattern = "|".join(rf"(?<![a-z0-9_]){re.escape(w)}(?![a-z0-9_])" if w.isascii() else re.escape(w)
                        for w in words)
     if pattern:
-        text = re.sub(pattern, lambda m: " \n" + m.group(0) + " ", text)
+        # a word that only contains a contrast word ("反而" holds "而") stays whole
+        joined = sorted({w.lower() for w in contrast.get("not_contrast", [])}, key=len, reverse=True)
+        if joined:
+            pattern = "|".join(map(re.escape, joined)) + "|" + pattern
+        text = re.sub(pattern, lambda m: m.group(0) if m.group(0) in joined else " \n" + m.group(0) + " ", text)
     out = []
     for sent in re.split(r"\n|[;!?]|\.(?=\s|$)|[。；！？]", text):  # NFKC made "？" a "?": it ends a sentence anywhere
         clauses = [c.strip() for c in SOFT_BREAK.split(sent) if c.strip()]

@@ -297,7 +297,7 @@ def test_unweighted_fields_answer_set_agreement_with_a_teacher() -> None:
     held   session 4 (hash half of each field)   0.890 / 12                  0.920 / 5
     held4  session 4's main                      0.647 / 33                  0.824 / 12
     held5  after held4's classes                 0.734 / 15 (main: 0.702/17)  0.810 / 11
-    held6  after held5's classes                 0.646 / 28 (main: 0.626/30)  0.696 / 20
+    held6  after held5's classes                 0.646 / 28 (main: 0.626/30)  0.702 / 19
     =====  ====================================  ===========================  ===================
 
     So on fresh answers these fields' reading is right about two times in three, and a round of
@@ -310,7 +310,7 @@ def test_unweighted_fields_answer_set_agreement_with_a_teacher() -> None:
     tune = agreement.summary([o for o in agreement.annotation_outcomes("tune") if o.field in UNWEIGHTED_GRADED_FIELDS])
     assert tune["n"] >= 400 and tune["fair_auto"] >= 0.98 and tune["wrong_full_auto"] == 0, tune
     assert tune["review_share"] <= 0.15, tune
-    floors = {"held": (250, 0.92, 5), "held4": (224, 0.82, 12), "held5": (168, 0.81, 11), "held6": (168, 0.69, 20)}
+    floors = {"held": (250, 0.92, 5), "held4": (224, 0.82, 12), "held5": (168, 0.81, 11), "held6": (168, 0.70, 19)}
     for split, (n, fair, wrong_full) in floors.items():
         s = agreement.summary([o for o in agreement.annotation_outcomes(split) if o.field in UNWEIGHTED_GRADED_FIELDS])
         assert s["n"] >= n and s["review_share"] <= 0.15, (split, s)
