@@ -298,11 +298,13 @@ def test_unweighted_fields_answer_set_agreement_with_a_teacher() -> None:
     held4  session 4's main                      0.647 / 33                  0.824 / 12
     held5  after held4's classes                 0.734 / 15 (main: 0.702/17)  0.810 / 11
     held6  after held5's classes                 0.646 / 28 (main: 0.626/30)  0.702 / 19
+    held7  after held6's classes                 0.669 / 26 (main: 0.617/31)  (not looked at)
     =====  ====================================  ===========================  ===================
 
-    So on fresh answers these fields' reading is right about two times in three, and a round of
-    class fixes moves a fresh batch by about two or three points: the phrasings students use for
-    28 small fields are more varied than a word catalogue can follow. The review signs (one word,
+    ("main" is session 4's rules on the same batch.) So on fresh answers these fields' reading is
+    right about two times in three, and three rounds of class fixes moved a fresh batch by about
+    five points: the phrasings students use for 28 small fields are more varied than a word
+    catalogue can follow. The review signs (one word,
     another number, ...) send 5-7% to the teacher; no sign found so far separates the wrong answers
     that use the right words."""
     from coursework.quiz import agreement
@@ -310,7 +312,8 @@ def test_unweighted_fields_answer_set_agreement_with_a_teacher() -> None:
     tune = agreement.summary([o for o in agreement.annotation_outcomes("tune") if o.field in UNWEIGHTED_GRADED_FIELDS])
     assert tune["n"] >= 400 and tune["fair_auto"] >= 0.98 and tune["wrong_full_auto"] == 0, tune
     assert tune["review_share"] <= 0.15, tune
-    floors = {"held": (250, 0.92, 5), "held4": (224, 0.82, 12), "held5": (168, 0.81, 11), "held6": (168, 0.70, 19)}
+    floors = {"held": (250, 0.92, 5), "held4": (224, 0.82, 12), "held5": (168, 0.81, 11), "held6": (168, 0.70, 19),
+              "held7": (168, 0.66, 26)}
     for split, (n, fair, wrong_full) in floors.items():
         s = agreement.summary([o for o in agreement.annotation_outcomes(split) if o.field in UNWEIGHTED_GRADED_FIELDS])
         assert s["n"] >= n and s["review_share"] <= 0.15, (split, s)
