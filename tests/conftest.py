@@ -1,9 +1,9 @@
 """Shared fixtures: real redis-server, real SQL database, real service processes, real browser.
 
 Nothing here is a mock: ``redis_server`` starts redis-server on a free port,
-``app`` gets a fresh copy of a SQLite file migrated with Alembic and seeded once per session, ``service`` starts gunicorn
-and a worker as separate processes, and ``browser`` is Debian's Chromium
-driven by Playwright.
+``app`` gets its own copy of a SQLite file migrated with Alembic and seeded once per
+session (``DemoDatabases``), ``service`` starts gunicorn and a worker as separate
+processes, and ``browser`` is Debian's Chromium driven by Playwright.
 """
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ class DemoDatabases:
         return (str(folder.resolve()), tuple((f.parent.name, f.read_bytes()) for f in files))
 
     def copy_to(self, dest: Path, assignments_dir: str | None) -> None:
-        """Write a fresh migrated, seeded database at ``dest`` (0600, in a 0700 folder)."""
+        """Write a fresh migrated, seeded database at ``dest`` (0600; ``create_app`` makes its folder 0700)."""
         key = self.key(assignments_dir)
         if key not in self._made:
             self._made[key] = self._make(self.root / f"demo{len(self._made)}.db", assignments_dir)
@@ -129,6 +129,8 @@ class DemoDatabases:
         with sqlite3.connect(path) as conn:  # fold the WAL into the file: the copy is the file alone
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         conn.close()
+        wal = Path(f"{path}-wal")
+        assert not wal.exists() or wal.stat().st_size == 0, "the template's WAL was not folded in"
         return path
 
 
