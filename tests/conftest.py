@@ -1,9 +1,9 @@
 """Shared fixtures: real redis-server, real SQL database, real service processes, real browser.
 
 Nothing here is a mock: ``redis_server`` starts redis-server on a free port,
-``app`` migrates a fresh SQLite file with Alembic, ``service`` starts gunicorn
-and a worker as separate processes, and ``browser`` is Debian's Chromium
-driven by Playwright.
+``app`` gets its own copy of a SQLite file migrated with Alembic and seeded once per
+session (``DemoDatabases``), ``service`` starts gunicorn and a worker as separate
+processes, and ``browser`` is Debian's Chromium driven by Playwright.
 """
 from __future__ import annotations
 
@@ -65,14 +65,90 @@ def redis_server(tmp_path_factory) -> Iterator[RedisServer]:
     server.stop()
 
 
-@pytest.fixture
-def app(tmp_path, redis_server):
-    """A fresh app on a migrated SQLite database with the demo course seeded."""
-    from flask_migrate import upgrade
+class DemoDatabases:
+    """Migrated SQLite files with the demo course seeded: made once per assignments folder, copied per test.
 
+    Migrating and seeding (three password hashes) cost 1-2 s per test; copying the file costs a
+    millisecond and gives each test the same fresh database. Seeding publishes what the assignments
+    folder holds, so the key is that folder and the bytes of its ``assignment.json`` files: a test with
+    its own folder, or one that edits a file, gets a template of its own.
+    """
+
+    session: DemoDatabases | None = None  # the session's, for helpers that are not fixtures (``Service.seed``)
+
+    def __init__(self, root: Path):
+        self.root = root
+        self._made: dict[tuple, Path] = {}
+
+    @staticmethod
+    def key(assignments_dir: str | None) -> tuple:
+        from coursework import settings
+
+        folder = Path(assignments_dir) if assignments_dir else settings.repo_root() / "assignments"
+        files = sorted(folder.glob("*/assignment.json")) if folder.is_dir() else []
+        return (str(folder.resolve()), tuple((f.parent.name, f.read_bytes()) for f in files))
+
+    def copy_to(self, dest: Path, assignments_dir: str | None) -> None:
+        """Write a fresh migrated, seeded database at ``dest`` (0600; ``create_app`` makes its folder 0700)."""
+        key = self.key(assignments_dir)
+        if key not in self._made:
+            self._made[key] = self._make(self.root / f"demo{len(self._made)}.db", assignments_dir)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(self._made[key], dest)
+        os.chmod(dest, 0o600)
+
+    @staticmethod
+    def _make(path: Path, assignments_dir: str | None) -> Path:
+        import sqlite3
+
+        from flask_migrate import upgrade
+
+        from server import create_app
+        from server.extensions import db
+
+        saved = os.environ.get("DISTGRADE_ASSIGNMENTS_DIR")
+        if assignments_dir:
+            os.environ["DISTGRADE_ASSIGNMENTS_DIR"] = assignments_dir
+        else:
+            os.environ.pop("DISTGRADE_ASSIGNMENTS_DIR", None)
+        try:
+            app = create_app({"TESTING": True, "SQLALCHEMY_DATABASE_URI": f"sqlite:///{path}",
+                              "REDIS_URL": "redis://127.0.0.1:1/0", "VAR_DIR": str(path.parent / "var"),
+                              "SECRET_KEY": "template"})
+            with app.app_context():
+                upgrade()
+                result = app.test_cli_runner().invoke(args=["seed-demo"])
+                assert result.exit_code == 0, result.output
+                db.session.remove()
+                db.engine.dispose()
+        finally:
+            if saved is None:
+                os.environ.pop("DISTGRADE_ASSIGNMENTS_DIR", None)
+            else:
+                os.environ["DISTGRADE_ASSIGNMENTS_DIR"] = saved
+        with sqlite3.connect(path) as conn:  # fold the WAL into the file: the copy is the file alone
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        conn.close()
+        wal = Path(f"{path}-wal")
+        assert not wal.exists() or wal.stat().st_size == 0, "the template's WAL was not folded in"
+        return path
+
+
+@pytest.fixture(scope="session", autouse=True)
+def demo_databases(tmp_path_factory) -> Iterator[DemoDatabases]:
+    """The session's templates (none is made until a test asks for a database)."""
+    DemoDatabases.session = DemoDatabases(tmp_path_factory.mktemp("demo-db"))
+    yield DemoDatabases.session
+    DemoDatabases.session = None
+
+
+@pytest.fixture
+def app(tmp_path, redis_server, demo_databases):
+    """A fresh app on a migrated SQLite database with the demo course seeded (a copy of the session's template)."""
     from server import create_app
 
     var = tmp_path / "var"
+    demo_databases.copy_to(var / "test.db", os.environ.get("DISTGRADE_ASSIGNMENTS_DIR"))
     app = create_app({
         "TESTING": True,
         "SQLALCHEMY_DATABASE_URI": f"sqlite:///{var / 'test.db'}",
@@ -82,9 +158,6 @@ def app(tmp_path, redis_server):
         "SECRET_KEY": "test",
     })
     redis_server_flush(redis_server)
-    with app.app_context():
-        upgrade()
-        app.test_cli_runner().invoke(args=["seed-demo"])
     yield app
 
 
@@ -153,6 +226,12 @@ class Service:
                              cwd=REPO, capture_output=True, text=True, check=True)
         return out.stdout
 
+    def seed(self, databases: DemoDatabases | None = None) -> None:
+        """What ``flask db upgrade`` and ``flask seed-demo`` make for this service, as a copy of the template."""
+        databases = databases or DemoDatabases.session
+        assert databases is not None, "Service.seed needs the demo_databases session fixture"
+        databases.copy_to(self.tmp / "svc.db", self.env.get("DISTGRADE_ASSIGNMENTS_DIR"))
+
     def start_web(self) -> None:
         self.procs["web"] = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "-w", "2", "--threads", "4", "-b", f"127.0.0.1:{self.port}",
@@ -183,11 +262,10 @@ class Service:
 
 
 @pytest.fixture
-def service(tmp_path, redis_server) -> Iterator[Service]:
+def service(tmp_path, redis_server, demo_databases) -> Iterator[Service]:
     redis_server_flush(redis_server)
     svc = Service(tmp_path, redis_server.url)
-    svc.flask("db", "upgrade")
-    svc.flask("seed-demo")
+    svc.seed(demo_databases)
     yield svc
     svc.stop()
 

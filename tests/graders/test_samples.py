@@ -10,8 +10,8 @@ means the upload must be refused (exit 3, no attempt used); ``message_contains.r
 Samples are graded in fast mode, ``DISTGRADE_SAMPLE_JOBS`` (default 2) at a time: a verdict must not
 depend on what else runs on the host (each job has its own uid, and speed is judged on the time a
 rank was not waiting for a CPU), and most of a hostile sample's time is a limit running out. The
-gradings start, in test order, when the first sample test runs; each test waits for its own. A
-sample with ``traps`` inspects the whole host, so it runs alone.
+gradings start when the first sample test runs; each test waits for its own. A sample with
+``traps`` inspects the whole host, so it runs alone; those start first, the rest in test order.
 """
 from __future__ import annotations
 
@@ -151,13 +151,18 @@ class HostShare:
                 self._cond.notify_all()
 
 
+def _trapped(folder: Path) -> bool:
+    """Whether the sample's host traps look at the whole host (so it must grade alone)."""
+    return bool(json.loads((folder / "expected.json").read_text(encoding="utf-8")).get("traps"))
+
+
 def grade(folder: Path, var_dir: Path, share: HostShare) -> subprocess.CompletedProcess:
     """The sample through the real CLI, inside its host traps."""
     expected = json.loads((folder / "expected.json").read_text(encoding="utf-8"))
     env = {**os.environ, "DISTGRADE_FAST": "1", "DISTGRADE_LIMITS": json.dumps(expected.get("limits", {})),
            "DISTGRADE_VAR_DIR": str(var_dir)}
     env.pop("DISTGRADE_PROGRESS_FILE", None)
-    with share.hold(exclusive=bool(expected.get("traps"))), host_traps(expected.get("traps", [])):
+    with share.hold(exclusive=_trapped(folder)), host_traps(expected.get("traps", [])):
         return subprocess.run([sys.executable, "-m", "graders", "grade", folder.parent.parent.name,
                                str(_submission(folder)), "--json"], cwd=ROOT, env=env, capture_output=True,
                               text=True, timeout=600)
@@ -169,6 +174,9 @@ def gradings(request, tmp_path_factory) -> Iterator[dict[Path, Future]]:
     chosen = [item.callspec.params["folder"] for item in request.session.items
               if getattr(item, "originalname", "") == "test_sample"]
     share = HostShare()
+    # Trapped samples run alone. Started first, back to back, none of them waits with a core idle for an
+    # ordinary grading to drain, as each one did when it came up in the middle of the list.
+    chosen.sort(key=lambda folder: not _trapped(folder))  # stable: otherwise in test order
     with ThreadPoolExecutor(max_workers=max(1, int(os.environ.get("DISTGRADE_SAMPLE_JOBS", "2")))) as pool:
         futures = {folder: pool.submit(grade, folder, tmp_path_factory.mktemp("var"), share) for folder in chosen}
         yield futures

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, Service, redis_server_flush
 
 pytestmark = pytest.mark.browser
 
@@ -30,12 +30,28 @@ WIDEST = """[...document.querySelectorAll('body *')].filter(e => e.getBoundingCl
   .map(e => e.tagName + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right))"""
 
 
-@pytest.fixture
-def dashboard_service(service):
+def _seed_and_start(service: Service) -> Service:
     subprocess.run([sys.executable, "-m", "bench.seed_gradebook", "--students", "40", "--reports"], cwd=REPO,
                    env=service.env, check=True, capture_output=True)
     service.start_web()
     return service
+
+
+@pytest.fixture
+def dashboard_service(service):
+    """A fresh seeded service, for a test that changes what it shows (an override, a manual score, a regrade)."""
+    return _seed_and_start(service)
+
+
+@pytest.fixture(scope="module")
+def dashboard_view(tmp_path_factory, redis_server):
+    """One seeded service for the tests that only look (the read-only views and charts): seeding 40
+    students and starting gunicorn took 6-20 s per test, and a read changes nothing another test sees."""
+    redis_server_flush(redis_server)
+    svc = Service(tmp_path_factory.mktemp("dashboard"), redis_server.url)
+    svc.seed()
+    yield _seed_and_start(svc)
+    svc.stop()
 
 
 def _shots(tmp_path: Path) -> Path:
@@ -53,7 +69,7 @@ def _login(page, url: str) -> None:
 
 
 @pytest.mark.parametrize("lang, width", [("en", 1280), ("zh_CN", 1280), ("en", 375), ("zh_CN", 375)])
-def test_every_view_in_both_languages_and_widths(dashboard_service, browser, tmp_path, lang, width):
+def test_every_view_in_both_languages_and_widths(dashboard_view, browser, tmp_path, lang, width):
     context = browser.new_context(locale="zh-CN" if lang == "zh_CN" else "en-US",
                                   viewport={"width": width, "height": 900})
     page = context.new_page()
@@ -61,9 +77,9 @@ def test_every_view_in_both_languages_and_widths(dashboard_service, browser, tmp
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.on("requestfailed", lambda r: errors.append(r.url))  # everything is served locally
     try:
-        _login(page, dashboard_service.url)
+        _login(page, dashboard_view.url)
         for path, en, zh in VIEWS:
-            resp = page.goto(f"{dashboard_service.url}{path}?lang={lang}")
+            resp = page.goto(f"{dashboard_view.url}{path}?lang={lang}")
             assert resp.status == 200, path
             assert (en if lang == "en" else zh) in page.inner_text("main"), path
             assert page.evaluate("document.documentElement.lang") == ("en" if lang == "en" else "zh-CN")
@@ -77,9 +93,9 @@ def test_every_view_in_both_languages_and_widths(dashboard_service, browser, tmp
         context.close()
 
 
-def test_charts_are_inline_svg(dashboard_service, page):
-    _login(page, dashboard_service.url)
-    page.goto(f"{dashboard_service.url}/dashboard/BENCH/homework/bench_hw01?lang=en")
+def test_charts_are_inline_svg(dashboard_view, page):
+    _login(page, dashboard_view.url)
+    page.goto(f"{dashboard_view.url}/dashboard/BENCH/homework/bench_hw01?lang=en")
     assert page.locator("svg.chart").count() == 4  # scores, failures per check, speed-ups, memory per rank
     assert "sampler.reshuffle" in page.inner_text("table")
 

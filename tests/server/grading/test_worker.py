@@ -25,8 +25,7 @@ def probe_service(tmp_path, redis_server, timeout_s: int, lease_s: int, **env: s
         "DISTGRADE_ASSIGNMENTS_DIR": str(FIXTURES / "assignments"),
         "PYTHONPATH": os.pathsep.join([str(FIXTURES), os.environ.get("PYTHONPATH", "")]),
         "GRADE_TIMEOUT_S": str(timeout_s), **env})
-    svc.flask("db", "upgrade")
-    svc.flask("seed-demo")
+    svc.seed()  # a copy of the session's migrated, seeded database for this assignments folder
     from server import create_app
 
     svc.app = create_app({"SQLALCHEMY_DATABASE_URI": svc.env["DATABASE_URL"], "REDIS_URL": redis_server.url,

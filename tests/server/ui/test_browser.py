@@ -38,13 +38,12 @@ TEXT = {"en": {"counted": "Counted: 85 / 100", "reason": "changed by the teacher
 
 
 @pytest.fixture(scope="module")
-def ui(tmp_path_factory, redis_server):
+def ui(tmp_path_factory, redis_server, demo_databases):
     """gunicorn on the demo course seeded with reports, an override and quiz attempts."""
     tmp = tmp_path_factory.mktemp("ui")
     redis_server_flush(redis_server)
     svc = Service(tmp, redis_server.url)
-    svc.flask("db", "upgrade")
-    svc.flask("seed-demo")
+    svc.seed(demo_databases)
     out = subprocess.run([sys.executable, "-m", "tests.server.ui_seed"], cwd=REPO, env=svc.env, check=True,
                          capture_output=True, text=True).stdout
     svc.ids = json.loads(out.strip().splitlines()[-1])
