@@ -18,9 +18,11 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 
 from coursework.report import askable_field
-from server.dashboard.models import AnnotationReviewRequest, ManualCellScore
 from server.extensions import db
 from server.models import Submission, SubmissionStatus, utcnow
+
+# server.dashboard imports the homework views, which import this module: its models are read
+# inside the functions (as the views do with the gradebook).
 
 MAX_COMMENT = 1000
 
@@ -33,8 +35,10 @@ class AskError(ValueError):
         self.code = code
 
 
-def requests_for(submission_id: int) -> dict[str, AnnotationReviewRequest]:
-    """check id -> the student's request on this submission."""
+def requests_for(submission_id: int) -> dict[str, Any]:
+    """check id -> the student's request (``AnnotationReviewRequest``) on this submission."""
+    from server.dashboard.models import AnnotationReviewRequest
+
     return {r.check_id: r for r in db.session.scalars(
         db.select(AnnotationReviewRequest).where(AnnotationReviewRequest.submission_id == submission_id))}
 
@@ -42,6 +46,8 @@ def requests_for(submission_id: int) -> dict[str, AnnotationReviewRequest]:
 def askable_checks(sub: Submission) -> set[str]:
     """The field checks of the stored report the owner may still ask about (none unless the
     submission is graded and counts as graded)."""
+    from server.dashboard.models import ManualCellScore
+
     if sub.status != SubmissionStatus.GRADED.value or sub.review_status is not None:
         return set()
     report = sub.report_json or {}
@@ -54,8 +60,10 @@ def askable_checks(sub: Submission) -> set[str]:
             if isinstance(c, dict) and askable_field(c) and c["id"] not in asked | decided}
 
 
-def ask(sub: Submission, user_id: int, check_id: str, comment: Any) -> AnnotationReviewRequest:
+def ask(sub: Submission, user_id: int, check_id: str, comment: Any) -> Any:
     """Store the owner's one request about ``check_id`` of ``sub``; raises ``AskError``."""
+    from server.dashboard.models import AnnotationReviewRequest
+
     if sub.user_id != user_id:
         raise AskError("not_owner")
     comment = comment.strip() if isinstance(comment, str) else ""
