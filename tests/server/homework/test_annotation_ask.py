@@ -193,3 +193,19 @@ def test_a_decision_replaces_points_the_field_already_had(app, client, auth, mak
     page = client.get(f"/submissions/{sid}?lang=en").get_data(as_text=True)
     assert float(page.split('class="score-num">')[1].split("<")[0]) == pytest.approx(want)
     assert "Confirmed by the teacher" in page
+
+
+def test_the_notebook_route_shows_no_form_and_refuses_asking(app, client, auth, make_sub) -> None:
+    """Its fields are counted inside part C (``counted_in``); asking there is not built yet."""
+    from graders.config_annotation import notebook
+
+    src = ('{\n  "zero_optimization": {\n    // ' + WRONG + '\n    "stage": 3\n  },\n'
+           '  "train_batch_size": 64 // ' + BATCH + '\n}\n')
+    fields = notebook.annotation_feedback(core.annotation_checks(src), 40.0, counted=True)
+    rep = {"assignment": "config_annotation", "status": "graded", "score": 20.0, "max_score": 40.0,
+           "checks": [c.to_dict() for c in fields]}
+    sid = make_sub("alice", score=20.0, max_score=40.0, report_json=rep)
+    auth.login("alice", "alice-pass")
+    page = client.get(f"/submissions/{sid}?lang=en").get_data(as_text=True)
+    assert "I think this is right" not in page
+    assert "cannot be asked" in _ask(client, sid).get_data(as_text=True) and _requests(app) == []
