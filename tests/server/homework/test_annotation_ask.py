@@ -209,3 +209,12 @@ def test_the_notebook_route_shows_no_form_and_refuses_asking(app, client, auth, 
     page = client.get(f"/submissions/{sid}?lang=en").get_data(as_text=True)
     assert "I think this is right" not in page
     assert "cannot be asked" in _ask(client, sid).get_data(as_text=True) and _requests(app) == []
+
+
+@pytest.mark.parametrize("fields", [{"status": "error"}, {"review_status": "pending"}])
+def test_only_a_graded_submission_that_counts_as_graded_can_be_asked_about(app, client, auth, make_sub, fields) -> None:
+    rep = _report(WRONG)
+    sid = make_sub("alice", score=rep["score"], max_score=rep["max_score"], report_json=rep, **fields)
+    auth.login("alice", "alice-pass")
+    assert "I think this is right" not in client.get(f"/submissions/{sid}?lang=en").get_data(as_text=True)
+    assert "cannot be asked" in _ask(client, sid).get_data(as_text=True) and _requests(app) == []
