@@ -189,17 +189,25 @@ def with_manual_scores(submission_id: int, report: dict) -> dict:
         return report
 
 
+def scored_report(sub: Submission) -> tuple[dict, float]:
+    """The report with the teacher's hand-given scores merged, and what they change in the score
+    (added to ``sub.score``, exactly as the gradebook adds its manual sums to the stored score)."""
+    stored = sub.report_json or {}
+    report = with_manual_scores(sub.id, stored)
+    if report is stored:
+        return report, 0.0
+    return report, round(sum(c.get("points", 0.0) for c in report.get("checks", []))
+                         - sum(c.get("points", 0.0) for c in stored.get("checks", [])), 4)
+
+
 def report_context(sub: Submission) -> dict:
     """What the report fragment needs; the traceback only for the course's instructors.
 
     ``manual_delta`` is what the teacher's hand-given points change in the score (the same
     difference the gradebook applies to the stored score); ``asked``/``askable`` drive the
     "ask the teacher" forms of the annotation fields (the owner's only)."""
-    stored = sub.report_json or {}
-    report = with_manual_scores(sub.id, stored)
+    report, delta = scored_report(sub)
     staff = is_instructor_of(sub.course_id)
-    delta = round(sum(c.get("points", 0.0) for c in report.get("checks", []))
-                  - sum(c.get("points", 0.0) for c in stored.get("checks", [])), 4) if report is not stored else 0.0
     owner = sub.user_id == current_user.id
     return dict(sub=sub, course=db.session.get(Course, sub.course_id), report=report, checks=report.get("checks", []), charts=charts_for(report.get("plots"), chart_labels.for_page()),
                 manual_delta=delta, asked=asking.requests_for(sub.id),

@@ -188,6 +188,10 @@ def test_a_decision_replaces_points_the_field_already_had(app, client, auth, mak
                                                                         "percent": "50", "group": "g"})
     want = round(rep["score"] - batch["points"] + round(batch["max_points"] / 2, 2), 2)
     assert _cell(app, "alice") == pytest.approx(want)
+    exported = client.get(f"/dashboard/DIST101/submissions/{sid}/gradescope.json").get_json()
+    assert exported["score"] == pytest.approx(want)  # the per-submission export says the same number
+    tests = {t["name"].split(":")[0]: t for t in exported["tests"]}
+    assert tests["field.train_batch_size"]["score"] == pytest.approx(round(batch["max_points"] / 2, 2))
     auth.logout()
     auth.login("alice", "alice-pass")
     page = client.get(f"/submissions/{sid}?lang=en").get_data(as_text=True)
