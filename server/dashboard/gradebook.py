@@ -170,6 +170,16 @@ def _manual_sums():
             .group_by(ManualCellScore.submission_id).subquery())
 
 
+def manual_points(submission_ids: list[int]) -> dict[int, float]:
+    """Submission id -> what hand-given scores add to its stored score (the gradebook's own sum),
+    for pages that list single submissions."""
+    if not submission_ids:
+        return {}
+    manual = _manual_sums()
+    return {sid: float(pts or 0.0) for sid, pts in db.session.execute(
+        db.select(manual.c.sid, manual.c.pts).where(manual.c.sid.in_(submission_ids)))}
+
+
 def _cell_from(subs: list[tuple[int, float, datetime]], item: Item, due: datetime | None,
                top: float | None) -> Cell:
     """One cell from a student's graded submissions ``(id, score, created_at)`` (the detail path)."""

@@ -129,7 +129,8 @@ def assignment_page(hw, form, error: str | None = None, status: int = 200):
         .order_by(Submission.id.desc())).all()
     return render_template("homework/assignment.html", hw=hw, form=form, spec=spec_html(hw.assignment.path),
                            history=history, refusal=upload_refusal(hw), files=student_files(hw.assignment.path),
-                           staff=is_instructor_of(hw.course.id), regrading=regrading_of(history)), status
+                           staff=is_instructor_of(hw.course.id), regrading=regrading_of(history),
+                           manual=manual_points([s.id for s in history])), status
 
 
 # Only these folders of an assignment are for students; solution/ and samples/ never leave the server.
@@ -140,6 +141,13 @@ def student_files(path: Path) -> list[str]:
     """Downloadable files of an assignment, as ``folder/name`` (starter code, released notebooks)."""
     return [f"{folder}/{p.name}" for folder in STUDENT_FOLDERS if (path / folder).is_dir()
             for p in sorted((path / folder).iterdir()) if p.is_file() and not p.name.startswith(".")]
+
+
+def manual_points(ids: list[int]) -> dict[int, float]:
+    """Submission id -> what the teacher's hand-given scores add to its stored score."""
+    from server.dashboard.gradebook import manual_points as sums  # the dashboard package imports this module
+
+    return sums(ids)
 
 
 def regrading_of(subs: list[Submission]) -> dict:

@@ -197,6 +197,9 @@ def test_a_decision_replaces_points_the_field_already_had(app, client, auth, mak
     page = client.get(f"/submissions/{sid}?lang=en").get_data(as_text=True)
     assert float(page.split('class="score-num">')[1].split("<")[0]) == pytest.approx(want)
     assert "Confirmed by the teacher" in page
+    history = client.get("/homework/DIST101/hello_ddp?lang=en").get_data(as_text=True)
+    row = history.split(f'/submissions/{sid}"')[1].split("</tr>")[0]
+    assert f"{want:g} / {rep['max_score']:g}" in row  # the attempt list says the same number
 
 
 def test_the_notebook_route_shows_no_form_and_refuses_asking(app, client, auth, make_sub) -> None:
