@@ -6,6 +6,10 @@ A group is one field with one value, read the same way (verdict, what is missing
 and the catalogue's facets found with their polarity); an annotation in which the catalogue
 found nothing is grouped by its normalised text only.
 
+Fields a student asked about (``AnnotationReviewRequest``, see ``server.homework.asking``) are
+listed too, with the student's comment and their automatic points, in groups of their own (the
+key says "asked"); a decision on them replaces the automatic points and closes the request.
+
 A decision stores each annotation's points as a hand-given score of its submission
 (``ManualCellScore`` with the check id ``field.<path>``, audited): the gradebook adds them to
 the submission's score and the student's report shows them (``merge_manual_scores``). It is
