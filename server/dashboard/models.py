@@ -107,8 +107,9 @@ _gradebook_indexes()
 class AnnotationReviewRequest(db.Model):
     """A student's "I think this is right — ask the teacher" on one auto-graded annotation field
     (``field.<path>`` of a graded submission), once per answer. ``auto_points`` is what the field
-    counted in the submission's score when asked: a teacher's decision (a ``ManualCellScore`` of
-    the same cell) replaces it, so the gradebook adds the decision minus these points."""
+    counts in the submission's score (when asked, and again when decided, in case a regrade
+    changed it): a teacher's decision (a ``ManualCellScore`` of the same cell) replaces it, so
+    the gradebook adds the decision minus these points."""
 
     __table_args__ = (UniqueConstraint("submission_id", "check_id"),)
     id: Mapped[int] = mapped_column(primary_key=True)

@@ -173,7 +173,8 @@ def decide(course_id: int, items: list[tuple[int, str]], fraction: float, teache
         if p.asked:
             db.session.execute(update(AnnotationReviewRequest).where(
                 AnnotationReviewRequest.submission_id == p.submission_id,
-                AnnotationReviewRequest.check_id == p.check_id).values(closed_at=now))
+                AnnotationReviewRequest.check_id == p.check_id).values(closed_at=now, auto_points=p.provisional))
+            # the points the current report counts (a regrade since the request may have changed them)
     first = rows[0]
     db.session.add(QuizReviewDecision(
         course_id=course_id, question_id=(EXAMPLE_PREFIX + first.field_key)[:160], group_key=group[:64] or "-",

@@ -225,3 +225,28 @@ def test_only_a_graded_submission_that_counts_as_graded_can_be_asked_about(app, 
     auth.login("alice", "alice-pass")
     assert "I think this is right" not in client.get(f"/submissions/{sid}?lang=en").get_data(as_text=True)
     assert "cannot be asked" in _ask(client, sid).get_data(as_text=True) and _requests(app) == []
+
+
+def test_regraded_before_the_decision_the_decision_replaces_the_current_points(app, client, auth, make_sub) -> None:
+    """A regrade between asking and deciding changed the field's automatic points: the decision
+    replaces what the current report counts, on the page and in the gradebook alike."""
+    from server.models import Submission
+
+    first, regraded = _report(WRONG), _report("shards parameters, gradients and optimizer states (= FSDP full_shard)")
+    assert _stage(regraded)["points"] > _stage(first)["points"]
+    sid = make_sub("alice", score=first["score"], max_score=first["max_score"], report_json=first)
+    auth.login("alice", "alice-pass")
+    _ask(client, sid)
+    auth.logout()
+    with app.app_context():
+        sub = db.session.get(Submission, sid)
+        sub.report_json, sub.score = regraded, regraded["score"]
+        db.session.commit()
+    auth.login("teacher", "teacher-pass")
+    client.post("/dashboard/DIST101/review/annotations/decide", data={"item": [f"{sid}:{STAGE}"], "verdict": "zero"})
+    want = round(regraded["score"] - _stage(regraded)["points"], 2)
+    assert _cell(app, "alice") == pytest.approx(want)
+    auth.logout()
+    auth.login("alice", "alice-pass")
+    page = client.get(f"/submissions/{sid}?lang=en").get_data(as_text=True)
+    assert float(page.split('class="score-num">')[1].split("<")[0]) == pytest.approx(want)
