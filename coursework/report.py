@@ -201,7 +201,8 @@ def merge_manual_scores(report: dict[str, Any], scores: dict[str, dict[str, Any]
 
     ``scores`` maps a manual cell id to ``{"score": float, "comment": str}``. Pure: the same
     numbers go to nbgrader's gradebook (``Grade.manual_score``) so both totals agree. A
-    ``field.<path>`` id is a teacher's decision on an annotation that waited for review.
+    ``field.<path>`` id is a teacher's decision on an annotation that waited for review, or, with
+    ``"asked": True``, on one a student asked about (it replaces the automatic points).
     Raises ValueError for an unknown cell or a score outside 0..max."""
     out = json.loads(json.dumps(report))
     checks = {c["id"]: c for c in out["checks"]}
@@ -274,25 +275,40 @@ def _settle_waiting(out: dict[str, Any], checks: dict[str, dict[str, Any]]) -> N
         c["evidence"] = {**c["evidence"], "waiting": open_, "decided": decided}
 
 
+def askable_field(c: dict[str, Any]) -> bool:
+    """Whether a student may ask a teacher about this check ("I think this is right"): an
+    auto-graded annotation field of the upload route (its own points count), not one waiting
+    for or already given a teacher's decision. Fields of the notebook route are counted inside
+    part C (``counted_in``) and cannot be asked (part C cannot be restated for them yet)."""
+    ev = c.get("evidence") or {}
+    return (str(c.get("id", "")).startswith("field.") and "verdict" in ev and not ev.get("review")
+            and not ev.get("counted_in") and float(c.get("max_points") or 0) > 0)
+
+
 def _merge_field_decision(c: dict[str, Any] | None, check_id: str, s: dict[str, Any], assignment_id: str) -> None:
-    """A teacher's points for an annotation held for review (0..its ``review_points``, on the
-    report's scale): the check carries them and says who decided (the assignment's ``decided`` text)."""
+    """A teacher's points for an annotation: one held for review (0..its ``review_points``, on the
+    report's scale), or one a student asked about (``s["asked"]``: 0..the field's max, REPLACING
+    its automatic points). The check carries them and says who decided (the ``decided`` text)."""
     from coursework.assignments import load
 
     ev = (c or {}).get("evidence") or {}
-    if c is None or ev.get("review") != "pending":
+    asked = bool(s.get("asked"))
+    if c is None or not (ev.get("review") == "pending" if not asked else askable_field(c)):
         raise ValueError(f"{check_id} is not waiting for review in this report")
-    top = float(ev["review_points"])
+    top = float(c["max_points"]) if asked else float(ev["review_points"])
     score = float(s["score"])
     if not 0 <= score <= top:
         raise ValueError(f"{check_id}: score {score} outside 0..{top}")
     tpl = load(assignment_id).raw["checks"]["field"]["messages"]["decided"]
     comment = str(s.get("comment", ""))
+    auto = float(c.get("points") or 0.0)
     c["points"] = score
     c["status"] = (CheckStatus.PASS if score >= top - 1e-9 else CheckStatus.FAIL).value
     c["message"] = {lang: tpl[lang].format(score=f"{score:g}", max=f"{top:g}", comment=comment).strip()
                     for lang in ("zh", "en")}
     c["evidence"] = {**ev, "review": "decided", "manual_score": score}
+    if asked:  # replaced, not added: the gradebook subtracts the automatic points the same way
+        c["evidence"].update(asked=True, auto_points=auto)
 
 
 def _json_size(value: Any) -> int:

@@ -64,10 +64,13 @@ def moodle_csv(book: Gradebook, lang: str = "en") -> str:
 
 def gradescope_results(sub: Submission, lang: str = "en") -> dict[str, Any]:
     """One submission as Gradescope's autograder ``results.json`` (the report's own exporter)."""
-    report = GradeReport.from_dict(sub.report_json or {"assignment": sub.assignment_id, "status": "error"})
+    from server.homework.views import scored_report  # hand-given scores count as on every other page
+
+    merged, delta = scored_report(sub)
+    report = GradeReport.from_dict(merged or {"assignment": sub.assignment_id, "status": "error"})
     out = report.to_gradescope(lang)
     if sub.score is not None:
-        out["score"] = sub.score
+        out["score"] = round(sub.score + delta, 4)
     return out
 
 

@@ -26,7 +26,7 @@ from sqlalchemy import DateTime, and_, case, func, literal
 from coursework.assignments import load as load_assignment
 from coursework.exceptions import AssignmentNotFound
 from coursework.quiz.bank import BankError, all_quiz_ids, load_quiz
-from server.dashboard.models import Extension, ManualCellScore, ScoreOverride
+from server.dashboard.models import AnnotationReviewRequest, Extension, ManualCellScore, ScoreOverride
 from server.extensions import db
 from server.homework.points import item_total, natural_key
 from server.models import (PENDING_STATUSES, Course, CourseAssignment, Membership, Role, Submission, SubmissionStatus,
@@ -157,9 +157,27 @@ def students_of(course_id: int, user_id: int | None = None) -> list[tuple]:
 
 
 def _manual_sums():
-    """Subquery: manual cell points per submission (joined only where a submission has some)."""
-    return (db.select(ManualCellScore.submission_id.label("sid"), func.sum(ManualCellScore.score).label("pts"))
+    """Subquery: manual cell points per submission (joined only where a submission has some).
+
+    A decision on an annotation a student asked about replaces the field's automatic points,
+    which the submission's score already holds: it counts as the decision minus those points
+    (``AnnotationReviewRequest.auto_points``), so the cell equals the report's merged score."""
+    asked = AnnotationReviewRequest
+    pts = ManualCellScore.score - func.coalesce(asked.auto_points, 0.0)
+    return (db.select(ManualCellScore.submission_id.label("sid"), func.sum(pts).label("pts"))
+            .outerjoin(asked, and_(asked.submission_id == ManualCellScore.submission_id,
+                                   asked.check_id == ManualCellScore.cell_id))
             .group_by(ManualCellScore.submission_id).subquery())
+
+
+def manual_points(submission_ids: list[int]) -> dict[int, float]:
+    """Submission id -> what hand-given scores add to its stored score (the gradebook's own sum),
+    for pages that list single submissions."""
+    if not submission_ids:
+        return {}
+    manual = _manual_sums()
+    return {sid: float(pts or 0.0) for sid, pts in db.session.execute(
+        db.select(manual.c.sid, manual.c.pts).where(manual.c.sid.in_(submission_ids)))}
 
 
 def _cell_from(subs: list[tuple[int, float, datetime]], item: Item, due: datetime | None,

@@ -102,3 +102,21 @@ def _gradebook_indexes() -> None:
 
 
 _gradebook_indexes()
+
+
+class AnnotationReviewRequest(db.Model):
+    """A student's "I think this is right — ask the teacher" on one auto-graded annotation field
+    (``field.<path>`` of a graded submission), once per answer. ``auto_points`` is what the field
+    counts in the submission's score (when asked, and again when decided, in case a regrade
+    changed it): a teacher's decision (a ``ManualCellScore`` of the same cell) replaces it, so
+    the gradebook adds the decision minus these points."""
+
+    __table_args__ = (UniqueConstraint("submission_id", "check_id"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    submission_id: Mapped[int] = mapped_column(ForeignKey("submission.id"), index=True)
+    check_id: Mapped[str] = mapped_column(String(120))
+    user_id: Mapped[int] = mapped_column(ForeignKey("user.id"), index=True)
+    comment: Mapped[str] = mapped_column(Text)
+    auto_points: Mapped[float] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    closed_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)  # set when a teacher decides

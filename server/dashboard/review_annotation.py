@@ -6,6 +6,10 @@ A group is one field with one value, read the same way (verdict, what is missing
 and the catalogue's facets found with their polarity); an annotation in which the catalogue
 found nothing is grouped by its normalised text only.
 
+Fields a student asked about (``AnnotationReviewRequest``, see ``server.homework.asking``) are
+listed too, with the student's comment and their automatic points, in groups of their own (the
+key says "asked"); a decision on them replaces the automatic points and closes the request.
+
 A decision stores each annotation's points as a hand-given score of its submission
 (``ManualCellScore`` with the check id ``field.<path>``, audited): the gradebook adds them to
 the submission's score and the student's report shows them (``merge_manual_scores``). It is
@@ -20,12 +24,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from coursework.config_annotation import annotate, catalogue
 from coursework.quiz import textmatch
 from server.dashboard.actions import _audit
-from server.dashboard.models import ManualCellScore
+from coursework.report import askable_field
+from server.dashboard.models import AnnotationReviewRequest, ManualCellScore
 from server.extensions import db
 from server.models import Submission, SubmissionStatus, User, utcnow
 from server.quiz.models import QuizReviewDecision
@@ -51,6 +56,8 @@ class Pending:
     review_points: float
     confidence: float
     facts: dict[str, Any] = field(default_factory=dict)  # missing / wrong, for the example
+    asked: bool = False  # a student asked about an auto-graded field (its points so far: provisional)
+    comment: str = ""  # the student's reason, when asked
 
     @property
     def field_key(self) -> str:
@@ -79,18 +86,21 @@ def _fingerprint(text: str) -> list[str]:
 
 
 def group_key(p: Pending) -> str:
-    """Similar annotations share a key: same field and value, same reading, same facets."""
+    """Similar annotations share a key: same field and value, same reading, same facets; a field a
+    student asked about is never grouped with unsure ones (its decision replaces given points)."""
     words = _fingerprint(p.annotation)
+    kind = "asked|" if p.asked else ""
     if words:
-        basis = "|".join([p.field_key, p.verdict, ",".join(p.facts.get("missing", [])),
+        basis = kind + "|".join([p.field_key, p.verdict, ",".join(p.facts.get("missing", [])),
                           ",".join(p.facts.get("wrong", [])), ",".join(words)])
     else:
-        basis = p.field_key + "|text|" + re.sub(r"[\s\W_]+", "", textmatch.normalise(p.annotation), flags=re.UNICODE)
+        basis = kind + p.field_key + "|text|" + re.sub(r"[\s\W_]+", "", textmatch.normalise(p.annotation), flags=re.UNICODE)
     return hashlib.sha256(basis.encode()).hexdigest()[:16]
 
 
 def pending(course_id: int) -> list[Pending]:
-    """Every annotation of the course's graded submissions still waiting for a teacher."""
+    """Every annotation of the course's graded submissions still waiting for a teacher: unsure
+    ones (``review: pending``) and auto-graded ones a student asked about (open requests)."""
     decided = {(r.submission_id, r.cell_id) for r in db.session.execute(
         select(ManualCellScore.submission_id, ManualCellScore.cell_id)
         .join(Submission, Submission.id == ManualCellScore.submission_id)
@@ -100,19 +110,32 @@ def pending(course_id: int) -> list[Pending]:
         .join(User, User.id == Submission.user_id)
         .where(Submission.course_id == course_id, Submission.status == SubmissionStatus.GRADED.value)
         .order_by(Submission.id))
+    asked = {(r.submission_id, r.check_id): r for r in db.session.scalars(
+        select(AnnotationReviewRequest).join(Submission, Submission.id == AnnotationReviewRequest.submission_id)
+        .where(Submission.course_id == course_id, AnnotationReviewRequest.closed_at.is_(None)))}
     out = []
     for sid, uid, report, username in rows:
         for c in (report or {}).get("checks", []):
             ev = c.get("evidence") or {}
-            if ev.get("review") != "pending" or not str(c.get("id", "")).startswith("field.") \
-                    or (sid, c["id"]) in decided:
+            if not str(c.get("id", "")).startswith("field.") or (sid, c["id"]) in decided:
                 continue
-            out.append(Pending(sid, uid, username, c["id"], str(ev.get("dialect", "")), c["id"][len("field."):],
-                               ev.get("value"), str(ev.get("annotation", "")), ev.get("reading") or {},
-                               str(ev.get("verdict", "")), float(ev.get("provisional_points", 0.0)),
-                               float(ev.get("review_points", 0.0)), float(ev.get("confidence", 0.0)),
-                               {"missing": ev.get("missing") or [], "wrong": ev.get("wrong") or []}))
+            req = asked.get((sid, c["id"]))
+            if req is not None and askable_field(c):
+                out.append(_item(sid, uid, username, c, ev, float(c.get("points") or 0.0),
+                                 float(c.get("max_points") or 0.0), asked=True, comment=req.comment))
+            elif ev.get("review") == "pending":
+                out.append(_item(sid, uid, username, c, ev, float(ev.get("provisional_points", 0.0)),
+                                 float(ev.get("review_points", 0.0))))
     return out
+
+
+def _item(sid: int, uid: int, username: str, c: dict, ev: dict, provisional: float, top: float,
+          asked: bool = False, comment: str = "") -> Pending:
+    reading = (c.get("message") or {}) if asked else (ev.get("reading") or {})
+    return Pending(sid, uid, username, c["id"], str(ev.get("dialect", "")), c["id"][len("field."):],
+                   ev.get("value"), str(ev.get("annotation", "")), reading, str(ev.get("verdict", "")),
+                   provisional, top, float(ev.get("confidence", 0.0)),
+                   {"missing": ev.get("missing") or [], "wrong": ev.get("wrong") or []}, asked, comment)
 
 
 def groups(course_id: int) -> list[Group]:
@@ -145,8 +168,13 @@ def decide(course_id: int, items: list[tuple[int, str]], fraction: float, teache
         score = round(fraction * p.review_points, 2)
         db.session.add(ManualCellScore(submission_id=p.submission_id, cell_id=p.check_id, score=score,
                                        max_points=p.review_points, comment="", graded_by=teacher_id, graded_at=now))
-        _audit(course_id, p.user_id, f"sub:{p.submission_id}/{p.check_id}", None, score, "annotation review",
-               teacher_id)
+        _audit(course_id, p.user_id, f"sub:{p.submission_id}/{p.check_id}", p.provisional if p.asked else None,
+               score, "annotation review (asked by the student)" if p.asked else "annotation review", teacher_id)
+        if p.asked:
+            db.session.execute(update(AnnotationReviewRequest).where(
+                AnnotationReviewRequest.submission_id == p.submission_id,
+                AnnotationReviewRequest.check_id == p.check_id).values(closed_at=now, auto_points=p.provisional))
+            # the points the current report counts (a regrade since the request may have changed them)
     first = rows[0]
     db.session.add(QuizReviewDecision(
         course_id=course_id, question_id=(EXAMPLE_PREFIX + first.field_key)[:160], group_key=group[:64] or "-",

@@ -21,7 +21,7 @@ from coursework.exceptions import AssignmentNotFound, SubmissionRejected
 from coursework.report import merge_manual_scores
 from server.access import is_instructor_of, submission_or_404
 from server.extensions import db
-from server.homework import chart_labels, markdown, readable
+from server.homework import asking, chart_labels, markdown, readable
 from server.homework.charts import charts_for
 from server.homework.rules import elapsed_s, homework_for, homework_or_404, upload_refusal
 from server.models import FINISHED_STATUSES, Course, Submission, SubmissionStatus
@@ -129,7 +129,8 @@ def assignment_page(hw, form, error: str | None = None, status: int = 200):
         .order_by(Submission.id.desc())).all()
     return render_template("homework/assignment.html", hw=hw, form=form, spec=spec_html(hw.assignment.path),
                            history=history, refusal=upload_refusal(hw), files=student_files(hw.assignment.path),
-                           staff=is_instructor_of(hw.course.id), regrading=regrading_of(history)), status
+                           staff=is_instructor_of(hw.course.id), regrading=regrading_of(history),
+                           manual=manual_points([s.id for s in history])), status
 
 
 # Only these folders of an assignment are for students; solution/ and samples/ never leave the server.
@@ -140,6 +141,13 @@ def student_files(path: Path) -> list[str]:
     """Downloadable files of an assignment, as ``folder/name`` (starter code, released notebooks)."""
     return [f"{folder}/{p.name}" for folder in STUDENT_FOLDERS if (path / folder).is_dir()
             for p in sorted((path / folder).iterdir()) if p.is_file() and not p.name.startswith(".")]
+
+
+def manual_points(ids: list[int]) -> dict[int, float]:
+    """Submission id -> what the teacher's hand-given scores add to its stored score."""
+    from server.dashboard.gradebook import manual_points as sums  # the dashboard package imports this module
+
+    return sums(ids)
 
 
 def regrading_of(subs: list[Submission]) -> dict:
@@ -181,18 +189,37 @@ def with_manual_scores(submission_id: int, report: dict) -> dict:
     if not scores or not any(c.get("id", "").startswith(("manual.", "field.")) for c in report.get("checks", [])):
         return report
     try:
-        return merge_manual_scores(report, {cid: {"score": r.score, "comment": r.comment}
+        asked = asking.requests_for(submission_id)  # decisions on these replace the automatic points
+        return merge_manual_scores(report, {cid: {"score": r.score, "comment": r.comment, "asked": cid in asked}
                                             for cid, r in scores.items()})
     except ValueError:  # a cell the regraded report no longer has: show the report as graded
         current_app.logger.warning("manual scores of submission %s do not match its report", submission_id)
         return report
 
 
+def scored_report(sub: Submission) -> tuple[dict, float]:
+    """The report with the teacher's hand-given scores merged, and what they change in the score
+    (added to ``sub.score``, exactly as the gradebook adds its manual sums to the stored score)."""
+    stored = sub.report_json or {}
+    report = with_manual_scores(sub.id, stored)
+    if report is stored:
+        return report, 0.0
+    return report, round(sum(c.get("points", 0.0) for c in report.get("checks", []))
+                         - sum(c.get("points", 0.0) for c in stored.get("checks", [])), 4)
+
+
 def report_context(sub: Submission) -> dict:
-    """What the report fragment needs; the traceback only for the course's instructors."""
-    report = with_manual_scores(sub.id, sub.report_json or {})
+    """What the report fragment needs; the traceback only for the course's instructors.
+
+    ``manual_delta`` is what the teacher's hand-given points change in the score (the same
+    difference the gradebook applies to the stored score); ``asked``/``askable`` drive the
+    "ask the teacher" forms of the annotation fields (the owner's only)."""
+    report, delta = scored_report(sub)
     staff = is_instructor_of(sub.course_id)
+    owner = sub.user_id == current_user.id
     return dict(sub=sub, course=db.session.get(Course, sub.course_id), report=report, checks=report.get("checks", []), charts=charts_for(report.get("plots"), chart_labels.for_page()),
+                manual_delta=delta, asked=asking.requests_for(sub.id),
+                askable=asking.askable_checks(sub) if owner else set(),
                 staff=staff, traceback=(sub.error_detail or report.get("staff_traceback")) if staff else None,
                 elapsed=elapsed_s(sub))
 
@@ -232,6 +259,30 @@ def report(submission_id: int):
         return render_template("homework/_report.html", **report_context(sub), **counted_for(sub))
     return render_template("homework/submission.html", hw_title=_assignment_title(sub), position=None,
                            finished=True, **report_context(sub), **counted_for(sub))
+
+
+ASK_ERRORS = {
+    "not_owner": lambda: _("Only the student who submitted this work can ask for a review."),
+    "already_asked": lambda: _("You have already asked the teacher about this annotation (once per answer)."),
+    "not_askable": lambda: _("This check cannot be asked about: only automatically graded annotation fields "
+                             "that are not waiting for or decided by a teacher."),
+    "empty_comment": lambda: _("Write a comment: say in a few words why you think the annotation is right."),
+    "long_comment": lambda: _("The comment is too long: at most 1000 characters."),
+}
+
+
+@bp.post("/submissions/<int:submission_id>/ask")
+def ask_teacher(submission_id: int):
+    """"I think this is right": the owner asks a teacher to look at one auto-graded annotation, once."""
+    sub = submission_or_404(submission_id)
+    check_id = request.form.get("check", "")
+    try:
+        asking.ask(sub, current_user.id, check_id, request.form.get("comment", ""))
+        flash(_("A teacher will look at this annotation. Its points stay as graded until then."), "ok")
+    except asking.AskError as err:
+        flash(ASK_ERRORS[err.code]() + " " + _("Nothing was stored."), "error")
+    anchor = "ask-" + check_id if check_id.startswith("field.") and len(check_id) < 200 else None
+    return redirect(url_for("homework.submission", submission_id=sub.id, _anchor=anchor))
 
 
 def _assignment_title(sub: Submission) -> dict:

@@ -1,0 +1,252 @@
+"""A student asks a teacher to look at an auto-graded homework-2 annotation (issue 12): once per
+answer, with a comment, only their own graded submission and only a field check of its stored
+report; the teacher's queue lists it apart from the unsure ones; a decision replaces the field's
+automatic points, and the gradebook and the student's page agree on the result."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from coursework.report import GradeReport
+from graders.config_annotation import core
+from server.dashboard.gradebook import build_gradebook
+from server.dashboard.models import AnnotationReviewRequest, AuditEntry, ManualCellScore
+from server.extensions import db
+from server.models import Course
+
+HOMEWORK2 = Path(__file__).resolve().parents[3] / "assignments" / "config_annotation"
+STAGE = "field.zero_optimization.stage"
+WRONG = "ZeRO-3 keeps a full copy of the parameters on every card"  # read (confidently) as wrong
+UNSURE = "full_shard：切梯度和优化器状态，参数每卡一份？可能吧"
+BATCH = "global batch = micro-batch per GPU x accumulation steps x number of GPUs"
+
+
+@pytest.fixture(autouse=True)
+def _homework2_published(request) -> None:
+    if "make_sub" in request.fixturenames:
+        request.getfixturevalue("hw")
+        (Path(os.environ["DISTGRADE_ASSIGNMENTS_DIR"]) / "config_annotation").symlink_to(HOMEWORK2)
+
+
+def _report(stage_note: str) -> dict:
+    src = ('{\n  "zero_optimization": {\n    // ' + stage_note + '\n    "stage": 3\n  },\n'
+           '  "train_batch_size": 64 // ' + BATCH + '\n}\n')
+    r = GradeReport(assignment="config_annotation")
+    for c in core.grade_config_text(src, "c.json"):
+        r.add(c)
+    return r.to_dict()
+
+
+def _stage(report: dict) -> dict:
+    return next(c for c in report["checks"] if c["id"] == STAGE)
+
+
+def _ask(client, sid: int, check_id: str = STAGE, comment: str = "ZeRO-3 shards the parameters; I said so", lang="en"):
+    page = client.get(f"/submissions/{sid}?lang={lang}").get_data(as_text=True)
+    token = page.split('name="csrf_token" value="')[1].split('"')[0] if 'name="csrf_token"' in page else ""
+    return client.post(f"/submissions/{sid}/ask?lang={lang}", data={"check": check_id, "comment": comment,
+                                                                  "csrf_token": token}, follow_redirects=True)
+
+
+def _cell(app, username: str) -> float:
+    with app.app_context():
+        book = build_gradebook(db.session.scalar(db.select(Course)))
+        row = next(r for r in book.rows if r.username == username)
+        return row.cells[book.item("hw:hello_ddp").key].score
+
+
+def _requests(app) -> list:
+    with app.app_context():
+        return [(r.submission_id, r.check_id, r.comment, r.closed_at is not None)
+                for r in db.session.scalars(db.select(AnnotationReviewRequest))]
+
+
+def test_ask_once_then_the_teacher_decides_and_every_page_agrees(app, client, auth, make_sub) -> None:
+    rep = _report(WRONG)
+    stage = _stage(rep)
+    auto, top = stage["points"], stage["max_points"]
+    assert stage["evidence"].get("review") is None and auto < top
+    sid = make_sub("alice", score=rep["score"], max_score=rep["max_score"], report_json=rep)
+    auth.login("alice", "alice-pass")
+    page = client.get(f"/submissions/{sid}?lang=en").get_data(as_text=True)
+    assert "I think this is right" in page and page.count('class="ask-annotation') >= 1
+    assert "我认为这是对的" in client.get(f"/submissions/{sid}?lang=zh_CN").get_data(as_text=True)
+    before = _cell(app, "alice")
+
+    resp = _ask(client, sid, comment="  ZeRO-3 shards the parameters; I said so  ")
+    text = resp.get_data(as_text=True)
+    assert resp.status_code == 200 and "Asked the teacher on" in text and "waiting" in text
+    assert _requests(app) == [(sid, STAGE, "ZeRO-3 shards the parameters; I said so", False)]
+    assert _cell(app, "alice") == before  # the points stay as auto-graded until decided
+
+    again = _ask(client, sid, comment="please")
+    assert "already asked" in again.get_data(as_text=True) and len(_requests(app)) == 1
+    auth.logout()
+
+    auth.login("teacher", "teacher-pass")
+    queue = client.get("/dashboard/DIST101/review/annotations?lang=en").get_data(as_text=True)
+    assert "ZeRO-3 shards the parameters; I said so" in queue and "Asked by the student" in queue
+    group = queue.split('class="card rgroup"')[1]
+    items = [x.split('"')[0] for x in group.split('name="item" value="')[1:]]
+    assert items == [f"{sid}:{STAGE}"]
+    resp = client.post("/dashboard/DIST101/review/annotations/decide",
+                       data={"item": items, "verdict": "full", "group": "g"})
+    assert resp.status_code == 302
+    with app.app_context():
+        row = db.session.scalar(db.select(ManualCellScore))
+        assert (row.submission_id, row.cell_id, row.score, row.max_points) == (sid, STAGE, top, top)
+        audit = db.session.scalars(db.select(AuditEntry)).all()
+        assert audit and audit[-1].target == f"sub:{sid}/{STAGE}" and audit[-1].old == pytest.approx(auto)
+    assert _requests(app)[0][3] is True  # closed
+    assert f"{sid}:{STAGE}" not in client.get("/dashboard/DIST101/review/annotations?lang=en").get_data(as_text=True)
+    want = round(rep["score"] - auto + top, 2)
+    assert _cell(app, "alice") == pytest.approx(want)  # replaced, not added on top of the auto points
+    auth.logout()
+
+    auth.login("alice", "alice-pass")
+    page = client.get(f"/submissions/{sid}?lang=en").get_data(as_text=True)
+    assert "Confirmed by the teacher" in page and f'id="ask-{STAGE}"' not in page  # decided: no form, no waiting note
+    assert 'value="field.train_batch_size"' in page  # the other field can still be asked about
+    score = page.split('class="score-num">')[1].split("<")[0]
+    assert float(score) == pytest.approx(want)
+
+
+def test_asked_and_unsure_fields_are_never_one_group(app, client, auth, make_sub) -> None:
+    asked = _report(WRONG)
+    unsure = _report(UNSURE)
+    sa = make_sub("alice", score=asked["score"], max_score=asked["max_score"], report_json=asked)
+    make_sub("bob", score=unsure["score"], max_score=unsure["max_score"], report_json=unsure)
+    auth.login("alice", "alice-pass")
+    _ask(client, sa)
+    auth.logout()
+    from server.dashboard import review_annotation
+    with app.app_context():
+        groups = review_annotation.groups(1)
+        kinds = [{p.asked for p in g.items} for g in groups]
+        assert sorted(map(sorted, kinds)) == [[False], [True]]
+
+
+@pytest.mark.parametrize("check_id,comment,error", [
+    (STAGE, "   ", "Write a comment"),
+    (STAGE, "x" * 1001, "at most 1000"),
+    ("config.coverage", "it is right", "cannot be asked"),
+    ("field.no.such", "it is right", "cannot be asked"),
+])
+def test_refused_requests_change_nothing(app, client, auth, make_sub, check_id, comment, error) -> None:
+    rep = _report(WRONG)
+    sid = make_sub("alice", score=rep["score"], max_score=rep["max_score"], report_json=rep)
+    auth.login("alice", "alice-pass")
+    resp = _ask(client, sid, check_id, comment)
+    assert error in resp.get_data(as_text=True) and _requests(app) == []
+    zh = _ask(client, sid, check_id, comment, lang="zh_CN")
+    assert "请" in zh.get_data(as_text=True) or "不能" in zh.get_data(as_text=True)
+
+
+def test_a_pending_field_cannot_be_asked_it_already_waits(app, client, auth, make_sub) -> None:
+    rep = _report(UNSURE)
+    sid = make_sub("alice", score=rep["score"], max_score=rep["max_score"], report_json=rep)
+    auth.login("alice", "alice-pass")
+    assert "cannot be asked" in _ask(client, sid).get_data(as_text=True) and _requests(app) == []
+
+
+def test_another_students_submission_is_404_and_the_teacher_cannot_ask(app, client, auth, make_sub) -> None:
+    rep = _report(WRONG)
+    sid = make_sub("alice", score=rep["score"], max_score=rep["max_score"], report_json=rep)
+    auth.login("bob", "bob-pass")
+    assert client.post(f"/submissions/{sid}/ask", data={"check": STAGE, "comment": "mine"}).status_code in (400, 404)
+    auth.logout()
+    auth.login("teacher", "teacher-pass")
+    assert "Only the student" in _ask(client, sid).get_data(as_text=True)
+    assert _requests(app) == []
+
+
+def test_without_csrf_token_nothing_is_stored(app, client, auth, make_sub) -> None:
+    rep = _report(WRONG)
+    sid = make_sub("alice", score=rep["score"], max_score=rep["max_score"], report_json=rep)
+    auth.login("alice", "alice-pass")
+    app.config["WTF_CSRF_ENABLED"] = True
+    resp = client.post(f"/submissions/{sid}/ask", data={"check": STAGE, "comment": "right"})
+    assert resp.status_code == 400 and _requests(app) == []
+
+
+def test_a_decision_replaces_points_the_field_already_had(app, client, auth, make_sub) -> None:
+    """The asked field had points (auto > 0): the decision is not added on top of them."""
+    rep = _report(WRONG)
+    batch = next(c for c in rep["checks"] if c["id"] == "field.train_batch_size")
+    assert batch["points"] > 0
+    sid = make_sub("alice", score=rep["score"], max_score=rep["max_score"], report_json=rep)
+    auth.login("alice", "alice-pass")
+    _ask(client, sid, "field.train_batch_size", "I explained all three factors")
+    auth.logout()
+    auth.login("teacher", "teacher-pass")
+    queue = client.get("/dashboard/DIST101/review/annotations?lang=en").get_data(as_text=True)
+    item = f"{sid}:field.train_batch_size"
+    assert item in queue
+    client.post("/dashboard/DIST101/review/annotations/decide", data={"item": [item], "verdict": "partial",
+                                                                        "percent": "50", "group": "g"})
+    want = round(rep["score"] - batch["points"] + round(batch["max_points"] / 2, 2), 2)
+    assert _cell(app, "alice") == pytest.approx(want)
+    exported = client.get(f"/dashboard/DIST101/submissions/{sid}/gradescope.json").get_json()
+    assert exported["score"] == pytest.approx(want)  # the per-submission export says the same number
+    tests = {t["name"].split(":")[0]: t for t in exported["tests"]}
+    assert tests["field.train_batch_size"]["score"] == pytest.approx(round(batch["max_points"] / 2, 2))
+    auth.logout()
+    auth.login("alice", "alice-pass")
+    page = client.get(f"/submissions/{sid}?lang=en").get_data(as_text=True)
+    assert float(page.split('class="score-num">')[1].split("<")[0]) == pytest.approx(want)
+    assert "Confirmed by the teacher" in page
+    history = client.get("/homework/DIST101/hello_ddp?lang=en").get_data(as_text=True)
+    row = history.split(f'/submissions/{sid}"')[1].split("</tr>")[0]
+    assert f"{want:g} / {rep['max_score']:g}" in row  # the attempt list says the same number
+
+
+def test_the_notebook_route_shows_no_form_and_refuses_asking(app, client, auth, make_sub) -> None:
+    """Its fields are counted inside part C (``counted_in``); asking there is not built yet."""
+    from graders.config_annotation import notebook
+
+    src = ('{\n  "zero_optimization": {\n    // ' + WRONG + '\n    "stage": 3\n  },\n'
+           '  "train_batch_size": 64 // ' + BATCH + '\n}\n')
+    fields = notebook.annotation_feedback(core.annotation_checks(src), 40.0, counted=True)
+    rep = {"assignment": "config_annotation", "status": "graded", "score": 20.0, "max_score": 40.0,
+           "checks": [c.to_dict() for c in fields]}
+    sid = make_sub("alice", score=20.0, max_score=40.0, report_json=rep)
+    auth.login("alice", "alice-pass")
+    page = client.get(f"/submissions/{sid}?lang=en").get_data(as_text=True)
+    assert "I think this is right" not in page
+    assert "cannot be asked" in _ask(client, sid).get_data(as_text=True) and _requests(app) == []
+
+
+@pytest.mark.parametrize("fields", [{"status": "error"}, {"review_status": "pending"}])
+def test_only_a_graded_submission_that_counts_as_graded_can_be_asked_about(app, client, auth, make_sub, fields) -> None:
+    rep = _report(WRONG)
+    sid = make_sub("alice", score=rep["score"], max_score=rep["max_score"], report_json=rep, **fields)
+    auth.login("alice", "alice-pass")
+    assert "I think this is right" not in client.get(f"/submissions/{sid}?lang=en").get_data(as_text=True)
+    assert "cannot be asked" in _ask(client, sid).get_data(as_text=True) and _requests(app) == []
+
+
+def test_regraded_before_the_decision_the_decision_replaces_the_current_points(app, client, auth, make_sub) -> None:
+    """A regrade between asking and deciding changed the field's automatic points: the decision
+    replaces what the current report counts, on the page and in the gradebook alike."""
+    from server.models import Submission
+
+    first, regraded = _report(WRONG), _report("shards parameters, gradients and optimizer states (= FSDP full_shard)")
+    assert _stage(regraded)["points"] > _stage(first)["points"]
+    sid = make_sub("alice", score=first["score"], max_score=first["max_score"], report_json=first)
+    auth.login("alice", "alice-pass")
+    _ask(client, sid)
+    auth.logout()
+    with app.app_context():
+        sub = db.session.get(Submission, sid)
+        sub.report_json, sub.score = regraded, regraded["score"]
+        db.session.commit()
+    auth.login("teacher", "teacher-pass")
+    client.post("/dashboard/DIST101/review/annotations/decide", data={"item": [f"{sid}:{STAGE}"], "verdict": "zero"})
+    want = round(regraded["score"] - _stage(regraded)["points"], 2)
+    assert _cell(app, "alice") == pytest.approx(want)
+    auth.logout()
+    auth.login("alice", "alice-pass")
+    page = client.get(f"/submissions/{sid}?lang=en").get_data(as_text=True)
+    assert float(page.split('class="score-num">')[1].split("<")[0]) == pytest.approx(want)
