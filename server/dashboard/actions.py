@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from server.dashboard.models import AuditEntry, Extension, ManualCellScore, Regrade, ScoreOverride
+from server.dashboard.models import (AnnotationReviewRequest, AuditEntry, Extension, ManualCellScore, Regrade,
+                                     ScoreOverride)
 from server.extensions import db
 from server.grading import lifecycle
 from server.grading.queue import try_enqueue
@@ -44,6 +45,7 @@ def regrade(subs: list[Submission], actor_id: int) -> str:
                                assignment_id=sub.assignment_id, old_status=sub.status, old_score=sub.score,
                                old_max_score=sub.max_score, requested_by=actor_id))
         if lifecycle.reset_for_regrade(sub.id):
+            _clear_annotation_decisions(sub, actor_id)
             requeued.append(sub)
     db.session.commit()
     # A whole class can be thousands of submissions: hand the first ones to Redis now and leave
@@ -53,6 +55,20 @@ def regrade(subs: list[Submission], actor_id: int) -> str:
         db.session.refresh(sub)
         try_enqueue(sub)  # Redis down: the reconciler enqueues it later
     return batch
+
+
+def _clear_annotation_decisions(sub: Submission, actor_id: int) -> None:
+    """A teacher's decision on an annotation (``field.<path>``) judges one reading of it, which the
+    regrade replaces: the field may no longer wait or be asked about, and a decision the report
+    cannot show must not count in the gradebook either. Clear the decisions and the students'
+    requests (audited); an annotation still unsure after the regrade waits again, and the student
+    may ask again."""
+    for row in db.session.scalars(db.select(ManualCellScore).where(
+            ManualCellScore.submission_id == sub.id, ManualCellScore.cell_id.like("field.%"))):
+        _audit(sub.course_id, sub.user_id, f"sub:{sub.id}/{row.cell_id}", row.score, None,
+               "regrade: the annotation is read again", actor_id)
+        db.session.delete(row)
+    db.session.execute(db.delete(AnnotationReviewRequest).where(AnnotationReviewRequest.submission_id == sub.id))
 
 
 DEFAULT_GRADING_S = 120.0  # assumed per submission before any has been graded

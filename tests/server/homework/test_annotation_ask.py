@@ -250,3 +250,36 @@ def test_regraded_before_the_decision_the_decision_replaces_the_current_points(a
     auth.login("alice", "alice-pass")
     page = client.get(f"/submissions/{sid}?lang=en").get_data(as_text=True)
     assert float(page.split('class="score-num">')[1].split("<")[0]) == pytest.approx(want)
+
+
+def test_a_regrade_clears_annotation_decisions_so_page_and_gradebook_agree(app, client, auth, make_sub) -> None:
+    """A teacher's decision judges one reading of an annotation. A regrade replaces that reading
+    (the field may no longer wait or be asked about), so the regrade clears the submission's field
+    decisions and requests, audited, and the student may ask again: the gradebook never adds a
+    decision the student's page cannot show."""
+    from server.dashboard import actions
+    from server.models import Submission
+
+    first = _report(WRONG)
+    sid = make_sub("alice", score=first["score"], max_score=first["max_score"], report_json=first)
+    auth.login("alice", "alice-pass")
+    _ask(client, sid)
+    auth.logout()
+    auth.login("teacher", "teacher-pass")
+    client.post("/dashboard/DIST101/review/annotations/decide", data={"item": [f"{sid}:{STAGE}"], "verdict": "full"})
+    auth.logout()
+    with app.app_context():
+        sub = db.session.get(Submission, sid)
+        teacher = db.session.scalar(db.select(AuditEntry.actor_id).where(AuditEntry.target.like(f"sub:{sid}/field.%")))
+        actions.regrade([sub], teacher)
+        assert db.session.scalars(db.select(ManualCellScore).where(ManualCellScore.submission_id == sid)).all() == []
+        assert db.session.scalars(db.select(AnnotationReviewRequest)).all() == []
+        assert db.session.scalar(db.select(AuditEntry).where(AuditEntry.target == f"sub:{sid}/{STAGE}",
+                                                             AuditEntry.reason.like("regrade%")))
+        regraded = _report(UNSURE)  # the new reading is unsure: the field waits for the teacher again
+        sub.status, sub.report_json, sub.score = "graded", regraded, regraded["score"]
+        db.session.commit()
+    auth.login("alice", "alice-pass")
+    page = client.get(f"/submissions/{sid}?lang=en").get_data(as_text=True)
+    assert float(page.split('class="score-num">')[1].split("<")[0]) == pytest.approx(_cell(app, "alice"))
+    assert _cell(app, "alice") == pytest.approx(regraded["score"])
