@@ -145,7 +145,7 @@ def review_form(att: Any, pos: int, state: str, secret: str | None = None) -> st
 
     def build() -> str:
         template = _fragments().get_template("quiz/_ask_review.html")
-        return template.render(pos=pos, attempt_id=att.id)
+        return template.render(pos=pos, attempt_id=att.id, gettext=_card_gettext())
 
     return _caches()[0].get(("review", _ident(att), pos, secret or csrf_secret()), build)
 

@@ -90,3 +90,17 @@ def test_cards_with_the_per_card_gettext_are_what_flask_babel_renders_in_english
 def test_cards_with_the_per_card_gettext_are_what_flask_babel_renders_in_chinese(app, client, auth) -> None:
     fast, babel = _render_both(app, client, auth, "zh_CN")
     assert fast == babel and "Check answer" not in fast[1]
+
+
+def test_the_review_form_with_the_per_card_gettext_is_what_flask_babel_renders(app, client, auth) -> None:
+    auth.login()
+    path = _start(client, "ch7_3_selftest")
+    attempt_id = int(path.rstrip("/").split("/")[-1])
+    for lang, word in (("en", "ask a teacher"), ("zh_CN", "")):
+        with app.test_request_context(f"/?lang={lang}"):
+            from server.extensions import db
+
+            att = db.session.get(QuizAttempt, attempt_id)
+            fast = pages.review_form(att, 0, "")
+            babel = pages._fragments().get_template("quiz/_ask_review.html").render(pos=0, attempt_id=att.id)
+            assert fast == babel and word in fast and ("ask a teacher" in fast) == (lang == "en")
