@@ -172,8 +172,18 @@ def _hits(terms: list[tm.Term], text: str, post: bool = True) -> list[tm.Hit]:
         if hit is not None:
             return hit
     # Only terms whose first word is in the text can match (``Term.first_word``); the others
-    # have no hits, so the result is the same as trying every term.
-    out = [h for t in terms if t.parts and t.first_word in text for h in tm.hits(t, text, post)]
+    # have no hits, so the result is the same as trying every term. One term is often in several
+    # lists (a subject of one item, a wrong phrase of another): its hits are read once per text.
+    out: list[tm.Hit] = []
+    for t in terms:
+        if t.parts and t.first_word in text:
+            if memo is None:
+                out += tm.hits(t, text, post)
+                continue
+            found = memo.get((t, text, post))
+            if found is None:
+                found = memo[(t, text, post)] = tm.hits(t, text, post)
+            out += found
     if memo is not None:
         memo[key] = out
     return out
