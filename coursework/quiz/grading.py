@@ -109,7 +109,13 @@ def make_variant(q: Question, seed: int) -> Variant:
 
 def grade(q: Question, seed: int, raw: str) -> QuestionResult:
     """Grade ``raw`` against the variant for ``seed``; unreadable input is a FORMAT_ERROR result."""
-    v = make_variant(q, seed)
+    return grade_variant(make_variant(q, seed), raw)
+
+
+def grade_variant(v: Variant, raw: str) -> QuestionResult:
+    """``grade`` on a variant already built (the web app keeps them per process): the same result
+    as ``grade(v.question, v.seed, raw)``, without running the generator again. ``v`` is only read."""
+    q = v.question
     try:
         fraction, feedback, details = _grade_by_type(v, raw)
     except FormatError as err:

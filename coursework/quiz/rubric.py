@@ -159,6 +159,11 @@ def _any_of(terms: list[tm.Term]) -> re.Pattern[str]:
     return hit[1]
 
 
+def _knows_any(terms: list[tm.Term], text: str) -> bool:
+    """Whether the first part of any of ``terms`` occurs in ``text`` (what ``_any_of`` finds)."""
+    return any(t.first_word in text and t.parts and t.parts[0].search(text) for t in terms)
+
+
 def _hits(terms: list[tm.Term], text: str, post: bool = True) -> list[tm.Hit]:
     memo = getattr(_MEMO_LOCAL, "memo", None)
     key = (id(terms), text, post)
@@ -166,7 +171,19 @@ def _hits(terms: list[tm.Term], text: str, post: bool = True) -> list[tm.Hit]:
         hit = memo.get(key)
         if hit is not None:
             return hit
-    out = [h for t in terms for h in tm.hits(t, text, post)] if _any_of(terms).search(text) else []
+    # Only terms whose first word is in the text can match (``Term.first_word``); the others
+    # have no hits, so the result is the same as trying every term. One term is often in several
+    # lists (a subject of one item, a wrong phrase of another): its hits are read once per text.
+    out: list[tm.Hit] = []
+    for t in terms:
+        if t.parts and t.first_word in text:
+            if memo is None:
+                out += tm.hits(t, text, post)
+                continue
+            found = memo.get((t, text, post))
+            if found is None:
+                found = memo[(t, text, post)] = tm.hits(t, text, post)
+            out += found
     if memo is not None:
         memo[key] = out
     return out
@@ -189,6 +206,7 @@ def _segments(text: str, items: list[RubricItem]) -> tuple[list[_Seg], list[str]
     segs: list[_Seg] = []
     sentences = []
     previous: set[str] = set()
+    trades = any(it.role for it in items)  # a trade's direction is read only for items with a role
     for si, (clauses, after_semicolon) in enumerate(tm.split_marked(text)):
         sentences.append(" , ".join(clauses))
         if not after_semicolon:
@@ -196,7 +214,7 @@ def _segments(text: str, items: list[RubricItem]) -> tuple[list[_Seg], list[str]
         for clause in clauses:
             named = {it.id for it in items if it.subject and _hits(it.subject_terms, clause, post=False)}
             subjects = named or previous
-            segs.append(_Seg(si, clause, subjects, tm.trade_spans(clause)))
+            segs.append(_Seg(si, clause, subjects, tm.trade_spans(clause) if trades else []))
             previous = subjects
     return segs, sentences
 
@@ -309,8 +327,7 @@ def _confidence_signs(raw: str, text: str, typos: int, segs: list[_Seg], items: 
     if not met and not confused and len(raw.strip()) >= 40:
         signs.append("long_unread")
     elif len(segs) >= 3:
-        known = _any_of(all_terms)
-        empty = sum(1 for seg in segs if not known.search(seg.text))
+        empty = sum(1 for seg in segs if not _knows_any(all_terms, seg.text))
         if empty * 2 > len(segs):
             signs.append("unexplained")
 

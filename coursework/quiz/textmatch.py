@@ -141,7 +141,11 @@ class Term:
 
     def __init__(self, term: str):
         self.raw = term
-        self.parts = [self._compile(p.strip()) for p in normalise(term).split("+") if p.strip()]
+        texts = [p.strip() for p in normalise(term).split("+") if p.strip()]
+        self.parts = [self._compile(p) for p in texts]
+        # The first word of the first part, as typed: the first part matches only where this
+        # string occurs, so a text without it has no hit (a plain substring test, before any regex).
+        self.first_word = texts[0].split()[0] if texts else ""
 
     @staticmethod
     def _compile(part: str) -> re.Pattern[str]:
@@ -247,7 +251,15 @@ def trade_spans(clause: str) -> list[tuple[int, int, str]]:
     return out
 
 
+@lru_cache(maxsize=1)
+def _hedge_pattern() -> re.Pattern[str] | None:
+    """Every English hedge as a whole word, in one pattern (the lexicon does not change while a
+    process runs): it matches where any single hedge's own pattern would, so one search does."""
+    words = lexicon()["hedges"]["en"]
+    return re.compile(r"(?<![a-z])(?:" + "|".join(re.escape(w) for w in words) + r")(?![a-z])") if words else None
+
+
 def hedged(text: str) -> bool:
-    lex = lexicon()["hedges"]
-    return any(re.search(r"(?<![a-z])" + re.escape(w) + r"(?![a-z])", text) for w in lex["en"]) or \
-        any(w in text for w in lex["zh"]) or "?" in text
+    """A hedge ("maybe", "可能") or a question mark in the (normalised) text."""
+    pattern = _hedge_pattern()
+    return bool(pattern and pattern.search(text)) or any(w in text for w in lexicon()["hedges"]["zh"]) or "?" in text

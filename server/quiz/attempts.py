@@ -11,7 +11,7 @@ from flask import current_app
 from sqlalchemy import func
 
 from coursework.quiz.bank import Quiz, load_question
-from coursework.quiz.grading import grade, make_variant
+from coursework.quiz.grading import grade_variant, make_variant
 from coursework.quiz.result import AnswerStatus, QuestionResult
 from coursework.quiz.seeds import variant_seed
 from server.extensions import db
@@ -101,12 +101,14 @@ class AnswerOutcome:
     attempt_score: float  # the attempt's running score after this answer
 
 
-def answer_question(attempt: Any, question_id: str, raw: str, lang: str) -> AnswerOutcome:
+def answer_question(attempt: Any, question_id: str, raw: str, lang: str, variant: Any = None) -> AnswerOutcome:
     """Grade and store one answer; a format error is returned but not stored.
 
     ``attempt`` is the attempt's row as ``store.attempt_row`` reads it (any object with the
     attempt's columns); storing goes through ``store.store_answer``, which re-checks that the
-    attempt is still open and that the question has no answer yet, atomically.
+    attempt is still open and that the question has no answer yet, atomically. ``variant`` is
+    ``variant_for(attempt, question_id)`` when the caller has it already (the answer post does):
+    its seed is not derived again and its generator not run again.
     """
     if attempt.status != AttemptStatus.OPEN.value:
         raise QuizRuleError("attempt_closed")
@@ -115,8 +117,10 @@ def answer_question(attempt: Any, question_id: str, raw: str, lang: str) -> Answ
         raise QuizRuleError("closed")
     if question_id not in attempt.question_ids:
         raise QuizRuleError("unknown_question")
-    seed = seed_for(attempt, question_id)
-    result = grade(load_question(question_id), seed, raw)
+    if variant is None or variant.question.id != question_id:
+        variant = variant_for(attempt, question_id)
+    seed = variant.seed
+    result = grade_variant(variant, raw)
     if result.status == AnswerStatus.FORMAT_ERROR:
         _count_format_error(attempt, question_id)
         return AnswerOutcome(result, None, attempt.score)

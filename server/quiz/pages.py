@@ -21,7 +21,9 @@ from functools import lru_cache
 from typing import Any, Callable, Hashable
 
 from flask import current_app, render_template, request, session
+from flask_babel import get_translations
 from flask_wtf.csrf import generate_csrf
+from jinja2 import pass_context
 from markupsafe import Markup
 
 from coursework.quiz.bank import Quiz, load_question
@@ -100,7 +102,28 @@ def render_card(att: Any, pos: int, lang: str, answer: Any = None, error: str | 
     if answer is not None:
         c.update(explanation=load_question(qid).text("explanation", lang), reference=variant.reference_text(lang))
     template = _fragments().get_template("quiz/_card.html")
-    return Markup(template.render(c=c, attempt_id=att.id, is_open=att.status == AttemptStatus.OPEN.value))
+    return Markup(template.render(c=c, attempt_id=att.id, is_open=att.status == AttemptStatus.OPEN.value,
+                                  gettext=_card_gettext()))
+
+
+def _card_gettext() -> Callable[..., str]:
+    """The templates' ``_`` for one card, bound to the request's catalogue once.
+
+    Jinja's ``_`` calls whatever ``gettext`` the render context holds; Flask-Babel's looks up
+    the request's locale and catalogue again for every string (a card has four to six). This
+    one takes the catalogue once per card and otherwise does exactly what Jinja's new-style
+    ``gettext`` does: escape the translation when autoescaping, then ``%`` the variables.
+    """
+    translate = get_translations().ugettext
+
+    @pass_context
+    def gettext(context: Any, string: str, **variables: Any) -> str:
+        rv = translate(string)
+        if context.eval_ctx.autoescape:
+            rv = Markup(rv)
+        return rv % variables
+
+    return gettext
 
 
 def _answered_key(att: Any, pos: int, answer_id: int, lang: str, state: str = "") -> tuple:
@@ -122,7 +145,7 @@ def review_form(att: Any, pos: int, state: str, secret: str | None = None) -> st
 
     def build() -> str:
         template = _fragments().get_template("quiz/_ask_review.html")
-        return template.render(pos=pos, attempt_id=att.id)
+        return template.render(pos=pos, attempt_id=att.id, gettext=_card_gettext())
 
     return _caches()[0].get(("review", _ident(att), pos, secret or csrf_secret()), build)
 

@@ -149,7 +149,7 @@ def answer(attempt_id: int, pos: int):
     raw = _raw_answer(variant.question.type, variant.option_order)
     lang = lang_key()
     try:
-        outcome = rules.answer_question(att, qid, raw, lang)
+        outcome = rules.answer_question(att, qid, raw, lang, variant)
     except rules.QuizRuleError as err:
         if _wants_json():
             return jsonify({"error": err.code, "message": _messages().get(err.code, err.code)}), 409
