@@ -8,40 +8,28 @@ import re
 
 import pytest
 
-from coursework.report import GradeReport, merge_manual_scores
+from coursework.report import merge_manual_scores
 from graders.config_annotation import core, notebook
+from tests.fixtures.annotation_reports import config_source, stage_check, upload_report
 
 SURE_WRONG = "ZeRO-3 keeps a full copy of the parameters on every card"  # read confidently as wrong
 SURE_RIGHT = "shards parameters, gradients and optimizer states (= FSDP full_shard)"
-BATCH = "global batch = micro-batch per GPU x accumulation steps x number of GPUs"
 
-
-def _upload_report(stage_note: str) -> dict:
-    src = ('{\n  "zero_optimization": {\n    // ' + stage_note + '\n    "stage": 3\n  },\n'
-           '  "train_batch_size": 64 // ' + BATCH + '\n}\n')
-    r = GradeReport(assignment="config_annotation")
-    for c in core.grade_config_text(src, "c.json"):
-        r.add(c)
-    return r.to_dict()
-
-
-def _stage(report: dict) -> dict:
-    return next(c for c in report["checks"] if c["id"] == "field.zero_optimization.stage")
 
 
 def test_the_premise_the_wrong_note_is_auto_graded_not_pending() -> None:
-    stage = _stage(_upload_report(SURE_WRONG))
+    stage = stage_check(upload_report(SURE_WRONG))
     assert stage["evidence"].get("review") is None and stage["points"] < stage["max_points"]
 
 
 @pytest.mark.parametrize("fraction", [1.0, 0.5, 0.0])
 def test_an_asked_decision_replaces_the_auto_points(fraction: float) -> None:
-    report = _upload_report(SURE_WRONG)
-    stage = _stage(report)
+    report = upload_report(SURE_WRONG)
+    stage = stage_check(report)
     auto, top = stage["points"], stage["max_points"]
     given = round(top * fraction, 2)
     merged = merge_manual_scores(report, {"field.zero_optimization.stage": {"score": given, "asked": True}})
-    got = _stage(merged)
+    got = stage_check(merged)
     assert got["points"] == pytest.approx(given)  # replaced, not auto + given
     assert merged["score"] == pytest.approx(report["score"] - auto + given)
     assert got["status"] == ("pass" if fraction == 1.0 else "fail")
@@ -52,25 +40,25 @@ def test_an_asked_decision_replaces_the_auto_points(fraction: float) -> None:
 
 
 def test_an_asked_decision_can_lower_a_right_field_too() -> None:
-    report = _upload_report(SURE_RIGHT)
-    stage = _stage(report)
+    report = upload_report(SURE_RIGHT)
+    stage = stage_check(report)
     merged = merge_manual_scores(report, {"field.zero_optimization.stage": {"score": 0.0, "asked": True}})
-    assert _stage(merged)["points"] == 0 and merged["score"] == pytest.approx(report["score"] - stage["points"])
+    assert stage_check(merged)["points"] == 0 and merged["score"] == pytest.approx(report["score"] - stage["points"])
 
 
 @pytest.mark.parametrize("score", [-0.01, 1000.0])
 def test_an_asked_score_outside_the_field_max_is_refused(score: float) -> None:
     with pytest.raises(ValueError):
-        merge_manual_scores(_upload_report(SURE_WRONG), {"field.zero_optimization.stage": {"score": score, "asked": True}})
+        merge_manual_scores(upload_report(SURE_WRONG), {"field.zero_optimization.stage": {"score": score, "asked": True}})
 
 
 def test_a_decision_on_an_auto_graded_field_nobody_asked_about_is_refused() -> None:
     with pytest.raises(ValueError):
-        merge_manual_scores(_upload_report(SURE_WRONG), {"field.zero_optimization.stage": {"score": 1.0}})
+        merge_manual_scores(upload_report(SURE_WRONG), {"field.zero_optimization.stage": {"score": 1.0}})
 
 
 def test_the_input_report_is_not_changed() -> None:
-    report = _upload_report(SURE_WRONG)
+    report = upload_report(SURE_WRONG)
     before = repr(report)
     merge_manual_scores(report, {"field.zero_optimization.stage": {"score": 0.0, "asked": True}})
     assert repr(report) == before
@@ -79,15 +67,14 @@ def test_the_input_report_is_not_changed() -> None:
 def test_notebook_route_fields_cannot_be_asked() -> None:
     """Part C holds these fields' points (``counted_in``): replacing the field's own 0 would count
     nothing, adding would count twice; until part C can be restated, refuse."""
-    src = ('{\n  "zero_optimization": {\n    // ' + SURE_WRONG + '\n    "stage": 3\n  },\n'
-           '  "train_batch_size": 64 // ' + BATCH + '\n}\n')
+    src = config_source(SURE_WRONG)
     fields = notebook.annotation_feedback(core.annotation_checks(src), 40.0, counted=True)
     report = {"assignment": "config_annotation", "score": 20.0, "max_score": 40.0,
               "checks": [c.to_dict() for c in fields]}
-    assert _stage(report)["evidence"]["counted_in"] == "nb.test_annotated"
+    assert stage_check(report)["evidence"]["counted_in"] == "nb.test_annotated"
     with pytest.raises(ValueError):
         merge_manual_scores(report, {"field.zero_optimization.stage": {"score": 0.0, "asked": True}})
     from coursework.report import askable_field
-    assert askable_field(_stage(report)) is False
-    assert askable_field(_stage(_upload_report(SURE_WRONG))) is True
-    assert askable_field(_stage(_upload_report("full_shard：切梯度和优化器状态，参数每卡一份？可能吧"))) is False  # pending
+    assert askable_field(stage_check(report)) is False
+    assert askable_field(stage_check(upload_report(SURE_WRONG))) is True
+    assert askable_field(stage_check(upload_report("full_shard：切梯度和优化器状态，参数每卡一份？可能吧"))) is False  # pending

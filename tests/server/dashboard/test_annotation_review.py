@@ -9,13 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from coursework.report import GradeReport
-from graders.config_annotation import core
 from server.dashboard import review_annotation
 from server.dashboard.gradebook import build_gradebook
 from server.dashboard.models import ManualCellScore
 from server.extensions import db
 from server.models import Course
+from tests.fixtures.annotation_reports import upload_report
 
 HOMEWORK2 = Path(__file__).resolve().parents[3] / "assignments" / "config_annotation"
 
@@ -30,34 +29,24 @@ def _homework2_published(request) -> None:
 
 
 UNSURE = "full_shard：切梯度和优化器状态，参数每卡一份？可能吧"  # stage 3, read as right but hedged
-SURE = "global batch = micro-batch per GPU x accumulation steps x number of GPUs"
-
-
-def _report(stage_note: str) -> dict:
-    src = ('{\n  "zero_optimization": {\n    // ' + stage_note + '\n    "stage": 3\n  },\n'
-           '  "train_batch_size": 64 // ' + SURE + '\n}\n')
-    r = GradeReport(assignment="config_annotation")
-    for c in core.grade_config_text(src, "c.json"):
-        r.add(c)
-    return r.to_dict()
 
 
 def test_an_unsure_field_is_held_for_the_teacher_with_the_reading() -> None:
-    report = _report(UNSURE)
+    report = upload_report(UNSURE)
     stage = next(c for c in report["checks"] if c["id"] == "field.zero_optimization.stage")
     assert stage["status"] == "warn" and stage["points"] == 0 and stage["max_points"] > 0
     assert stage["evidence"]["review"] == "pending" and stage["evidence"]["review_points"] == stage["max_points"]
     assert stage["message"]["en"].startswith("Waiting for the teacher") and "ZeRO sharding stage" in stage["message"]["en"]
     assert stage["message"]["zh"].startswith("等待老师确认")
     assert report["max_score"] == 100  # the points wait; the total does not shrink
-    sure = _report("shards parameters, gradients and optimizer states (= FSDP full_shard)")
+    sure = upload_report("shards parameters, gradients and optimizer states (= FSDP full_shard)")
     assert not any(c["evidence"].get("review") for c in sure["checks"])
 
 
 def test_a_grouped_decision_sets_points_reports_and_gradebook(app, client, auth, make_sub) -> None:
-    report, other = _report(UNSURE), _report("参数每卡一份，梯度切分")
+    report, other = upload_report(UNSURE), upload_report("参数每卡一份，梯度切分")
     ids = {}
-    for name, rep in (("alice", report), ("bob", _report(UNSURE + " ")), ("teacher", other)):
+    for name, rep in (("alice", report), ("bob", upload_report(UNSURE + " ")), ("teacher", other)):
         ids[name] = make_sub(name, score=rep["score"], max_score=rep["max_score"], report_json=rep)
     student_page = None
     auth.login("alice", "alice-pass")

@@ -13,7 +13,7 @@ CONFIG = ("fsdp: full_shard auto_wrap  # full_shard：切梯度和优化器状�
           "per_device_train_batch_size: 2  # 每卡 micro-batch\n")
 
 
-def _login(page, url: str, user: str, password: str) -> None:
+def login_as(page, url: str, user: str, password: str) -> None:
     page.goto(f"{url}/login")
     page.fill("input[name=username]", user)
     page.fill("input[name=password]", password)
@@ -25,7 +25,7 @@ def _upload(browser, url: str, user: str, password: str, path) -> str:
     context = browser.new_context(locale="en-US")
     page = context.new_page()
     try:
-        _login(page, url, user, password)
+        login_as(page, url, user, password)
         page.goto(f"{url}/homework/DIST101/config_annotation?lang=en")
         page.locator("#file").set_input_files(str(path))
         page.locator("form.upload button[type=submit]").click()
@@ -37,7 +37,7 @@ def _upload(browser, url: str, user: str, password: str, path) -> str:
         context.close()
 
 
-def _total(page, url: str, user: str) -> float:
+def gradebook_total(page, url: str, user: str) -> float:
     page.goto(f"{url}/dashboard/DIST101/?lang=en")
     return float(page.inner_text(f"tr:has(a:text-is('{user}')) td.total").strip())
 
@@ -51,8 +51,8 @@ def test_annotation_review_grouped_decision_updates_reports_and_gradebook(servic
     context = browser.new_context(locale="zh-CN", viewport={"width": 375, "height": 800})
     page = context.new_page()
     try:
-        _login(page, service.url, "teacher", "teacher-pass")
-        before = _total(page, service.url, "alice")
+        login_as(page, service.url, "teacher", "teacher-pass")
+        before = gradebook_total(page, service.url, "alice")
         page.goto(f"{service.url}/dashboard/DIST101/review/?lang=zh_CN")
         page.click("#review-annotations a")
         page.wait_for_selector(".rgroup")
@@ -61,14 +61,14 @@ def test_annotation_review_grouped_decision_updates_reports_and_gradebook(servic
         assert page.evaluate("document.documentElement.scrollWidth") <= 377
         page.keyboard.press("f")  # the focused group: full marks for both
         page.wait_for_selector("#review-empty")
-        assert _total(page, service.url, "alice") > before
-        assert _total(page, service.url, "bob") == _total(page, service.url, "alice")
+        assert gradebook_total(page, service.url, "alice") > before
+        assert gradebook_total(page, service.url, "bob") == gradebook_total(page, service.url, "alice")
     finally:
         context.close()
     context = browser.new_context(locale="en-US")
     page = context.new_page()
     try:
-        _login(page, service.url, "alice", "alice-pass")
+        login_as(page, service.url, "alice", "alice-pass")
         page.goto(reports["alice"] + "?lang=en")
         checks = page.inner_text("ol.checks")
         assert "Confirmed by the teacher" in checks and "Waiting for the teacher" not in checks

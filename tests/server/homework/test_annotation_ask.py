@@ -9,18 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from coursework.report import GradeReport
-from graders.config_annotation import core
 from server.dashboard.gradebook import build_gradebook
 from server.dashboard.models import AnnotationReviewRequest, AuditEntry, ManualCellScore
 from server.extensions import db
 from server.models import Course
+from tests.fixtures.annotation_reports import STAGE, config_source, stage_check, upload_report
 
 HOMEWORK2 = Path(__file__).resolve().parents[3] / "assignments" / "config_annotation"
-STAGE = "field.zero_optimization.stage"
 WRONG = "ZeRO-3 keeps a full copy of the parameters on every card"  # read (confidently) as wrong
 UNSURE = "full_shard：切梯度和优化器状态，参数每卡一份？可能吧"
-BATCH = "global batch = micro-batch per GPU x accumulation steps x number of GPUs"
 
 
 @pytest.fixture(autouse=True)
@@ -28,19 +25,6 @@ def _homework2_published(request) -> None:
     if "make_sub" in request.fixturenames:
         request.getfixturevalue("hw")
         (Path(os.environ["DISTGRADE_ASSIGNMENTS_DIR"]) / "config_annotation").symlink_to(HOMEWORK2)
-
-
-def _report(stage_note: str) -> dict:
-    src = ('{\n  "zero_optimization": {\n    // ' + stage_note + '\n    "stage": 3\n  },\n'
-           '  "train_batch_size": 64 // ' + BATCH + '\n}\n')
-    r = GradeReport(assignment="config_annotation")
-    for c in core.grade_config_text(src, "c.json"):
-        r.add(c)
-    return r.to_dict()
-
-
-def _stage(report: dict) -> dict:
-    return next(c for c in report["checks"] if c["id"] == STAGE)
 
 
 def _ask(client, sid: int, check_id: str = STAGE, comment: str = "ZeRO-3 shards the parameters; I said so", lang="en"):
@@ -64,8 +48,8 @@ def _requests(app) -> list:
 
 
 def test_ask_once_then_the_teacher_decides_and_every_page_agrees(app, client, auth, make_sub) -> None:
-    rep = _report(WRONG)
-    stage = _stage(rep)
+    rep = upload_report(WRONG)
+    stage = stage_check(rep)
     auto, top = stage["points"], stage["max_points"]
     assert stage["evidence"].get("review") is None and auto < top
     sid = make_sub("alice", score=rep["score"], max_score=rep["max_score"], report_json=rep)
@@ -114,8 +98,8 @@ def test_ask_once_then_the_teacher_decides_and_every_page_agrees(app, client, au
 
 
 def test_asked_and_unsure_fields_are_never_one_group(app, client, auth, make_sub) -> None:
-    asked = _report(WRONG)
-    unsure = _report(UNSURE)
+    asked = upload_report(WRONG)
+    unsure = upload_report(UNSURE)
     sa = make_sub("alice", score=asked["score"], max_score=asked["max_score"], report_json=asked)
     make_sub("bob", score=unsure["score"], max_score=unsure["max_score"], report_json=unsure)
     auth.login("alice", "alice-pass")
@@ -135,7 +119,7 @@ def test_asked_and_unsure_fields_are_never_one_group(app, client, auth, make_sub
     ("field.no.such", "it is right", "cannot be asked"),
 ])
 def test_refused_requests_change_nothing(app, client, auth, make_sub, check_id, comment, error) -> None:
-    rep = _report(WRONG)
+    rep = upload_report(WRONG)
     sid = make_sub("alice", score=rep["score"], max_score=rep["max_score"], report_json=rep)
     auth.login("alice", "alice-pass")
     resp = _ask(client, sid, check_id, comment)
@@ -145,14 +129,14 @@ def test_refused_requests_change_nothing(app, client, auth, make_sub, check_id, 
 
 
 def test_a_pending_field_cannot_be_asked_it_already_waits(app, client, auth, make_sub) -> None:
-    rep = _report(UNSURE)
+    rep = upload_report(UNSURE)
     sid = make_sub("alice", score=rep["score"], max_score=rep["max_score"], report_json=rep)
     auth.login("alice", "alice-pass")
     assert "cannot be asked" in _ask(client, sid).get_data(as_text=True) and _requests(app) == []
 
 
 def test_another_students_submission_is_404_and_the_teacher_cannot_ask(app, client, auth, make_sub) -> None:
-    rep = _report(WRONG)
+    rep = upload_report(WRONG)
     sid = make_sub("alice", score=rep["score"], max_score=rep["max_score"], report_json=rep)
     auth.login("bob", "bob-pass")
     assert client.post(f"/submissions/{sid}/ask", data={"check": STAGE, "comment": "mine"}).status_code in (400, 404)
@@ -163,7 +147,7 @@ def test_another_students_submission_is_404_and_the_teacher_cannot_ask(app, clie
 
 
 def test_without_csrf_token_nothing_is_stored(app, client, auth, make_sub) -> None:
-    rep = _report(WRONG)
+    rep = upload_report(WRONG)
     sid = make_sub("alice", score=rep["score"], max_score=rep["max_score"], report_json=rep)
     auth.login("alice", "alice-pass")
     app.config["WTF_CSRF_ENABLED"] = True
@@ -173,7 +157,7 @@ def test_without_csrf_token_nothing_is_stored(app, client, auth, make_sub) -> No
 
 def test_a_decision_replaces_points_the_field_already_had(app, client, auth, make_sub) -> None:
     """The asked field had points (auto > 0): the decision is not added on top of them."""
-    rep = _report(WRONG)
+    rep = upload_report(WRONG)
     batch = next(c for c in rep["checks"] if c["id"] == "field.train_batch_size")
     assert batch["points"] > 0
     sid = make_sub("alice", score=rep["score"], max_score=rep["max_score"], report_json=rep)
@@ -204,10 +188,9 @@ def test_a_decision_replaces_points_the_field_already_had(app, client, auth, mak
 
 def test_the_notebook_route_shows_no_form_and_refuses_asking(app, client, auth, make_sub) -> None:
     """Its fields are counted inside part C (``counted_in``); asking there is not built yet."""
-    from graders.config_annotation import notebook
+    from graders.config_annotation import core, notebook
 
-    src = ('{\n  "zero_optimization": {\n    // ' + WRONG + '\n    "stage": 3\n  },\n'
-           '  "train_batch_size": 64 // ' + BATCH + '\n}\n')
+    src = config_source(WRONG)
     fields = notebook.annotation_feedback(core.annotation_checks(src), 40.0, counted=True)
     rep = {"assignment": "config_annotation", "status": "graded", "score": 20.0, "max_score": 40.0,
            "checks": [c.to_dict() for c in fields]}
@@ -220,7 +203,7 @@ def test_the_notebook_route_shows_no_form_and_refuses_asking(app, client, auth, 
 
 @pytest.mark.parametrize("fields", [{"status": "error"}, {"review_status": "pending"}])
 def test_only_a_graded_submission_that_counts_as_graded_can_be_asked_about(app, client, auth, make_sub, fields) -> None:
-    rep = _report(WRONG)
+    rep = upload_report(WRONG)
     sid = make_sub("alice", score=rep["score"], max_score=rep["max_score"], report_json=rep, **fields)
     auth.login("alice", "alice-pass")
     assert "I think this is right" not in client.get(f"/submissions/{sid}?lang=en").get_data(as_text=True)
@@ -232,8 +215,8 @@ def test_regraded_before_the_decision_the_decision_replaces_the_current_points(a
     replaces what the current report counts, on the page and in the gradebook alike."""
     from server.models import Submission
 
-    first, regraded = _report(WRONG), _report("shards parameters, gradients and optimizer states (= FSDP full_shard)")
-    assert _stage(regraded)["points"] > _stage(first)["points"]
+    first, regraded = upload_report(WRONG), upload_report("shards parameters, gradients and optimizer states (= FSDP full_shard)")
+    assert stage_check(regraded)["points"] > stage_check(first)["points"]
     sid = make_sub("alice", score=first["score"], max_score=first["max_score"], report_json=first)
     auth.login("alice", "alice-pass")
     _ask(client, sid)
@@ -244,7 +227,7 @@ def test_regraded_before_the_decision_the_decision_replaces_the_current_points(a
         db.session.commit()
     auth.login("teacher", "teacher-pass")
     client.post("/dashboard/DIST101/review/annotations/decide", data={"item": [f"{sid}:{STAGE}"], "verdict": "zero"})
-    want = round(regraded["score"] - _stage(regraded)["points"], 2)
+    want = round(regraded["score"] - stage_check(regraded)["points"], 2)
     assert _cell(app, "alice") == pytest.approx(want)
     auth.logout()
     auth.login("alice", "alice-pass")
@@ -260,7 +243,7 @@ def test_a_regrade_clears_annotation_decisions_so_page_and_gradebook_agree(app, 
     from server.dashboard import actions
     from server.models import Submission
 
-    first = _report(WRONG)
+    first = upload_report(WRONG)
     sid = make_sub("alice", score=first["score"], max_score=first["max_score"], report_json=first)
     auth.login("alice", "alice-pass")
     _ask(client, sid)
@@ -276,7 +259,7 @@ def test_a_regrade_clears_annotation_decisions_so_page_and_gradebook_agree(app, 
         assert db.session.scalars(db.select(AnnotationReviewRequest)).all() == []
         assert db.session.scalar(db.select(AuditEntry).where(AuditEntry.target == f"sub:{sid}/{STAGE}",
                                                              AuditEntry.reason.like("regrade%")))
-        regraded = _report(UNSURE)  # the new reading is unsure: the field waits for the teacher again
+        regraded = upload_report(UNSURE)  # the new reading is unsure: the field waits for the teacher again
         sub.status, sub.report_json, sub.score = "graded", regraded, regraded["score"]
         db.session.commit()
     auth.login("alice", "alice-pass")

@@ -8,25 +8,14 @@ import time
 
 import pytest
 
+from tests.server.dashboard.test_annotation_review_browser import gradebook_total, login_as
+
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 CONFIG = ('{\n  "zero_optimization": {\n    // ZeRO-3 keeps a full copy of the parameters on every card\n'
           '    "stage": 3\n  },\n  "train_batch_size": 64 // global batch = micro-batch per GPU x '
           'accumulation steps x number of GPUs\n}\n')
 STAGE = "field.zero_optimization.stage"
-
-
-def _login(page, url: str, user: str, password: str) -> None:
-    page.goto(f"{url}/login")
-    page.fill("input[name=username]", user)
-    page.fill("input[name=password]", password)
-    page.press("input[name=password]", "Enter")
-    page.wait_for_load_state()
-
-
-def _total(page, url: str, user: str) -> float:
-    page.goto(f"{url}/dashboard/DIST101/?lang=en")
-    return float(page.inner_text(f"tr:has(a:text-is('{user}')) td.total").strip())
 
 
 def test_student_asks_once_without_javascript_and_the_teacher_decides(service, browser, tmp_path) -> None:
@@ -37,7 +26,7 @@ def test_student_asks_once_without_javascript_and_the_teacher_decides(service, b
     student = browser.new_context(locale="zh-CN", viewport={"width": 375, "height": 800}, java_script_enabled=False)
     page = student.new_page()
     try:
-        _login(page, service.url, "alice", "alice-pass")
+        login_as(page, service.url, "alice", "alice-pass")
         page.goto(f"{service.url}/homework/DIST101/config_annotation?lang=zh_CN")
         page.locator("#file").set_input_files(str(config))
         page.locator("form.upload button[type=submit]").click()
@@ -61,21 +50,21 @@ def test_student_asks_once_without_javascript_and_the_teacher_decides(service, b
     teacher = browser.new_context(locale="en-US")
     page = teacher.new_page()
     try:
-        _login(page, service.url, "teacher", "teacher-pass")
-        before = _total(page, service.url, "alice")
+        login_as(page, service.url, "teacher", "teacher-pass")
+        before = gradebook_total(page, service.url, "alice")
         page.goto(f"{service.url}/dashboard/DIST101/review/annotations?lang=en")
         group = page.locator(".rgroup", has_text="Asked by the student")
         assert "我的注释写的是对的" in group.inner_text()
         group.locator("button[value=full]").click()
         page.wait_for_load_state()
-        after = _total(page, service.url, "alice")
+        after = gradebook_total(page, service.url, "alice")
         assert after > before
     finally:
         teacher.close()
     student = browser.new_context(locale="en-US")
     page = student.new_page()
     try:
-        _login(page, service.url, "alice", "alice-pass")
+        login_as(page, service.url, "alice", "alice-pass")
         page.goto(report_url + "?lang=en")
         assert "Confirmed by the teacher" in page.inner_text("ol.checks")
         assert float(page.inner_text(".score-num")) == pytest.approx(after)
