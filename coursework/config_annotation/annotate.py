@@ -316,7 +316,8 @@ def _states_another_number(norm: str, value: object) -> bool:
     numbers. The reading cannot tell a derived number from a wrong one, so a teacher looks."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or isinstance(value, int) and abs(value) < 100:
         return False  # a small count (stage 3, 8 processes) sits among other counts: "ZeRO-3 over 8 GPUs"
-    numbers = [float(m.group(1)) * 10 ** int(m.group(2) or 0) * _MULTIPLIER.get(m.group(3) or "", 1)
+    # read as floats: "1e999999999" is inf, never a ten-to-the-billion integer
+    numbers = [float(m.group(1) + (f"e{m.group(2)}" if m.group(2) else "")) * _MULTIPLIER.get(m.group(3) or "", 1)
                for m in _NUMBER.finditer(_NUMBERED_NAME.sub(" ", norm))]
     return bool(numbers) and not any(abs(n - value) <= 1e-9 * max(1.0, abs(value)) for n in numbers)
 

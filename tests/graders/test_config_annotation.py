@@ -457,6 +457,7 @@ def test_full_marks_on_one_word_go_to_the_teacher() -> None:
     ("deepspeed", "zero_optimization.reduce_bucket_size", 500000000, "5e8 elements per bucket; bigger means fewer calls, more memory", False),
     ("deepspeed", "zero_optimization.reduce_bucket_size", 500000000, "每个桶 2 亿个元素，桶大通信少、显存多", True),
     ("deepspeed", "zero_optimization.stage", 3, "ZeRO-3 shards parameters, gradients and optimizer states over 8 GPUs", False),  # a small count
+    ("llamafactory", "learning_rate", 0.0001, "step size 1e999999999, 1e-999999999 " + "9" * 1900, True),  # hostile: read as floats
 ])
 def test_a_number_that_is_not_the_fields_value_goes_to_the_teacher(dialect, field, value, note, doubt) -> None:
     """A rate, size or time written as another number may be a slip or a misreading the words do
