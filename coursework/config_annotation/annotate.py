@@ -239,7 +239,8 @@ def _forbidden_claim(s: Sentence, bad: list[str], predicates: set[str], antonyms
 # Signs that the reading may be wrong and what each costs; the threshold is the quiz rubric's,
 # checked on the ``tune`` half of annotation_examples.json only.
 PENALTIES = {"typo": 0.05, "hedge": 0.3, "forbidden_word": 0.4, "denied_and_said": 0.3, "unexplained": 0.2,
-             "unbound_object": 0.4, "elsewhere_said": 0.4, "one_word": 0.4, "other_number": 0.4}
+             "unbound_object": 0.4, "elsewhere_said": 0.4, "one_word": 0.4, "other_number": 0.4,
+             "restates_key": 0.4}
 REVIEW_BELOW = 0.65
 
 
@@ -298,6 +299,8 @@ def _confidence_signs(text: str, rule: Rule, catalogue: Catalogue, j: Judgement)
             # restate the key. Counted in words as written, not facets: "clip the total gradient
             # norm" names its one facet twice and says more than the key does
             signs.append("one_word")
+        elif j.verdict == Verdict.CORRECT and rule.key and _restates_key(text, rule, catalogue):
+            signs.append("restates_key")
         if len(clauses) >= 3 and sum(1 for c in clauses if not (c.positive | c.negated | c.reduced)) * 2 > len(clauses):
             signs.append("unexplained")
     return signs
@@ -320,6 +323,17 @@ def _states_another_number(norm: str, value: object) -> bool:
     numbers = [float(m.group(1) + (f"e{m.group(2)}" if m.group(2) else "")) * _MULTIPLIER.get(m.group(3) or "", 1)
                for m in _NUMBER.finditer(_NUMBERED_NAME.sub(" ", norm))]
     return bool(numbers) and not any(abs(n - value) <= 1e-9 * max(1.0, abs(value)) for n in numbers)
+
+
+def _restates_key(text: str, rule: Rule, catalogue: Catalogue) -> bool:
+    """Is every word the vocabulary reads in the annotation also in the field's key or value
+    ("bucket size for allgather", "the max grad norm (1.0)")? Such a note says what the key says
+    and nothing about what it does: a teacher gives half a point, the rule may give full marks."""
+    def words(s: str) -> set[str]:
+        return {w for _, w, _ in catalogue.matcher.find(prepare(s, catalogue))}
+
+    said = words(text)
+    return bool(said) and said <= words(f"{re.sub(r'[._]', ' ', rule.key)} {rule.value}")
 
 
 def _drop_side_remarks(s: Sentence, elsewhere: set[str], own: set[str]) -> Sentence:

@@ -37,6 +37,7 @@ class Rule:
     own: list[str] = field(default_factory=list)
     hypothetical: list[str] = field(default_factory=list)  # a sentence naming one ("true would ...") claims nothing
     value: Any = None  # the field's value the rule was chosen for
+    key: str = ""  # the field's path ("zero_optimization.reduce_bucket_size"), for "restates the key"
 
 
 @dataclass
@@ -71,7 +72,7 @@ class Catalogue:
         """The rule for ``path`` given its value, or None if the field is not graded."""
         rule = self._rule(dialect, path, value)
         if rule is not None:
-            rule.value = value
+            rule.value, rule.key = value, path
         return rule
 
     def _rule(self, dialect: str, path: str, value: Any) -> Rule | None:

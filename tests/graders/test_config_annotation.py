@@ -298,10 +298,14 @@ def test_unweighted_fields_answer_set_agreement_with_a_teacher() -> None:
     held4  session 4's main                      0.647 / 33                  0.824 / 12
     held5  after held4's classes                 0.734 / 15 (main: 0.702/17)  0.810 / 11
     held6  after held5's classes                 0.646 / 28 (main: 0.626/30)  0.702 / 19
-    held7  after held6's classes                 0.669 / 26 (main: 0.617/31)  (not looked at)
+    held7  after held6's classes                 0.669 / 26 (main: 0.617/31)  0.677 / 24 (restates_key)
+    held8  session 5's final rules                0.640 / 21                  (not looked at)
+    held9  session 5's final rules                0.615 / 29                  (not looked at)
     =====  ====================================  ===========================  ===================
 
-    ("main" is session 4's rules on the same batch.) So on fresh answers these fields' reading is
+    ("main" is session 4's rules on the same batch.) held8 and held9 were written in session 6 by two
+    more writers who never ran the grader; the "restates the key" sign added after them (found on
+    held4-held7) changes neither. So on fresh answers these fields' reading is
     right about two times in three, and three rounds of class fixes moved a fresh batch by about
     five points: the phrasings students use for 28 small fields are more varied than a word
     catalogue can follow. The review signs (one word,
@@ -312,8 +316,8 @@ def test_unweighted_fields_answer_set_agreement_with_a_teacher() -> None:
     tune = agreement.summary([o for o in agreement.annotation_outcomes("tune") if o.field in UNWEIGHTED_GRADED_FIELDS])
     assert tune["n"] >= 400 and tune["fair_auto"] >= 0.98 and tune["wrong_full_auto"] == 0, tune
     assert tune["review_share"] <= 0.15, tune
-    floors = {"held": (250, 0.92, 5), "held4": (224, 0.82, 12), "held5": (168, 0.81, 11), "held6": (168, 0.70, 19),
-              "held7": (168, 0.66, 26)}
+    floors = {"held": (250, 0.92, 5), "held4": (224, 0.82, 11), "held5": (168, 0.82, 8), "held6": (168, 0.70, 18),
+              "held7": (168, 0.67, 24), "held8": (168, 0.63, 21), "held9": (168, 0.61, 29)}
     for split, (n, fair, wrong_full) in floors.items():
         s = agreement.summary([o for o in agreement.annotation_outcomes(split) if o.field in UNWEIGHTED_GRADED_FIELDS])
         assert s["n"] >= n and s["review_share"] <= 0.15, (split, s)
@@ -493,3 +497,31 @@ def test_each_field_check_carries_the_readings_confidence() -> None:
     assert check.evidence["confidence"] < 1 and check.evidence["needs_review"] is False
     unsure = annotate.judge("full_shard：切梯度和优化器状态，参数每卡一份？可能吧", CAT.rule("llamafactory", "fsdp", "full_shard"), CAT)
     assert unsure.needs_review and unsure.confidence < annotate.REVIEW_BELOW, unsure
+
+
+@pytest.mark.parametrize("dialect, field, value, note", [
+    ("llamafactory", "distributed_type", "FSDP", "the distributed type, set to FSDP"),
+    ("deepspeed", "zero_optimization.allgather_bucket_size", 500000000, "bucket size for allgather"),
+    ("llamafactory", "max_grad_norm", 1.0, "the max grad norm (1.0)"),
+    ("deepspeed", "zero_allow_untested_optimizer", True, "zero 允许 untested optimizer = true"),
+    ("llamafactory", "fsdp_config.fsdp_transformer_layer_cls_to_wrap", "LlamaDecoderLayer",
+     "the transformer layer class name for FSDP"),
+])
+def test_full_marks_that_only_restate_the_key_go_to_the_teacher(dialect, field, value, note) -> None:
+    """Several words, every one of them taken from the key and its value ("bucket size for
+    allgather"), explain nothing the key does not already say: a teacher gives half a point, the
+    reading gives full marks. It waits for the teacher. One more word the key lacks is an
+    explanation to grade ("clip the total gradient norm to 1.0" for gradient_clipping)."""
+    j = annotate.judge(note, CAT.rule(dialect, field, CAT.field_value(dialect, field, value)), CAT)
+    assert j.needs_review and "restates_key" in j.signs, (note, j)
+
+
+def test_an_explanation_in_the_keys_words_plus_more_is_graded_at_once() -> None:
+    for dialect, field, value, note in [
+        ("deepspeed", "gradient_clipping", 1.0, "clip the total gradient norm to 1.0"),
+        ("llamafactory", "num_machines", 2, "2 machines (nodes), 4 GPUs each, so 8 processes in all"),
+        ("deepspeed", "zero_optimization.reduce_bucket_size", 500000000,
+         "gradients are reduced in buckets of 5e8 elements: bigger buckets, fewer calls but more memory"),
+    ]:
+        j = annotate.judge(note, CAT.rule(dialect, field, CAT.field_value(dialect, field, value)), CAT)
+        assert "restates_key" not in j.signs, (note, j)
