@@ -62,10 +62,25 @@ def _annotation(parsed: ParsedConfig, dialect: str, path: str, cat: catalogue_mo
     return " ".join(p for p in parts if p)
 
 
+# which full marks wait for a teacher although the reading is sure of them (``fields.confirm_full_marks``)
+CONFIRM_POLICIES = ("none", "unweighted", "all")
+
+
+def _confirms(fcfg: dict, path: str) -> bool:
+    """Must full marks on ``path`` wait for a teacher? ``unweighted``: the fields without a weight
+    of their own, whose reading gives three in ten wrong or half-right answers full marks on fresh
+    answers (STAFF.md); ``all``: every field; ``none`` (or no setting): none."""
+    policy = fcfg.get("confirm_full_marks", "none")
+    if policy not in CONFIRM_POLICIES:
+        raise ValueError(f"assignment.json fields.confirm_full_marks must be one of {CONFIRM_POLICIES}, not {policy!r}")
+    return policy == "all" or policy == "unweighted" and path not in fcfg["weights"]
+
+
 def field_checks(parsed: ParsedConfig, dialect: str, cfg: dict, cat: catalogue_mod.Catalogue) -> list[CheckResult]:
     """One ``field.<path>`` check per graded field, plus ``config.coverage``."""
     fields = _graded_fields(parsed, dialect, cat)
     fcfg = cfg["fields"]
+    _confirms(fcfg, "")  # a misspelt policy fails every grading, not only those with a full-marks field
     weights = {p: fcfg["weights"].get(p, fcfg["default_weight"]) for p, _, _ in fields}
     units = max(sum(weights.values()), fcfg["min_weight"])
     unit = fcfg["points"] / units
@@ -89,7 +104,11 @@ def field_checks(parsed: ParsedConfig, dialect: str, cfg: dict, cat: catalogue_m
                     "other_concept": j.other_concept, "confidence": j.confidence, "needs_review": j.needs_review}
         check = _check(cfg, f"field.{path}", status, j.verdict.value, points=max_pts * j.fraction,
                        max_points=max_pts, spec_id="field", title_kw={"path": path}, evidence=evidence, **kw)
-        out.append(_held_for_review(cfg, check) if j.needs_review else check)
+        if j.needs_review:
+            check = _held_for_review(cfg, check, "unsure")
+        elif j.verdict == annotate.Verdict.CORRECT and _confirms(fcfg, path):
+            check = _held_for_review(cfg, check, "confirm")
+        out.append(check)
     lost = max(0.0, fcfg["points"] - sum(c.max_points for c in out))
     n = len(fields)
     if lost > 0.05:
@@ -100,16 +119,17 @@ def field_checks(parsed: ParsedConfig, dialect: str, cfg: dict, cat: catalogue_m
     return out
 
 
-def _held_for_review(cfg: dict, check: CheckResult) -> CheckResult:
-    """A field the reading is unsure of earns nothing yet: its points wait for a teacher, who
-    sees the reading; the student sees the reading and that a teacher will confirm it."""
+def _held_for_review(cfg: dict, check: CheckResult, reason: str) -> CheckResult:
+    """A field the reading is unsure of (``reason`` "unsure"), or whose full marks the course has a
+    teacher confirm ("confirm"), earns nothing yet: its points wait for a teacher, who sees the
+    reading; the student sees the reading and that a teacher will confirm it."""
     provisional, reading = check.points, check.message
-    tpl = cfg["checks"]["field"]["messages"]["review"]
+    tpl = cfg["checks"]["field"]["messages"]["review" if reason == "unsure" else "confirm"]
     check.message = {lang: tpl[lang].format(reading=reading[lang].rstrip("。."), provisional=f"{provisional:g}",
                                             max=f"{check.max_points:g}") for lang in ("zh", "en")}
     check.status, check.points = CheckStatus.WARN, 0.0
     check.evidence = {**check.evidence, "review": "pending", "provisional_points": round(provisional, 2),
-                      "review_points": check.max_points, "reading": reading}
+                      "review_points": check.max_points, "reading": reading, "review_reason": reason}
     return check
 
 

@@ -525,3 +525,52 @@ def test_an_explanation_in_the_keys_words_plus_more_is_graded_at_once() -> None:
     ]:
         j = annotate.judge(note, CAT.rule(dialect, field, CAT.field_value(dialect, field, value)), CAT)
         assert "restates_key" not in j.signs, (note, j)
+
+
+_CONFIRM_SRC = ('zero_optimization:\n'
+                '  stage: 3  # ZeRO-3: parameters, gradients and optimizer states are all sharded across the cards\n'
+                '  reduce_bucket_size: 500000000  # gradients are reduced in buckets of 5e8 elements: fewer calls, more buffer memory\n')
+
+
+def _with_confirm(policy: str | None) -> dict:
+    cfg = core.load_config()
+    cfg["fields"] = {k: v for k, v in cfg["fields"].items() if k != "confirm_full_marks"}
+    if policy is not None:
+        cfg["fields"]["confirm_full_marks"] = policy
+    return cfg
+
+
+def test_full_marks_on_an_unweighted_field_wait_for_the_teacher_when_the_course_asks() -> None:
+    """On fresh answers the reading gives full marks to three in ten of the wrong or half-right
+    default-weight annotations it grades (held7-held9: 74 of 244); a course that wants no wrong full
+    marks has a teacher confirm them."""
+    checks = {c.id: c for c in core.grade_config_text(_CONFIRM_SRC, "c.yaml", _with_confirm("unweighted"))}
+    bucket, stage = checks["field.zero_optimization.reduce_bucket_size"], checks["field.zero_optimization.stage"]
+    assert bucket.evidence["review"] == "pending" and bucket.evidence["review_reason"] == "confirm", bucket
+    assert bucket.points == 0 and bucket.evidence["provisional_points"] == bucket.max_points > 0
+    assert "confirm" in bucket.message["en"] and "not sure" not in bucket.message["en"], bucket.message
+    assert "确认" in bucket.message["zh"]
+    # a weighted field the reading is sure of is graded at once
+    assert stage.points == stage.max_points > 0 and "review" not in stage.evidence, stage
+
+
+def test_confirm_policy_none_grades_at_once_and_all_confirms_weighted_fields_too() -> None:
+    none = {c.id: c for c in core.grade_config_text(_CONFIRM_SRC, "c.yaml", _with_confirm("none"))}
+    assert all("review" not in c.evidence for cid, c in none.items() if cid.startswith("field.")), none
+    absent = {c.id: c for c in core.grade_config_text(_CONFIRM_SRC, "c.yaml", _with_confirm(None))}
+    assert [c.points for c in absent.values()] == [c.points for c in none.values()]
+    every = {c.id: c for c in core.grade_config_text(_CONFIRM_SRC, "c.yaml", _with_confirm("all"))}
+    assert all(c.evidence.get("review_reason") == "confirm" for cid, c in every.items() if cid.startswith("field.")), every
+
+
+def test_an_unknown_confirm_policy_is_an_error_not_a_silent_default() -> None:
+    with pytest.raises(ValueError, match="confirm_full_marks"):
+        core.grade_config_text(_CONFIRM_SRC, "c.yaml", _with_confirm("sometimes"))
+
+
+def test_a_wrong_reading_is_not_held_for_confirmation() -> None:
+    """Only full marks wait: a wrong or partial reading is graded at once (the student may ask)."""
+    src = 'zero_optimization:\n  stage: 3  # x\n  reduce_bucket_size: 500000000  # bigger buckets save memory\n'
+    checks = {c.id: c for c in core.grade_config_text(src, "c.yaml", _with_confirm("unweighted"))}
+    bucket = checks["field.zero_optimization.reduce_bucket_size"]
+    assert bucket.evidence["verdict"] != "correct" and bucket.evidence.get("review") != "pending", bucket

@@ -139,3 +139,19 @@ def test_part_c_keeps_waiting_for_the_fields_not_yet_decided() -> None:
                                         "field.zero_optimization.overlap_comm": {"score": 2.0}})
     assert both["checks"][0]["status"] == "pass" and both["checks"][0]["points"] == pytest.approx(40.0, abs=0.02)
     assert both["score"] == pytest.approx(40.0, abs=0.02)
+
+
+def test_where_the_course_confirms_full_marks_the_reference_config_waits_on_its_unweighted_fields(monkeypatch) -> None:
+    """``fields.confirm_full_marks: unweighted``: the reference notebook's part C is not failed; the
+    fields without a weight of their own (micro-batch, clipping, pinned memory, ...) wait for a
+    teacher, the weighted ones (stage, offload, overlap) count at once."""
+    cfg = core.load_config()
+    cfg["fields"]["confirm_full_marks"] = "unweighted"
+    monkeypatch.setattr(core, "load_config", lambda *a, **k: json.loads(json.dumps(cfg)))
+    c = _part_c(_reference_config())
+    assert c.status.value == "warn", c
+    waiting = set(c.evidence["waiting"])
+    assert "field.gradient_clipping" in waiting and "field.train_micro_batch_size_per_gpu" in waiting, waiting
+    assert not waiting & {"field.zero_optimization.stage", "field.zero_optimization.offload_optimizer"}, waiting
+    assert c.points + sum(c.evidence["waiting"].values()) == pytest.approx(40.0, abs=0.02)
+    _no_placeholder(c)
