@@ -58,6 +58,7 @@ class Pending:
     facts: dict[str, Any] = field(default_factory=dict)  # missing / wrong, for the example
     asked: bool = False  # a student asked about an auto-graded field (its points so far: provisional)
     comment: str = ""  # the student's reason, when asked
+    reason: str = "unsure"  # why it waits: "unsure", or "confirm" (the course confirms these full marks)
 
     @property
     def field_key(self) -> str:
@@ -89,7 +90,7 @@ def group_key(p: Pending) -> str:
     """Similar annotations share a key: same field and value, same reading, same facets; a field a
     student asked about is never grouped with unsure ones (its decision replaces given points)."""
     words = _fingerprint(p.annotation)
-    kind = "asked|" if p.asked else ""
+    kind = "asked|" if p.asked else ("confirm|" if p.reason == "confirm" else "")
     if words:
         basis = kind + "|".join([p.field_key, p.verdict, ",".join(p.facts.get("missing", [])),
                           ",".join(p.facts.get("wrong", [])), ",".join(words)])
@@ -135,7 +136,8 @@ def _item(sid: int, uid: int, username: str, c: dict, ev: dict, provisional: flo
     return Pending(sid, uid, username, c["id"], str(ev.get("dialect", "")), c["id"][len("field."):],
                    ev.get("value"), str(ev.get("annotation", "")), reading, str(ev.get("verdict", "")),
                    provisional, top, float(ev.get("confidence", 0.0)),
-                   {"missing": ev.get("missing") or [], "wrong": ev.get("wrong") or []}, asked, comment)
+                   {"missing": ev.get("missing") or [], "wrong": ev.get("wrong") or []}, asked, comment,
+                   "asked" if asked else str(ev.get("review_reason") or "unsure"))
 
 
 def groups(course_id: int) -> list[Group]:

@@ -56,7 +56,11 @@ def review_annotation_decide(code: str):
         verdict = request.form.get("verdict")
         fraction = 1.0 if verdict == "full" else 0.0 if verdict == "zero" else float(request.form.get("percent", "")) / 100
         n = review_annotation.decide(course.id, items, fraction, current_user.id, request.form.get("group", ""))
-    except (ValueError, review_annotation.DecisionError):
+    except review_annotation.DecisionError as e:
+        flash(_("Tick at least one answer that is still open: nothing was graded.") if e.code == "nothing_open"
+              else _("Choose full marks, zero, or a share of the points from 0 to 100."), "error")
+        return redirect(url_for("dashboard.review_annotations", code=code))
+    except ValueError:
         flash(_("Choose full marks, zero, or a share of the points from 0 to 100."), "error")
         return redirect(url_for("dashboard.review_annotations", code=code))
     flash(_("%(n)d answers graded.", n=n), "ok")

@@ -81,8 +81,49 @@ def test_a_grouped_decision_sets_points_reports_and_gradebook(app, client, auth,
         assert examples[0]["value"] == 3 and examples[0]["answer"] == UNSURE
     again = client.post("/dashboard/DIST101/review/annotations/decide",
                         data={"item": items, "verdict": "full", "group": "g"}, follow_redirects=True)
-    assert "请选择满分、零分" in again.get_data(as_text=True)  # decided once: nothing open any more (the zh page set the language)
+    assert "请至少勾选一条仍待确认的回答" in again.get_data(as_text=True)  # decided once: nothing open any more (the zh page set the language)
     auth.logout()
     auth.login("alice", "alice-pass")
     student_page = client.get(f"/submissions/{ids['alice']}?lang=en").get_data(as_text=True)
     assert "Confirmed by the teacher" in student_page and "Waiting for the teacher" not in student_page
+
+
+def _confirm_report(note: str) -> dict:
+    """An upload whose stage note the reading is sure of, graded where the course confirms every
+    full mark (``fields.confirm_full_marks: all``)."""
+    from coursework.report import GradeReport
+    from graders.config_annotation import core
+    from tests.fixtures.annotation_reports import config_source
+
+    cfg = core.load_config()
+    cfg["fields"]["confirm_full_marks"] = "all"
+    r = GradeReport(assignment="config_annotation")
+    for c in core.grade_config_text(config_source(note), "c.json", cfg):
+        r.add(c)
+    return r.to_dict()
+
+
+SURE = "shards parameters, gradients and optimizer states (= FSDP full_shard)"
+
+
+def test_a_teacher_can_leave_one_answer_out_of_a_group_decision(app, client, auth, make_sub) -> None:
+    """Full marks to confirm are grouped by what the reading found, so a wrong note that uses the
+    right words can sit among right ones: the teacher unticks it, the decision grades the rest,
+    and the unticked one stays open."""
+    ids = {name: make_sub(name, score=rep["score"], max_score=rep["max_score"], report_json=rep)
+           for name, rep in (("alice", _confirm_report(SURE)), ("bob", _confirm_report(SURE + " ")))}
+    auth.login("teacher", "teacher-pass")
+    page = client.get("/dashboard/DIST101/review/annotations?lang=en").get_data(as_text=True)
+    assert "Full marks to confirm" in page and "2 similar answers" in page
+    assert page.count('type="checkbox" name="item"') >= 2 and "checked" in page
+    assert "满分待确认" in client.get("/dashboard/DIST101/review/annotations?lang=zh_CN").get_data(as_text=True)
+    stage = f"{ids['alice']}:field.zero_optimization.stage"
+    resp = client.post("/dashboard/DIST101/review/annotations/decide?lang=en",
+                       data={"item": [stage], "verdict": "full", "group": "g"}, follow_redirects=True)
+    assert "1 answers graded" in resp.get_data(as_text=True)
+    with app.app_context():
+        left = [(p.username, p.check_id) for p in review_annotation.pending(1)]
+    assert ("bob", "field.zero_optimization.stage") in left and ("alice", "field.zero_optimization.stage") not in left
+    none = client.post("/dashboard/DIST101/review/annotations/decide?lang=en",
+                       data={"verdict": "full", "group": "g"}, follow_redirects=True).get_data(as_text=True)
+    assert "Tick at least one answer that is still open" in none
