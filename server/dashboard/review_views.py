@@ -90,7 +90,11 @@ def review_decide(code: str, question_id: str):
         else:
             fraction = float(request.form.get("points", "")) / q.points
         n = review.decide(course.id, question_id, ids, fraction, current_user.id, request.form.get("group", ""))
-    except (ValueError, review.ReviewError):
+    except review.ReviewError as e:
+        flash(_("Tick at least one answer that is still open: nothing was graded.") if e.code == "nothing_open"
+              else _("Choose full marks, zero, or points between 0 and the question's maximum."), "error")
+        return redirect(url_for("dashboard.review_question", code=code, question_id=question_id))
+    except ValueError:
         flash(_("Choose full marks, zero, or points between 0 and the question's maximum."), "error")
         return redirect(url_for("dashboard.review_question", code=code, question_id=question_id))
     flash(_("%(n)d answers graded.", n=n), "ok")

@@ -161,3 +161,23 @@ def test_review_decision_on_postgres(postgres_url, redis_server, tmp_path, monke
     client.post("/dashboard/DIST101/review/ch7_3/selftest_4/decide", data={"answer_id": ids, "verdict": "full"})
     with app.app_context():
         assert db.session.get(QuizAttempt, attempt_id).score == 2
+
+
+def test_a_teacher_can_leave_one_answer_out_of_a_group_decision(app, client, auth) -> None:
+    """A group is answers read alike, which is not always answers that say the same: every answer
+    of a group has a tick box (ticked), the decision grades only the ticked ones, and a decision
+    with none ticked grades nothing and says why."""
+    attempts = _student_answers(app, client, auth, [("alice", "alice-pass", UNSURE), ("bob", "bob-pass", UNSURE_TOO)])
+    auth.login("teacher", "teacher-pass")
+    page = client.get("/dashboard/DIST101/review/ch7_3/selftest_4?lang=en").get_data(as_text=True)
+    group = page.split('class="card rgroup"')[1]
+    assert group.count('type="checkbox" name="answer_id"') == 2 and group.count("checked") >= 2
+    ids = [int(x.split('"')[0]) for x in group.split('name="answer_id" value="')[1:]]
+    none = client.post("/dashboard/DIST101/review/ch7_3/selftest_4/decide?lang=en",
+                       data={"verdict": "full", "group": "g"}, follow_redirects=True).get_data(as_text=True)
+    assert "Tick at least one answer that is still open" in none
+    client.post("/dashboard/DIST101/review/ch7_3/selftest_4/decide", data={"answer_id": ids[:1], "verdict": "full"})
+    with app.app_context():
+        states = sorted(db.session.scalar(db.select(QuizAnswer.review_state).where(
+            QuizAnswer.attempt_id == attempts[name], QuizAnswer.position == POS)) for name in ("alice", "bob"))
+    assert states == ["pending", "reviewed"], states
