@@ -253,21 +253,29 @@ def waiting_verdict(messages: dict[str, Text], points: float, max_points: float,
 
 
 def _settle_waiting(out: dict[str, Any], checks: dict[str, dict[str, Any]]) -> None:
-    """Move the teacher's points for decided fields onto the check that counts them (its
-    ``evidence.waiting``; the field checks say ``counted_in`` it) and restate that check."""
+    """Move the teacher's points for decided fields onto the check that counts them (the field
+    checks say ``counted_in`` it) and restate that check: a field that waited (in its
+    ``evidence.waiting``) adds the decision; a field the student asked about replaces its share."""
     from coursework.assignments import load
 
+    asked: dict[str, dict[str, float]] = {}  # counting check -> field -> decision minus the share it had
+    for fid, f in checks.items():
+        ev = f.get("evidence") or {}
+        if ev.get("counted_in") and ev.get("asked") and ev.get("review") == "decided":
+            asked.setdefault(ev["counted_in"], {})[fid] = f["points"] - float(ev.get("auto_points") or 0.0)
     for c in out["checks"]:
         waiting = (c.get("evidence") or {}).get("waiting")
-        if not isinstance(waiting, dict) or not waiting:
-            continue
+        waiting = waiting if isinstance(waiting, dict) else {}
         decided = {fid: checks[fid]["points"] for fid in waiting
                    if (checks.get(fid) or {}).get("evidence", {}).get("review") == "decided"}
-        if not decided:
+        replaced = asked.get(c["id"], {})
+        if not decided and not replaced:
             continue
-        for fid in decided:
+        for fid in [*decided, *replaced]:
             checks[fid]["points"] = 0.0  # counted once, on the check that holds the part's points
-        c["points"] = round(c["points"] + sum(decided.values()), 2)
+        # not clamped: the gradebook adds the same differences to the stored score
+        c["points"] = round(c["points"] + sum(decided.values()) + sum(replaced.values()), 2)
+        decided |= {fid: checks[fid]["evidence"]["manual_score"] for fid in replaced}
         messages = load(out.get("assignment", "")).raw["checks"][c["id"].split(".")[0]]["messages"]
         open_ = {fid: pts for fid, pts in waiting.items() if fid not in decided}
         status, c["message"] = waiting_verdict(messages, c["points"], c["max_points"], open_, decided)
@@ -277,12 +285,21 @@ def _settle_waiting(out: dict[str, Any], checks: dict[str, dict[str, Any]]) -> N
 
 def askable_field(c: dict[str, Any]) -> bool:
     """Whether a student may ask a teacher about this check ("I think this is right"): an
-    auto-graded annotation field of the upload route (its own points count), not one waiting
-    for or already given a teacher's decision. Fields of the notebook route are counted inside
-    part C (``counted_in``) and cannot be asked (part C cannot be restated for them yet)."""
+    auto-graded annotation field, not one waiting for or already given a teacher's decision,
+    with points at stake: its own (upload route) or its share of the check it is counted in
+    (notebook route, ``counted_in`` part C with ``counted_max``; none when part C counted nothing)."""
     ev = c.get("evidence") or {}
-    return (str(c.get("id", "")).startswith("field.") and "verdict" in ev and not ev.get("review")
-            and not ev.get("counted_in") and float(c.get("max_points") or 0) > 0)
+    at_stake = float(ev.get("counted_max") or 0) if ev.get("counted_in") else float(c.get("max_points") or 0)
+    return str(c.get("id", "")).startswith("field.") and "verdict" in ev and not ev.get("review") and at_stake > 0
+
+
+def field_stake(c: dict[str, Any]) -> tuple[float, float]:
+    """(automatic points, maximum) of an annotation field where they count: its own, or its share
+    of the check it is counted in (notebook part C)."""
+    ev = c.get("evidence") or {}
+    if ev.get("counted_in"):
+        return float(ev.get("counted_points") or 0.0), float(ev.get("counted_max") or 0.0)
+    return float(c.get("points") or 0.0), float(c.get("max_points") or 0.0)
 
 
 def _merge_field_decision(c: dict[str, Any] | None, check_id: str, s: dict[str, Any], assignment_id: str) -> None:
@@ -295,13 +312,12 @@ def _merge_field_decision(c: dict[str, Any] | None, check_id: str, s: dict[str, 
     asked = bool(s.get("asked"))
     if c is None or not (ev.get("review") == "pending" if not asked else askable_field(c)):
         raise ValueError(f"{check_id} is not waiting for review in this report")
-    top = float(c["max_points"]) if asked else float(ev["review_points"])
+    auto, top = field_stake(c) if asked else (0.0, float(ev["review_points"]))
     score = float(s["score"])
     if not 0 <= score <= top:
         raise ValueError(f"{check_id}: score {score} outside 0..{top}")
     tpl = load(assignment_id).raw["checks"]["field"]["messages"]["decided"]
     comment = str(s.get("comment", ""))
-    auto = float(c.get("points") or 0.0)
     c["points"] = score
     c["status"] = (CheckStatus.PASS if score >= top - 1e-9 else CheckStatus.FAIL).value
     c["message"] = {lang: tpl[lang].format(score=f"{score:g}", max=f"{top:g}", comment=comment).strip()

@@ -227,10 +227,15 @@ def annotation_feedback(core_checks: list[CheckResult], cell_points: float, coun
     A field waiting for a teacher keeps waiting on part C's scale (a decision is added there,
     see ``merge_manual_scores``), but only when part C counted the written answer: when the run
     gave part C nothing (kernel killed, format check failed in the run), no decision may add
-    points behind it, so the field shows what the reading found and waits for no one."""
+    points behind it, so the field shows what the reading found and waits for no one. A counted
+    field also carries its share of part C (``counted_points`` of ``counted_max``): a student may
+    ask a teacher about it, and the decision replaces that share."""
     scale = cell_points / (sum(c.max_points for c in core_checks) or 1.0)
     for c in core_checks:
         c.evidence = {**c.evidence, "counted_in": "nb.test_annotated", "points_in_core": c.points}
+        if counted and c.id.startswith("field."):
+            # what the field holds of part C: a decision on a field the student asked about replaces it
+            c.evidence.update(counted_points=round(c.points * scale, 2), counted_max=round(c.max_points * scale, 2))
         if c.evidence.get("review") == "pending":
             if counted:
                 c.evidence["review_points"] = round(c.evidence["review_points"] * scale, 2)

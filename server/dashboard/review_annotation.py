@@ -29,7 +29,7 @@ from sqlalchemy import select, update
 from coursework.config_annotation import annotate, catalogue
 from coursework.quiz import textmatch
 from server.dashboard.actions import _audit
-from coursework.report import askable_field
+from coursework.report import askable_field, field_stake
 from server.dashboard.models import AnnotationReviewRequest, ManualCellScore
 from server.extensions import db
 from server.models import Submission, SubmissionStatus, User, utcnow
@@ -122,8 +122,7 @@ def pending(course_id: int) -> list[Pending]:
                 continue
             req = asked.get((sid, c["id"]))
             if req is not None and askable_field(c):
-                out.append(_item(sid, uid, username, c, ev, float(c.get("points") or 0.0),
-                                 float(c.get("max_points") or 0.0), asked=True, comment=req.comment))
+                out.append(_item(sid, uid, username, c, ev, *field_stake(c), asked=True, comment=req.comment))
             elif ev.get("review") == "pending":
                 out.append(_item(sid, uid, username, c, ev, float(ev.get("provisional_points", 0.0)),
                                  float(ev.get("review_points", 0.0))))

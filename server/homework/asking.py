@@ -8,8 +8,10 @@ when asked (``auto_points``); the teacher's decision (a ``ManualCellScore`` of t
 points (``merge_manual_scores`` with ``asked``) and the gradebook adds the decision minus
 ``auto_points``, so both say the same number.
 
-Only the upload route can be asked: the notebook route counts the fields inside part C
-(``counted_in``), which cannot be restated for an asked field yet (``askable_field`` says no).
+On the notebook route the fields are counted inside part C (``counted_in``): what is at stake
+is the field's share of part C (``counted_points`` of ``counted_max``), the decision replaces that
+share and part C is restated (``coursework.report._settle_waiting``). A field whose part C
+counted nothing in the run cannot be asked (``askable_field`` says no).
 """
 from __future__ import annotations
 

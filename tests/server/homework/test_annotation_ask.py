@@ -186,18 +186,66 @@ def test_a_decision_replaces_points_the_field_already_had(app, client, auth, mak
     assert f"{want:g} / {rep['max_score']:g}" in row  # the attempt list says the same number
 
 
-def test_the_notebook_route_shows_no_form_and_refuses_asking(app, client, auth, make_sub) -> None:
-    """Its fields are counted inside part C (``counted_in``); asking there is not built yet."""
+def _notebook_report(note: str, counted: bool = True) -> dict:
+    """A notebook-route report: part C (``nb.test_annotated``, 40 points) scored from a config whose
+    stage field carries ``note``, and the field checks as feedback counted inside it."""
+    from coursework.report import GradeReport
     from graders.config_annotation import core, notebook
 
-    src = config_source(WRONG)
-    fields = notebook.annotation_feedback(core.annotation_checks(src), 40.0, counted=True)
-    rep = {"assignment": "config_annotation", "status": "graded", "score": 20.0, "max_score": 40.0,
-           "checks": [c.to_dict() for c in fields]}
-    sid = make_sub("alice", score=20.0, max_score=40.0, report_json=rep)
+    src = config_source(note)
+    spec = HOMEWORK2_SPEC()["checks"]["nb"]
+    part_c = notebook._autograded_check(spec, "test_annotated", 40.0, nb_score=40.0, ran=True, problem=None,
+                                        scored=notebook._static_score("annotated", src, 40.0), kernel_error=None)
+    r = GradeReport(assignment="config_annotation")
+    r.add(part_c)
+    for c in notebook.annotation_feedback(core.annotation_checks(src), 40.0, counted=counted):
+        r.add(c)
+    return r.to_dict()
+
+
+def HOMEWORK2_SPEC() -> dict:
+    from coursework import assignments
+
+    return assignments.load("config_annotation").raw
+
+
+def test_the_notebook_route_asks_too_and_the_decision_restates_part_c(app, client, auth, make_sub) -> None:
+    """Notebook-route fields are counted inside part C (``counted_in``). Asking about one works as on
+    the upload route, on part C's scale: the decision replaces the field's share of part C, part C
+    is restated, and the page, the attempt list and the gradebook give the same score."""
+    rep = _notebook_report(WRONG)
+    part_c = next(c for c in rep["checks"] if c["id"] == "nb.test_annotated")
+    stage = stage_check(rep)
+    counted, top = stage["evidence"]["counted_points"], stage["evidence"]["counted_max"]
+    assert stage["points"] == stage["max_points"] == 0 and 0 <= counted < top < 40
+    sid = make_sub("alice", score=rep["score"], max_score=rep["max_score"], report_json=rep)
     auth.login("alice", "alice-pass")
     page = client.get(f"/submissions/{sid}?lang=en").get_data(as_text=True)
-    assert "I think this is right" not in page
+    assert "I think this is right" in page
+    assert "asked" in _ask(client, sid).get_data(as_text=True).lower() and len(_requests(app)) == 1
+    auth.logout()
+    auth.login("teacher", "teacher-pass")
+    queue = client.get("/dashboard/DIST101/review/annotations?lang=en").get_data(as_text=True)
+    assert "Asked by the student" in queue and f"{counted:g} / {top:g} points" in queue
+    client.post("/dashboard/DIST101/review/annotations/decide", data={"item": [f"{sid}:{STAGE}"], "verdict": "full"})
+    want = round(rep["score"] + top - counted, 2)
+    assert _cell(app, "alice") == pytest.approx(want)
+    auth.logout()
+    auth.login("alice", "alice-pass")
+    page = client.get(f"/submissions/{sid}?lang=en").get_data(as_text=True)
+    assert float(page.split('class="score-num">')[1].split("<")[0]) == pytest.approx(want)
+    assert f"{round(part_c['points'] + top - counted, 2):g}" in page  # part C restated with the decision
+    history = client.get("/homework/DIST101/hello_ddp?lang=en").get_data(as_text=True)
+    assert f"{want:g} / {rep['max_score']:g}" in history.split(f'/submissions/{sid}"')[1].split("</tr>")[0]
+
+
+def test_a_notebook_field_whose_part_c_counted_nothing_cannot_be_asked(app, client, auth, make_sub) -> None:
+    """When the run gave part C nothing (kernel killed, format check failed), a decision could add
+    points behind it: no form, and asking is refused."""
+    rep = _notebook_report(WRONG, counted=False)
+    sid = make_sub("alice", score=rep["score"], max_score=rep["max_score"], report_json=rep)
+    auth.login("alice", "alice-pass")
+    assert "I think this is right" not in client.get(f"/submissions/{sid}?lang=en").get_data(as_text=True)
     assert "cannot be asked" in _ask(client, sid).get_data(as_text=True) and _requests(app) == []
 
 
