@@ -5,8 +5,8 @@ may ask a teacher to look at any auto-graded ``field.<path>`` check of their own
 submission, once per answer, with a comment. The request stores the points the field counted
 when asked (``auto_points``); the teacher's decision (a ``ManualCellScore`` of the same cell,
 ``server.dashboard.review_annotation.decide``) replaces them: the report shows the teacher's
-points (``merge_manual_scores`` with ``asked``) and the gradebook adds the decision minus
-``auto_points``, so both say the same number.
+points (``merge_manual_scores`` with ``asked``) and every score (page, gradebook, exports) adds
+the decision minus ``auto_points`` by one definition, ``server.dashboard.hand_scores``.
 
 Only the upload route can be asked: the notebook route counts the fields inside part C
 (``counted_in``), which cannot be restated for an asked field yet (``askable_field`` says no).
