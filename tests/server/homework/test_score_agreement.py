@@ -183,3 +183,19 @@ def test_while_another_submission_is_regraded_the_hand_graded_one_keeps_its_hand
         actions.regrade([db.session.get(Submission, other)], teacher)
         assert db.session.get(Submission, other).status == "queued"
         assert cell().score == pytest.approx(rep["score"] + 2.5)
+
+
+def test_the_homework_list_best_score_counts_hand_given_points(app, client, auth, make_sub) -> None:
+    """Someone with no gradebook row (an instructor trying the homework) sees "Best score" on the
+    homework list: by the same definition, with a graded manual cell in it."""
+    from server.dashboard import actions
+    from server.models import Submission, User
+
+    rep = with_manual_cell(upload_report(UNSURE))
+    sid = make_sub("teacher", score=rep["score"], max_score=rep["max_score"], report_json=rep)
+    with app.app_context():
+        teacher = db.session.scalar(db.select(User.id).where(User.username == "teacher"))
+        actions.set_cell_score(db.session.get(Submission, sid), CELL, "2.5", "", teacher)
+    auth.login("teacher", "teacher-pass")
+    page = client.get("/homework/?lang=en").get_data(as_text=True)
+    assert f"Best score: <strong>{rep['score'] + 2.5:g} / " in page
