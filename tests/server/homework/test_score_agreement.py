@@ -104,6 +104,8 @@ def test_every_page_and_export_says_the_same_total(client, auth, make_sub) -> No
     summary = staff.split("<summary>")[1].split("</summary>")[0]
     assert f"{want:g} / {rep['max_score']:g}" in summary  # the teacher's view of the student says it too
     assert float(staff.split('class="score-num">')[1].split("<")[0]) == pytest.approx(want)
+    listing = client.get("/instructor/DIST101/hello_ddp?lang=en").get_data(as_text=True)
+    assert f"{want:g} / {rep['max_score']:g}" in listing.split(f'/submissions/{sid}"')[1].split("</tr>")[0]
     book = client.get("/dashboard/DIST101/?lang=en").get_data(as_text=True)
     assert _gradebook_cell(book, "alice") == pytest.approx(want)
     canvas = _csv(client.get("/dashboard/DIST101/export/canvas.csv").get_data(as_text=True))
@@ -199,3 +201,19 @@ def test_the_homework_list_best_score_counts_hand_given_points(app, client, auth
     auth.login("teacher", "teacher-pass")
     page = client.get("/homework/?lang=en").get_data(as_text=True)
     assert f"Best score: <strong>{rep['score'] + 2.5:g} / " in page
+
+
+def test_homework_statistics_count_the_submission_the_gradebook_counts(app, make_sub) -> None:
+    """Per-check statistics look at each student's counted submission: with the 'best' policy the
+    one whose score with hand-given points is highest, as in the gradebook."""
+    from server.dashboard import actions, stats
+    from server.models import Submission, User
+
+    rep = with_manual_cell(upload_report(UNSURE))
+    hand = make_sub("alice", score=rep["score"], max_score=rep["max_score"], report_json=rep)
+    make_sub("alice", score=rep["score"] + 1.0)  # SAMPLE_REPORT's checks, stored 1 point higher
+    with app.app_context():
+        teacher = db.session.scalar(db.select(User.id).where(User.username == "teacher"))
+        actions.set_cell_score(db.session.get(Submission, hand), CELL, "2.5", "", teacher)
+        by_id = {c.check_id: c for c in stats.homework_stats(1, "hello_ddp").checks}
+    assert by_id[f"manual.{CELL}"].students == 1 and by_id["launch.ranks"].students == 0
