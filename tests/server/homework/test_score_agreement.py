@@ -134,6 +134,8 @@ def test_the_archive_names_the_counted_score_for_a_submission_without_hand_score
     error = next(r for r in records.values() if r["status"] == "error")
     assert error["counted_score"] is None and error["grader_score"] is None and error["hand_given_points"] == 0.0
     assert "score" not in records[sid]  # no ambiguous name: which score it is is in the key
+    for lang, words in (("en", "counted_score is its score that counts"), ("zh_CN", "counted_score 是这次提交计入成绩的得分")):
+        assert words in client.get(f"/dashboard/DIST101/?lang={lang}").get_data(as_text=True)  # the export says so
 
 
 @pytest.mark.parametrize("review_status", ["pending", "rejected"])
