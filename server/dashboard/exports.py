@@ -19,6 +19,7 @@ from typing import Any, Iterator
 from coursework.report import GradeReport
 from coursework.text import pick
 from server.dashboard.gradebook import Gradebook
+from server.dashboard.hand_scores import merged_report, submission_score, submission_scores
 from server.extensions import db
 from server.homework.points import item_total
 from server.models import FINISHED_STATUSES, Submission, User
@@ -63,20 +64,28 @@ def moodle_csv(book: Gradebook, lang: str = "en") -> str:
 
 
 def gradescope_results(sub: Submission, lang: str = "en") -> dict[str, Any]:
-    """One submission as Gradescope's autograder ``results.json`` (the report's own exporter)."""
-    from server.homework.views import scored_report  # hand-given scores count as on every other page
-
-    merged, delta = scored_report(sub)
+    """One submission as Gradescope's autograder ``results.json`` (the report's own exporter): the
+    tests carry the teacher's hand-given points, the score is the submission's score that counts
+    (``hand_scores``, as on every page)."""
+    merged = merged_report(sub.id, sub.report_json or {})
     report = GradeReport.from_dict(merged or {"assignment": sub.assignment_id, "status": "error"})
     out = report.to_gradescope(lang)
-    if sub.score is not None:
-        out["score"] = round(sub.score + delta, 4)
+    counted = submission_score(sub).counted
+    if counted is not None:
+        out["score"] = counted
     return out
 
 
 def reports_jsonl(course_id: int, assignment_id: str | None = None, batch: int = 200) -> Iterator[str]:
     """Every finished submission of the course (or one homework) with its report, one JSON per line.
 
+    ``counted_score`` is the submission's score that counts: the grader's score plus what the
+    teacher's hand-given scores add (manual cells, annotation decisions; nothing while an
+    integrity review holds it at 0), the number every page, the gradebook and the Gradescope
+    export show for it before the homework's late penalty and score policy. ``grader_score`` is
+    the score the grader stored and ``hand_given_points`` the difference; ``report`` is the
+    grader's report as stored, without the hand-given points (they are in the database's manual
+    scores and audit log). A submission without a score (a grading error) has ``null`` scores.
     Streams in id order a batch at a time, so the archive of a large class never sits in memory.
     """
     last = 0
@@ -91,10 +100,13 @@ def reports_jsonl(course_id: int, assignment_id: str | None = None, batch: int =
         rows = db.session.execute(q).all()
         if not rows:
             return
+        scores = submission_scores([sub.id for sub, _ in rows])
         for sub, username in rows:
             last = sub.id
+            score = scores[sub.id]
             yield json.dumps({"submission": sub.id, "username": username, "assignment": sub.assignment_id,
-                              "status": sub.status, "score": sub.score, "max_score": sub.max_score,
+                              "status": sub.status, "counted_score": score.counted, "grader_score": score.stored,
+                              "hand_given_points": score.added, "max_score": sub.max_score,
                               "points_possible": item_total("hw", sub.assignment_id),
                               "created_at": sub.created_at.isoformat() + "Z", "sha256": sub.sha256,
                               "report": sub.report_json}, ensure_ascii=False, sort_keys=True) + "\n"

@@ -1,9 +1,10 @@
 """The gradebook: every student x every item (homework and quizzes) of a course, in a fixed number
 of aggregate queries, whatever the class size.
 
-A homework cell is the best or last graded submission (per the item's policy) plus its manual
-cell scores, with the late penalty applied to submissions after the student's deadline (the
-course deadline or their extension); a quiz cell is the best or last finished attempt. An
+A homework cell is the best or last graded submission (per the item's policy) with what its
+hand-given scores add (``server.dashboard.hand_scores``, the one definition), with the late
+penalty applied to submissions after the student's deadline (the course deadline or their
+extension); a quiz cell is the best or last finished attempt. An
 instructor's override replaces the computed score (and carries its reason to the student).
 
 Every column is out of the item's own maximum (``server.homework.points``: from
@@ -26,7 +27,8 @@ from sqlalchemy import DateTime, and_, case, func, literal
 from coursework.assignments import load as load_assignment
 from coursework.exceptions import AssignmentNotFound
 from coursework.quiz.bank import BankError, all_quiz_ids, load_quiz
-from server.dashboard.models import AnnotationReviewRequest, Extension, ManualCellScore, ScoreOverride
+from server.dashboard.hand_scores import added_points_table, counted_score
+from server.dashboard.models import Extension, ScoreOverride
 from server.extensions import db
 from server.homework.points import item_total, natural_key
 from server.models import (PENDING_STATUSES, Course, CourseAssignment, Membership, Role, Submission, SubmissionStatus,
@@ -156,30 +158,6 @@ def students_of(course_id: int, user_id: int | None = None) -> list[tuple]:
     return db.session.execute(q).all()
 
 
-def _manual_sums():
-    """Subquery: manual cell points per submission (joined only where a submission has some).
-
-    A decision on an annotation a student asked about replaces the field's automatic points,
-    which the submission's score already holds: it counts as the decision minus those points
-    (``AnnotationReviewRequest.auto_points``), so the cell equals the report's merged score."""
-    asked = AnnotationReviewRequest
-    pts = ManualCellScore.score - func.coalesce(asked.auto_points, 0.0)
-    return (db.select(ManualCellScore.submission_id.label("sid"), func.sum(pts).label("pts"))
-            .outerjoin(asked, and_(asked.submission_id == ManualCellScore.submission_id,
-                                   asked.check_id == ManualCellScore.cell_id))
-            .group_by(ManualCellScore.submission_id).subquery())
-
-
-def manual_points(submission_ids: list[int]) -> dict[int, float]:
-    """Submission id -> what hand-given scores add to its stored score (the gradebook's own sum),
-    for pages that list single submissions."""
-    if not submission_ids:
-        return {}
-    manual = _manual_sums()
-    return {sid: float(pts or 0.0) for sid, pts in db.session.execute(
-        db.select(manual.c.sid, manual.c.pts).where(manual.c.sid.in_(submission_ids)))}
-
-
 def _cell_from(subs: list[tuple[int, float, datetime]], item: Item, due: datetime | None,
                top: float | None) -> Cell:
     """One cell from a student's graded submissions ``(id, score, created_at)`` (the detail path)."""
@@ -194,18 +172,18 @@ def _cell_from(subs: list[tuple[int, float, datetime]], item: Item, due: datetim
 
 
 def _homework_cells(course_id: int, items: dict[str, Item], user_id: int | None = None) -> dict[tuple[int, str], Cell]:
-    """(user_id, assignment_id) -> Cell over graded submissions (+ their manual cell points).
+    """(user_id, assignment_id) -> Cell over graded submissions (+ what hand-given scores add).
 
     One GROUP BY per (student, homework) does the common case: the course deadline is a CASE
     over the handful of homework, so no row joins a settings table. Late submissions (a
     penalty needs each one's time), "last" policies and students with an extension (their
     own deadline) are the exceptions, each read by one more query over just those rows.
     """
-    manual = _manual_sums()
+    manual = added_points_table()
     deadlines = {i.ref: i.deadline for i in items.values() if i.kind == "hw" and i.deadline is not None}
     due = (case({aid: literal(d, DateTime) for aid, d in deadlines.items()}, value=Submission.assignment_id)
            if deadlines else literal(None, DateTime))
-    total = Submission.score + func.coalesce(manual.c.pts, 0.0)
+    total = counted_score(manual)  # the one definition of stored + hand-given (``hand_scores``)
     # Each row's lateness is computed once, in a subquery, and reused by the aggregates.
     graded = (db.select().select_from(Submission).outerjoin(manual, manual.c.sid == Submission.id)
               .where(Submission.course_id == course_id, Submission.status == SubmissionStatus.GRADED.value))
@@ -282,8 +260,10 @@ def _keep_while_regrading(course_id: int, items: dict[str, Item], cells, user_id
         if item is None:
             continue
         subs = [(w.id, w.old_score, w.created_at) for w in waiting if (w.user_id, w.assignment_id) == (uid, aid)]
+        added = added_points_table()
         subs += [tuple(r) for r in db.session.execute(
-            db.select(Submission.id, Submission.score, Submission.created_at).where(
+            db.select(Submission.id, counted_score(added), Submission.created_at)
+            .outerjoin(added, added.c.sid == Submission.id).where(
                 Submission.course_id == course_id, Submission.user_id == uid, Submission.assignment_id == aid,
                 Submission.status == SubmissionStatus.GRADED.value))]
         ext = db.session.scalar(db.select(Extension.deadline).where(

@@ -13,6 +13,7 @@ from flask_wtf import FlaskForm
 from flask_wtf.file import FileField, FileRequired
 
 from server.access import course_or_404
+from server.dashboard.hand_scores import submission_scores
 from server.extensions import db
 from server.models import CourseAssignment, Membership, Role, Submission, User
 from server.roster import import_csv
@@ -64,4 +65,5 @@ def submissions(code: str, assignment_id: str):
     subs = db.session.scalars(db.select(Submission).where(
         Submission.course_id == course.id, Submission.assignment_id == assignment_id)
         .order_by(Submission.id.desc())).all()
-    return render_template("instructor/submissions.html", course=course, settings=settings, subs=subs)
+    return render_template("instructor/submissions.html", course=course, settings=settings, subs=subs,
+                           scores=submission_scores([s.id for s in subs]))  # stored + hand-given

@@ -21,6 +21,7 @@ from sqlalchemy import func
 
 from coursework.quiz.bank import BankError, load_question
 from coursework.text import pick
+from server.dashboard.hand_scores import added_points_table, counted_score
 from server.extensions import db
 from server.models import Course, CourseAssignment, Submission, SubmissionStatus
 from server.quiz.models import AttemptStatus, QuizAnswer, QuizAttempt
@@ -163,8 +164,10 @@ def homework_stats(course_id: int, assignment_id: str) -> HomeworkStats:
              (Submission.status == SubmissionStatus.GRADED.value)
     policy = db.session.scalar(db.select(CourseAssignment.score_policy).where(
         CourseAssignment.course_id == course_id, CourseAssignment.assignment_id == assignment_id)) or "best"
+    added = added_points_table()  # 'best' by the score with hand-given points, as the gradebook picks
     latest_ids = counted_ids(db.session.execute(
-        db.select(Submission.id, Submission.user_id, Submission.score).where(graded)).all(), policy)
+        db.select(Submission.id, Submission.user_id, counted_score(added))
+        .outerjoin(added, added.c.sid == Submission.id).where(graded)).all(), policy)
     checks: dict[str, CheckStats] = {}
     scores, speedups, peaks = [], [], defaultdict(list)
     n = 0

@@ -5,8 +5,8 @@ may ask a teacher to look at any auto-graded ``field.<path>`` check of their own
 submission, once per answer, with a comment. The request stores the points the field counted
 when asked (``auto_points``); the teacher's decision (a ``ManualCellScore`` of the same cell,
 ``server.dashboard.review_annotation.decide``) replaces them: the report shows the teacher's
-points (``merge_manual_scores`` with ``asked``) and the gradebook adds the decision minus
-``auto_points``, so both say the same number.
+points (``merge_manual_scores`` with ``asked``) and every score (page, gradebook, exports) adds
+the decision minus ``auto_points`` by one definition, ``server.dashboard.hand_scores``.
 
 On the notebook route the fields are counted inside part C (``counted_in``): what is at stake
 is the field's share of part C (``counted_points`` of ``counted_max``), the decision replaces that

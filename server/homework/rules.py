@@ -51,9 +51,14 @@ class Homework:
 
 
 def attempt_counts(user_id: int, course_id: int, assignment_id: str) -> tuple[int, int, float | None, float | None]:
-    """(graded, pending, best score, max score) of one user's submissions to one homework."""
+    """(graded, pending, best score, max score) of one user's submissions to one homework; a score
+    with what hand-given scores add (``server.dashboard.hand_scores``, as the gradebook)."""
+    from server.dashboard.hand_scores import added_points_table, counted_score  # the dashboard imports homework views
+
+    added = added_points_table()
     rows = db.session.execute(
-        db.select(Submission.status, func.count(), func.max(Submission.score), func.max(Submission.max_score))
+        db.select(Submission.status, func.count(), func.max(counted_score(added)), func.max(Submission.max_score))
+        .outerjoin(added, added.c.sid == Submission.id)
         .where(Submission.user_id == user_id, Submission.course_id == course_id,
                Submission.assignment_id == assignment_id)
         .group_by(Submission.status)).all()

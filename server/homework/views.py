@@ -18,7 +18,6 @@ from flask_wtf.file import FileField, FileRequired
 
 from coursework.assignments import load
 from coursework.exceptions import AssignmentNotFound, SubmissionRejected
-from coursework.report import merge_manual_scores
 from server.access import is_instructor_of, submission_or_404
 from server.extensions import db
 from server.homework import asking, chart_labels, markdown, readable
@@ -130,7 +129,7 @@ def assignment_page(hw, form, error: str | None = None, status: int = 200):
     return render_template("homework/assignment.html", hw=hw, form=form, spec=spec_html(hw.assignment.path),
                            history=history, refusal=upload_refusal(hw), files=student_files(hw.assignment.path),
                            staff=is_instructor_of(hw.course.id), regrading=regrading_of(history),
-                           manual=manual_points([s.id for s in history])), status
+                           scores=submission_scores([s.id for s in history])), status
 
 
 # Only these folders of an assignment are for students; solution/ and samples/ never leave the server.
@@ -143,11 +142,12 @@ def student_files(path: Path) -> list[str]:
             for p in sorted((path / folder).iterdir()) if p.is_file() and not p.name.startswith(".")]
 
 
-def manual_points(ids: list[int]) -> dict[int, float]:
-    """Submission id -> what the teacher's hand-given scores add to its stored score."""
-    from server.dashboard.gradebook import manual_points as sums  # the dashboard package imports this module
+def submission_scores(ids: list[int]) -> dict:
+    """Submission id -> its stored score, what hand-given scores add and the sum that counts
+    (``server.dashboard.hand_scores``: the gradebook's own definition)."""
+    from server.dashboard.hand_scores import submission_scores as scores  # the dashboard package imports this module
 
-    return sums(ids)
+    return scores(ids)
 
 
 def regrading_of(subs: list[Submission]) -> dict:
@@ -180,45 +180,20 @@ def store_submission(hw, filename: str, data: bytes) -> Submission:
     return sub
 
 
-def with_manual_scores(submission_id: int, report: dict) -> dict:
-    """The report as the student should see it: free-text cells the instructor graded by hand
-    carry that score and comment (the same merge nbgrader's gradebook gets)."""
-    from server.dashboard.actions import cell_scores  # the dashboard package imports this module
-
-    scores = cell_scores(submission_id)
-    if not scores or not any(c.get("id", "").startswith(("manual.", "field.")) for c in report.get("checks", [])):
-        return report
-    try:
-        asked = asking.requests_for(submission_id)  # decisions on these replace the automatic points
-        return merge_manual_scores(report, {cid: {"score": r.score, "comment": r.comment, "asked": cid in asked}
-                                            for cid, r in scores.items()})
-    except ValueError:  # a cell the regraded report no longer has: show the report as graded
-        current_app.logger.warning("manual scores of submission %s do not match its report", submission_id)
-        return report
-
-
-def scored_report(sub: Submission) -> tuple[dict, float]:
-    """The report with the teacher's hand-given scores merged, and what they change in the score
-    (added to ``sub.score``, exactly as the gradebook adds its manual sums to the stored score)."""
-    stored = sub.report_json or {}
-    report = with_manual_scores(sub.id, stored)
-    if report is stored:
-        return report, 0.0
-    return report, round(sum(c.get("points", 0.0) for c in report.get("checks", []))
-                         - sum(c.get("points", 0.0) for c in stored.get("checks", [])), 4)
-
-
 def report_context(sub: Submission) -> dict:
     """What the report fragment needs; the traceback only for the course's instructors.
 
-    ``manual_delta`` is what the teacher's hand-given points change in the score (the same
-    difference the gradebook applies to the stored score); ``asked``/``askable`` drive the
-    "ask the teacher" forms of the annotation fields (the owner's only)."""
-    report, delta = scored_report(sub)
+    ``report`` carries the teacher's hand-given points on its checks (for display); ``sub_score``
+    is the submission's score with them, from the one definition the gradebook and the exports
+    use (``server.dashboard.hand_scores``); ``asked``/``askable`` drive the "ask the teacher"
+    forms of the annotation fields (the owner's only)."""
+    from server.dashboard.hand_scores import merged_report, submission_score  # the dashboard package imports this module
+
+    report = merged_report(sub.id, sub.report_json or {})
     staff = is_instructor_of(sub.course_id)
     owner = sub.user_id == current_user.id
     return dict(sub=sub, course=db.session.get(Course, sub.course_id), report=report, checks=report.get("checks", []), charts=charts_for(report.get("plots"), chart_labels.for_page()),
-                manual_delta=delta, asked=asking.requests_for(sub.id),
+                sub_score=submission_score(sub).counted, asked=asking.requests_for(sub.id),
                 askable=asking.askable_checks(sub) if owner else set(),
                 staff=staff, traceback=(sub.error_detail or report.get("staff_traceback")) if staff else None,
                 elapsed=elapsed_s(sub))

@@ -170,15 +170,6 @@ def finish_attempt(attempt: QuizAttempt, status: AttemptStatus = AttemptStatus.S
     return attempt
 
 
-def gradebook_score(quiz: Quiz, user_id: int) -> tuple[float, float] | None:
-    """(score, max) that counts for the gradebook: best or last finished attempt; None if none."""
-    done = [a for a in attempts_of(user_id, quiz.id) if not a.is_open]
-    if not done:
-        return None
-    chosen = done[-1] if quiz.score_policy == "last" else max(done, key=lambda a: a.score)
-    return chosen.score, chosen.max_score
-
-
 def sections_to_reread(attempt: QuizAttempt) -> list[str]:
     """Chapter sections of the questions not answered fully, in chapter order."""
     weak = set()

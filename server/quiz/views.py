@@ -6,6 +6,7 @@ Every question posts on its own (Enter submits), so feedback is immediate per qu
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from flask import Blueprint, abort, current_app, flash, jsonify, redirect, render_template, request, session, url_for
@@ -56,42 +57,55 @@ def _own_attempt_or_404(attempt_id: int) -> QuizAttempt:
     return attempt
 
 
-def _counted_cells(user_id: int) -> dict[str, Any]:
-    """quiz id -> the student's gradebook cell (the score that counts, an override and its reason),
-    from their own row in each course they study in: what the gradebook and exports show."""
+@dataclass(frozen=True, slots=True)
+class QuizScore:
+    """What the quiz pages show for one quiz: the student's gradebook cell (the score that counts,
+    an override and its reason), what it is out of, and whether the course counts the quiz."""
+
+    cell: Any  # server.dashboard.gradebook.Cell
+    max_score: float | None
+    counted: bool
+
+
+def _quiz_scores(user_id: int) -> dict[str, QuizScore]:
+    """quiz id -> the student's ``QuizScore`` from their own gradebook row in the courses they study
+    in (the first that has one, where attempts start): the one source of the quiz pages' score,
+    the number the gradebook and its exports show. No cell (no attempt in a course, no override):
+    nothing counts, so nothing is shown."""
     from server.dashboard.gradebook import build_gradebook  # here: the dashboard package imports quiz modules
 
-    out: dict[str, Any] = {}
+    out: dict[str, QuizScore] = {}
     for m in current_user.memberships:
-        if m.role == Role.STUDENT.value:
-            for row in build_gradebook(m.course, user_id).rows[:1]:
-                out.update({key.split(":", 1)[1]: c for key, c in row.cells.items() if key.startswith("quiz:")})
+        if m.role != Role.STUDENT.value:
+            continue
+        book = build_gradebook(m.course, user_id)
+        for row in book.rows[:1]:
+            for item in book.items:
+                cell = row.cells.get(item.key)
+                if item.kind == "quiz" and cell is not None and cell.score is not None:
+                    out.setdefault(item.ref, QuizScore(cell, item.max_score or cell.max_score, item.counted))
     return out
 
 
 @bp.route("/")
 def index():
-    """Every quiz with its mode, attempts used and the score that counts."""
-    rows = []
-    counted = _counted_cells(current_user.id)
-    for quiz_id in all_quiz_ids():
-        quiz = load_quiz(quiz_id)
-        rows.append({"quiz": quiz, "used": len(rules.attempts_of(current_user.id, quiz_id)),
-                     "counts": rules.gradebook_score(quiz, current_user.id), "counted": counted.get(quiz_id)})
+    """Every quiz with its mode, attempts used and its score (the gradebook cell)."""
+    scores = _quiz_scores(current_user.id)
+    rows = [{"quiz": quiz, "used": len(rules.attempts_of(current_user.id, quiz.id)), "score": scores.get(quiz.id)}
+            for quiz in map(load_quiz, all_quiz_ids())]
     return render_template("quiz/index.html", rows=rows)
 
 
 @bp.route("/<quiz_id>/")
 def overview(quiz_id: str):
-    """Description, rules and attempt history of one quiz."""
+    """Description, rules, the score (the gradebook cell) and attempt history of one quiz."""
     quiz = _quiz_or_404(quiz_id)
     history = rules.attempts_of(current_user.id, quiz_id)
     refusal = rules.start_refusal(quiz, current_user.id)
     open_attempt = next((a for a in history if a.is_open), None)
     return render_template("quiz/overview.html", quiz=quiz, history=list(reversed(history)),
                            refusal=_messages().get(refusal or "", ""), open_attempt=open_attempt,
-                           counts=rules.gradebook_score(quiz, current_user.id),
-                           counted=_counted_cells(current_user.id).get(quiz_id))
+                           score=_quiz_scores(current_user.id).get(quiz_id))
 
 
 @bp.post("/<quiz_id>/start")

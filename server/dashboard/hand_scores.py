@@ -1,0 +1,110 @@
+"""What hand-given scores add to a submission's stored score: defined once, here.
+
+Three kinds of score are given by hand (``ManualCellScore`` rows): a manual cell a grader left for
+a person (``manual.<cell>``: it held 0 points, the score is added), an annotation the reading was
+unsure of (``field.<path>`` waiting with 0 points: the decision is added) and an annotation the
+student asked about (``AnnotationReviewRequest``: the field already counted ``auto_points``, which
+the decision *replaces*, so it adds the decision minus them). While a submission counts 0 for an
+integrity review (``review_status`` pending or rejected) they add nothing: its page says it counts
+0 points, and a teacher's cell score must not lift it.
+
+The number is one SQL expression (``counted_score`` over ``added_points_table``): the gradebook
+aggregates it over a whole course in its grouped query, and ``submission_scores`` reads the same
+expression for single submissions (the student's report page, the attempt list, the Gradescope
+export, the JSON-lines archive). ``merged_report`` is for *display* only: the stored report with the
+teacher's points and comments on its checks (``coursework.report.merge_manual_scores``); pages
+show its checks and take the total from here. It lives in the dashboard package, beside the tables
+it reads, and imports no view module (the homework views import it inside their functions,
+because ``server.dashboard`` imports the homework views).
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import and_, case, func, or_
+
+from coursework.report import merge_manual_scores
+from server.dashboard.models import AnnotationReviewRequest, ManualCellScore
+from server.extensions import db
+from server.models import Submission
+
+log = logging.getLogger(__name__)
+
+# Integrity review states in which a submission counts 0 points (``server.dashboard.integrity``).
+COUNTS_ZERO = ("pending", "rejected")
+
+
+def added_points_table():
+    """Subquery ``(sid, pts)``: per submission with hand-given scores, what they add before the
+    integrity rule (a decision on an asked field counts minus the field's ``auto_points``)."""
+    asked = AnnotationReviewRequest
+    pts = ManualCellScore.score - func.coalesce(asked.auto_points, 0.0)
+    return (db.select(ManualCellScore.submission_id.label("sid"), func.sum(pts).label("pts"))
+            .outerjoin(asked, and_(asked.submission_id == ManualCellScore.submission_id,
+                                   asked.check_id == ManualCellScore.cell_id))
+            .group_by(ManualCellScore.submission_id).subquery())
+
+
+def added_points(added):
+    """SQL: what hand-given scores add to the ``Submission`` row they are joined with (outer join
+    ``added.c.sid == Submission.id``): nothing while it counts 0 or has no score."""
+    return case((or_(Submission.score.is_(None), Submission.review_status.in_(COUNTS_ZERO)), 0.0),
+                else_=func.coalesce(added.c.pts, 0.0))
+
+
+def counted_score(added):
+    """SQL: the submission's score that counts, its stored score plus ``added_points`` (NULL when
+    it has no score, e.g. a grading error)."""
+    return Submission.score + added_points(added)
+
+
+@dataclass(frozen=True, slots=True)
+class SubmissionScore:
+    """One submission's numbers: ``stored`` (the grader's), ``added`` (by hand) and ``counted``."""
+
+    stored: float | None
+    added: float
+    counted: float | None
+
+
+def submission_scores(submission_ids: list[int]) -> dict[int, SubmissionScore]:
+    """Submission id -> its ``SubmissionScore``, by the gradebook's own expression (one query)."""
+    if not submission_ids:
+        return {}
+    added = added_points_table()
+    rows = db.session.execute(
+        db.select(Submission.id, Submission.score, added_points(added), counted_score(added))
+        .outerjoin(added, added.c.sid == Submission.id).where(Submission.id.in_(submission_ids)))
+    return {sid: SubmissionScore(stored, round(float(plus or 0.0), 4), None if total is None else round(total, 4))
+            for sid, stored, plus, total in rows}
+
+
+def submission_score(sub: Submission) -> SubmissionScore:
+    """``submission_scores`` of one submission."""
+    return submission_scores([sub.id]).get(sub.id) or SubmissionScore(sub.score, 0.0, sub.score)
+
+
+def merged_report(submission_id: int, report: dict[str, Any]) -> dict[str, Any]:
+    """The stored report as the student should see it: checks given points by hand carry them and
+    the teacher's comment (asked fields say their automatic points were replaced). For display:
+    the total comes from ``submission_scores``. A cell the report no longer has (it was regraded)
+    leaves the report as graded, logged."""
+    scores = {r.cell_id: r for r in db.session.scalars(
+        db.select(ManualCellScore).where(ManualCellScore.submission_id == submission_id))}
+    if not scores or not any(str(c.get("id", "")).startswith(("manual.", "field."))
+                             for c in report.get("checks", [])):
+        return report
+    asked = set(db.session.scalars(db.select(AnnotationReviewRequest.check_id).where(
+        AnnotationReviewRequest.submission_id == submission_id)))
+    try:
+        return merge_manual_scores(report, {cid: {"score": r.score, "comment": r.comment, "asked": cid in asked}
+                                            for cid, r in scores.items()})
+    except ValueError:
+        log.warning("manual scores of submission %s do not match its report", submission_id)
+        return report
+
+
+__all__ = ["SubmissionScore", "added_points", "added_points_table", "counted_score", "merged_report",
+           "submission_score", "submission_scores"]
