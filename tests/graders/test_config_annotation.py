@@ -280,6 +280,15 @@ def test_annotation_answer_set_agreement_with_a_teacher() -> None:
         # The nine fields added in session 5 measured 0.667 (14 wrong answers at full marks) on
         # their held half before any change; tuning batches 2-5 (tune only) found the classes.
         assert s["fair_auto"] >= 0.97, (s, unfair)
+    # held10 (session 6): 90 answers to 15 values of the weighted fields, most of them values held2
+    # and held3 never covered (overlap_comm, bf16, fp16, the batch fields, the FSDP options), by a
+    # writer who never ran the grader, measured once and not looked at: 0.675 fair among
+    # auto-graded, 10 wrong answers at full marks, 11% to the teacher. The weighted fields' reading
+    # is no more reliable on fresh answers than the default-weight fields' (see below); a ratchet
+    # at that measurement, not the target.
+    outcomes = [o for o in agreement.annotation_outcomes("held10") if o.field not in UNWEIGHTED_GRADED_FIELDS]
+    s = agreement.summary(outcomes)
+    assert s["n"] == 90 and s["fair_auto"] >= 0.67 and s["wrong_full_auto"] <= 10 and s["review_share"] <= 0.15, s
 
 
 def test_unweighted_fields_answer_set_agreement_with_a_teacher() -> None:
@@ -301,6 +310,7 @@ def test_unweighted_fields_answer_set_agreement_with_a_teacher() -> None:
     held7  after held6's classes                 0.669 / 26 (main: 0.617/31)  0.677 / 24 (restates_key)
     held8  session 5's final rules                0.640 / 21                  (not looked at)
     held9  session 5's final rules                0.615 / 29                  (not looked at)
+    held11 session 6 (with restates_key)          0.613 / 26                  (not looked at)
     =====  ====================================  ===========================  ===================
 
     ("main" is session 4's rules on the same batch.) held8 and held9 were written in session 6 by two
@@ -317,7 +327,8 @@ def test_unweighted_fields_answer_set_agreement_with_a_teacher() -> None:
     assert tune["n"] >= 400 and tune["fair_auto"] >= 0.98 and tune["wrong_full_auto"] == 0, tune
     assert tune["review_share"] <= 0.15, tune
     floors = {"held": (250, 0.92, 5), "held4": (224, 0.82, 11), "held5": (168, 0.82, 8), "held6": (168, 0.70, 18),
-              "held7": (168, 0.67, 24), "held8": (168, 0.63, 21), "held9": (168, 0.61, 29)}
+              "held7": (168, 0.67, 24), "held8": (168, 0.63, 21), "held9": (168, 0.61, 29),
+              "held11": (168, 0.61, 26)}
     for split, (n, fair, wrong_full) in floors.items():
         s = agreement.summary([o for o in agreement.annotation_outcomes(split) if o.field in UNWEIGHTED_GRADED_FIELDS])
         assert s["n"] >= n and s["review_share"] <= 0.15, (split, s)

@@ -146,3 +146,15 @@ def test_every_rubric_message_exists_in_both_languages_and_names_no_internal_id(
 def test_quizzes_load(quiz_id: str) -> None:
     quiz = load_quiz(quiz_id)
     assert quiz.question_ids and quiz.mode in ("practice", "graded")
+
+
+def test_a_blind_batch_measures_what_fresh_answers_get() -> None:
+    """``blind6``: 120 answers to the six self-test questions (20 each, zh and en) written in session 6
+    by someone who never ran the grader, measured once and not looked at. On fresh answers the
+    confident path stays safe (no wrong answer at full marks) but the targets are not met: 0.802
+    fair among auto-graded, 24% to the teacher. A ratchet at that measurement, not the target."""
+    outcomes = agreement.quiz_outcomes("blind6")
+    s = agreement.summary(outcomes)
+    unfair = [(o.source, o.answer, o.expect, o.got_score) for o in outcomes if not o.review and not o.fair]
+    assert s["n"] == 120 and s["wrong_full_auto"] == 0, (s, unfair)
+    assert s["fair_auto"] >= 0.80 and s["review_share"] <= 0.25, (s, unfair)
