@@ -66,6 +66,7 @@ def seed_class(students: int, seed: int = 7, code: str = "BENCH", reports: bool 
     db.session.add(course)
     db.session.commit()
     teacher_user, _ = enrol(course, "teacher", role=Role.INSTRUCTOR, password="teacher-pass")
+    teacher_user.set_password("teacher-pass")  # seed-demo made the demo teacher with a random one
     db.session.commit()
     teacher = teacher_user.id
     settings = []

@@ -13,6 +13,7 @@ concurrently.
 from __future__ import annotations
 
 import os
+import signal
 import threading
 
 import redis
@@ -22,8 +23,27 @@ from graders.gpu_slots import host_gpus
 from server.grading.queue import queues_for_host, redis_conn
 from server.grading.reconcile import reconcile
 from server.grading.task import worker_app
+from server.process import die_with_parent
 
 RECONCILE_EVERY_S = float(os.environ.get("RECONCILE_EVERY_S", "5"))
+
+
+class GradingWorker(Worker):
+    """RQ's worker whose work horse dies with it. The horse runs in a process group of its own, so
+    signalling the worker's group (the supervisor's stop, SIGKILL after a grace period) never
+    reached it: it went on grading as an orphan, with its grader and the grader's torchrun ranks.
+    The grader already dies with the horse (``task.py``); this closes the chain above it. The
+    job's lease then expires and the reconciler runs it again, costing no attempt."""
+
+    def fork_work_horse(self, job, queue) -> None:
+        self._worker_pid = os.getpid()
+        super().fork_work_horse(job, queue)
+
+    def main_work_horse(self, job, queue) -> None:
+        die_with_parent(signal.SIGKILL)()
+        if os.getppid() != getattr(self, "_worker_pid", os.getppid()):
+            os._exit(1)  # the worker died between the fork and the line above
+        super().main_work_horse(job, queue)
 
 
 def reconcile_forever(stop: threading.Event) -> None:
@@ -57,7 +77,7 @@ def main() -> None:
         from graders.calibration import calibrate_forever
         mode = "gpu" if app.config["WORKER_GPUS"] or app.config["GRADER_MODE"] == "gpu" else "cpu"
         threading.Thread(target=calibrate_forever, args=(stop, mode), daemon=True).start()
-    worker = Worker([Queue(n, connection=conn) for n in names], connection=conn)
+    worker = GradingWorker([Queue(n, connection=conn) for n in names], connection=conn)
     sandbox_layers.publish(conn, worker.name, sandbox.probe())  # shown on the queue-health page
     try:
         worker.work(with_scheduler=False)

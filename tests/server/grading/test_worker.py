@@ -168,3 +168,25 @@ def test_queues_by_resource_class(probe):
     probe.start_worker("gpu-host")
     subs = wait_until(lambda: all_final(probe.app, list(ids.values())), 60, "the GPU jobs")
     assert all(s.status == "graded" and s.results_stored == 1 for s in subs.values())
+
+
+def test_a_worker_killed_mid_job_takes_its_work_horse_and_grader_with_it(tmp_path, redis_server):
+    """The supervisor stops a worker by signalling its process group, and SIGKILLs it after a grace
+    period; RQ's work horse runs in a process group of its own, so it used to outlive the worker
+    (seen with ``./distgrade up``: Ctrl-C during a grading left the horse, the grader and its
+    torchrun ranks running, orphaned). Only the worker's main process is killed here."""
+    from tests.conftest import descendants
+    from tests.ops.test_supervisor import wait_gone
+
+    probe = probe_service(tmp_path, redis_server, timeout_s=120, lease_s=6)  # no timeout ends the job for it
+    try:
+        sid = submit(probe.app, "sleep 60")
+        worker = probe.start_worker("w1")
+        wait_until(lambda: rows(probe.app, [sid])[sid].status == "running", 60, "a running job")
+        below = wait_until(lambda: descendants(worker.pid) if len(descendants(worker.pid)) >= 2 else None,
+                           30, "the work horse and its grader")
+        os.kill(worker.pid, signal.SIGKILL)
+        worker.wait()
+        assert wait_gone(below, timeout=10) == [], below
+    finally:
+        probe.stop()
