@@ -102,7 +102,7 @@ def gradebook(code: str):
     rows = sort_and_filter(book, q=q, sort=sort, desc=desc, behind=_flag("behind"))
     pages = max(1, -(-len(rows) // PER_PAGE))
     page = min(max(1, request.args.get("page", 1, type=int)), pages)
-    means = {i.key: book.item_mean(i.key) for i in book.items}
+    means = book.item_means()
     return render_template("dashboard/gradebook.html", course=course, book=book, rows=rows[(page - 1) * PER_PAGE:
                            page * PER_PAGE], matched=len(rows), page=page, pages=pages, sort=sort, desc=desc, q=q,
                            behind=_flag("behind"), means=means)
