@@ -345,11 +345,15 @@ def _quiz_cells(course_id: int, policies: dict[str, str], user_id: int | None = 
 
 
 @contextmanager
-def _gc_paused():
+def gc_paused():
     """Pause the cyclic collector while tens of thousands of small acyclic objects are built.
 
     Left on, it fires a full collection over the app's whole heap several times per gradebook
-    (a third of the time at 2,000 students); reference counting still frees everything.
+    (a third of the time at 2,000 students); reference counting still frees everything. A page
+    that also drops the book inside the pause (the gradebook view) spares the collector the
+    cells entirely: re-enabled while they are alive, it scans them once as young objects (about
+    15 ms at 2,000 students) and about every other page again as older ones (about 50 ms).
+    Nests: an inner pause leaves the collector as the outer one found it.
     """
     enabled = gc.isenabled()
     gc.disable()
@@ -365,7 +369,7 @@ def build_gradebook(course: Course, user_id: int | None = None) -> Gradebook:
 
     ``user_id``: just that student's row, by the same rules (what the student's own pages show).
     """
-    with _gc_paused():
+    with gc_paused():
         return _build(course, user_id)
 
 
@@ -429,4 +433,4 @@ def sort_and_filter(book: Gradebook, *, q: str = "", sort: str = "username", des
     return sorted(rows, key=key, reverse=desc)
 
 
-__all__ = ["Cell", "Gradebook", "Item", "Row", "build_gradebook", "late_factor", "sort_and_filter"]
+__all__ = ["Cell", "Gradebook", "Item", "Row", "build_gradebook", "gc_paused", "late_factor", "sort_and_filter"]
