@@ -15,7 +15,7 @@ from coursework.exceptions import AssignmentNotFound
 from coursework.quiz.bank import BankError, all_quiz_ids, load_quiz
 from server.access import course_or_404
 from server.dashboard import actions, exports
-from server.dashboard.gradebook import build_gradebook, sort_and_filter
+from server.dashboard.gradebook import build_gradebook, gc_paused, sort_and_filter
 from server.dashboard.models import AuditEntry, Extension
 from server.extensions import db
 from server.homework.points import natural_key
@@ -97,15 +97,22 @@ def _flag(name: str) -> bool:
 def gradebook(code: str):
     """Students x items with totals; ?q= filters, ?sort=<key>&desc=1 sorts, ?behind=1 keeps those behind."""
     course = course_or_404(code, instructor=True)
+    with gc_paused():  # the book dies when _gradebook_page returns: the collector never scans its cells
+        return _gradebook_page(course)
+
+
+def _gradebook_page(course) -> str:
     book = build_gradebook(course)
     sort, desc, q = request.args.get("sort", "username"), _flag("desc"), request.args.get("q", "").strip()
     rows = sort_and_filter(book, q=q, sort=sort, desc=desc, behind=_flag("behind"))
     pages = max(1, -(-len(rows) // PER_PAGE))
     page = min(max(1, request.args.get("page", 1, type=int)), pages)
-    means = {i.key: book.item_mean(i.key) for i in book.items}
-    return render_template("dashboard/gradebook.html", course=course, book=book, rows=rows[(page - 1) * PER_PAGE:
+    means = book.item_means()
+    html = render_template("dashboard/gradebook.html", course=course, book=book, rows=rows[(page - 1) * PER_PAGE:
                            page * PER_PAGE], matched=len(rows), page=page, pages=pages, sort=sort, desc=desc, q=q,
                            behind=_flag("behind"), means=means)
+    book.rows.clear()  # Jinja's render context is a reference cycle (its macros) that would keep every row alive
+    return html
 
 
 def student_or_404(course_id: int, username: str) -> User:

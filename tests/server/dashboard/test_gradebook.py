@@ -160,3 +160,32 @@ def test_gradebook_query_count_does_not_grow_with_students(app, make_sub):
             enrol(course, f"s{i:03d}", password="pw-not-used-here")
         db.session.commit()
         assert count_queries() == few
+
+
+def test_last_policy_with_late_and_on_time_newest(app, make_sub):
+    """'last' cells read the newest submission; late rows and newest rows come from one query."""
+    with app.app_context():
+        _settings(deadline=DEADLINE, late_penalty_per_day=0.25, score_policy="last")
+    make_sub(score=9.0, created_at=DEADLINE - timedelta(hours=2))
+    make_sub(score=8.0, created_at=DEADLINE + timedelta(hours=3))  # newest, 1 started day late: keeps 75 %
+    make_sub("bob", score=10.0, created_at=DEADLINE + timedelta(hours=1))  # late
+    make_sub("bob", score=4.0, created_at=DEADLINE - timedelta(hours=1))  # newest by id, on time
+    with app.app_context():
+        book = _book(app)
+        alice, bob = _cell(book, "alice"), _cell(book, "bob")
+        assert (alice.score, alice.late, alice.attempts) == (6.0, True, 2)
+        assert (bob.score, bob.late, bob.attempts) == (4.0, False, 2)
+
+
+def test_item_means_are_item_mean_of_every_column(app, make_sub):
+    """The footer's one-pass means equal the per-column definition (missing and overridden cells)."""
+    from server.dashboard.actions import set_override
+
+    make_sub(score=7.5)
+    make_sub("bob", status="error")
+    with app.app_context():
+        bob = db.session.scalar(db.select(User).where(User.username == "bob"))
+        set_override(1, bob.id, KEY, 2.25, "oral exam", 1, None)
+        book = _book(app)
+        assert book.item_means() == {i.key: book.item_mean(i.key) for i in book.items}
+        assert book.item_means()[KEY] == round((7.5 + 2.25) / 2, 2)
