@@ -1,7 +1,7 @@
 """A student asked a teacher to look at an auto-graded annotation (issue 12, "I think this is
 right"): the teacher's decision REPLACES the field's automatic points (never added on top), on the
-report's own scale; the notebook route, whose field points are counted inside part C, cannot be
-asked yet, so a decision marked as asked there is refused rather than counted twice."""
+report's own scale; on the notebook route, whose field points are counted inside part C, it replaces
+the field's share of part C, and a field whose part C counted nothing cannot be asked."""
 from __future__ import annotations
 
 import re
@@ -64,17 +64,48 @@ def test_the_input_report_is_not_changed() -> None:
     assert repr(report) == before
 
 
-def test_notebook_route_fields_cannot_be_asked() -> None:
-    """Part C holds these fields' points (``counted_in``): replacing the field's own 0 would count
-    nothing, adding would count twice; until part C can be restated, refuse."""
-    src = config_source(SURE_WRONG)
-    fields = notebook.annotation_feedback(core.annotation_checks(src), 40.0, counted=True)
-    report = {"assignment": "config_annotation", "score": 20.0, "max_score": 40.0,
-              "checks": [c.to_dict() for c in fields]}
-    assert stage_check(report)["evidence"]["counted_in"] == "nb.test_annotated"
+def _notebook_report(note: str, counted: bool) -> dict:
+    """Part C (40 points) scored from a config whose stage note is ``note``, with the field checks
+    counted inside it (``counted`` False: the run gave part C nothing)."""
+    from coursework import assignments
+    from coursework.report import GradeReport
+
+    src = config_source(note)
+    spec = assignments.load("config_annotation").raw["checks"]["nb"]
+    r = GradeReport(assignment="config_annotation")
+    r.add(notebook._autograded_check(spec, "test_annotated", 40.0, nb_score=40.0, ran=True, problem=None,
+                                     scored=notebook._static_score("annotated", src, 40.0), kernel_error=None))
+    for c in notebook.annotation_feedback(core.annotation_checks(src), 40.0, counted=counted):
+        r.add(c)
+    return r.to_dict()
+
+
+def test_a_notebook_route_decision_replaces_the_fields_share_of_part_c() -> None:
+    """Part C holds these fields' points (``counted_in``): the field carries its share of part C
+    (``counted_points`` of ``counted_max``), and an asked decision replaces that share inside part C,
+    never adding on top of it nor counting on the field's own 0."""
+    from coursework.report import askable_field
+
+    report = _notebook_report(SURE_WRONG, counted=True)
+    stage = stage_check(report)
+    share, top = stage["evidence"]["counted_points"], stage["evidence"]["counted_max"]
+    assert stage["evidence"]["counted_in"] == "nb.test_annotated" and askable_field(stage) and share < top
+    merged = merge_manual_scores(report, {"field.zero_optimization.stage": {"score": top, "asked": True}})
+    part_c = {c["id"]: c for c in merged["checks"]}["nb.test_annotated"]
+    before = {c["id"]: c for c in report["checks"]}["nb.test_annotated"]
+    assert part_c["points"] == pytest.approx(before["points"] - share + top, abs=0.011)
+    assert merged["score"] == pytest.approx(report["score"] - share + top, abs=0.011)
+    assert stage_check(merged)["points"] == 0  # counted once, on part C
+    with pytest.raises(ValueError):  # beyond the field's share of part C
+        merge_manual_scores(report, {"field.zero_optimization.stage": {"score": top + 1, "asked": True}})
+
+
+def test_a_notebook_field_whose_part_c_counted_nothing_cannot_be_asked() -> None:
+    from coursework.report import askable_field
+
+    report = _notebook_report(SURE_WRONG, counted=False)
+    assert askable_field(stage_check(report)) is False
     with pytest.raises(ValueError):
         merge_manual_scores(report, {"field.zero_optimization.stage": {"score": 0.0, "asked": True}})
-    from coursework.report import askable_field
-    assert askable_field(stage_check(report)) is False
     assert askable_field(stage_check(upload_report(SURE_WRONG))) is True
     assert askable_field(stage_check(upload_report("full_shard：切梯度和优化器状态，参数每卡一份？可能吧"))) is False  # pending
