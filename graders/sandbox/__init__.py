@@ -154,7 +154,7 @@ def run(argv: Sequence[str], *, workdir: Path, limits: Limits, env: dict[str, st
             use_as = may_use_as and (cg is None or "memory" not in cg.dirs)
             layers += (["rlimit-as"] if use_as else []) + (cg.layers if cg else ["killpg"])
             layers += [f"cpus:{cgroups.cpu_list(cpus)}"] if cpus else []
-            _refuse_if_missing(layers)
+            _refuse_if_missing(layers, degraded)
             gpu_args: list[str] = []
             if gpus:
                 gpu_args, gpu_env = gpu_setup(gpus, isolated=binary is not None)
@@ -187,12 +187,12 @@ def run(argv: Sequence[str], *, workdir: Path, limits: Limits, env: dict[str, st
     return result
 
 
-def _refuse_if_missing(layers: list[str]) -> None:
+def _refuse_if_missing(layers: list[str], degraded: list[str]) -> None:
     missing = missing_layers(layers)
     if missing and enforcement() == "required":
         raise SandboxSetupError(
             "refusing to run student code: the sandbox lacks " + "; ".join(missing) + ". Layers present: "
-            + ", ".join(layers) + ". Fix the host (root, a working bwrap, a writable cgroup), or set "
+            + ", ".join(layers) + ". Why: " + ("; ".join(degraded) or "not reported") + ". Fix the host (root, a working bwrap, a writable cgroup), or set "
             "DISTGRADE_SANDBOX=none to run without these protections.")
 
 

@@ -272,37 +272,62 @@ def create(memory_bytes: int, pids_max: int,
     return _create_v2(own, memory_bytes, pids_max, cpus)
 
 
+def _v2_parents(mount: Path, own: str) -> list[Path]:
+    """Where a run's group may go in a v2 tree: below the service's own group, else its nearest ancestor.
+
+    cgroup v2 forbids a group with processes of its own from handing memory or pids to
+    children ("no internal processes"): a service that shares its group with other
+    processes (a VM's or container's command group, a login session) cannot delegate from
+    it. The nearest ancestor that can still holds the service's group, so the limits
+    above both keep applying; the run's own limits apply in any case.
+    """
+    parts = [p for p in own.split("/") if p]
+    return [mount.joinpath(*parts[:n]) for n in range(len(parts), -1, -1)]
+
+
 def _create_v2(own: dict[str, str], memory_bytes: int, pids_max: int,
                cpus: list[int] | None) -> tuple[JobCgroup | None, list[str]]:
+    wanted = ("memory", "pids", *(("cpuset",) if cpus else ()))
     for mount in (CGROUP_MOUNT / "unified", CGROUP_MOUNT):
-        controllers = _read(mount / "cgroup.controllers").split()
-        if not controllers:
+        if not _read(mount / "cgroup.controllers").split():
             continue
-        parent = mount / own.get("", "/").lstrip("/")
-        base = parent / "distgrade"
-        try:
-            base.mkdir(exist_ok=True)
-        except OSError:
-            continue
-        have = set(_read(base / "cgroup.controllers").split()) & {"memory", "pids", *(("cpuset",) if cpus else ())}
+        # Both limits from one place if any place gives both; else the nearest that gives some.
+        tries = [(parent, need) for need in ({"memory", "pids"}, set()) for parent in _v2_parents(mount, own.get("", "/"))]
+        for parent, need in tries:
+            cg = _v2_group(parent, wanted, need)
+            if cg is None:
+                continue
+            if "memory" in cg.dirs:
+                _write(cg.dirs["memory"] / "memory.max", memory_bytes)
+                _write(cg.dirs["memory"] / "memory.swap.max", 0)
+            if "pids" in cg.dirs:
+                _write(cg.dirs["pids"] / "pids.max", pids_max)
+            if "cpuset" in cg.dirs and not _write_text(cg.dirs["cpuset"] / "cpuset.cpus", cpu_list(cpus or [])):
+                del cg.dirs["cpuset"]
+            missing = [f"cgroup-v2:{c}: not delegated" for c in wanted if c not in cg.dirs]
+            return cg, missing
+    return None, ["cgroup: no writable v1 hierarchy nor v2 tree with memory/pids delegated"]
+
+
+def _v2_group(parent: Path, wanted: tuple[str, ...], need: set[str]) -> JobCgroup | None:
+    """A run's group under ``parent/distgrade`` with the ``wanted`` controllers it can have, or None
+    if ``parent`` cannot delegate every one of ``need`` (or, with ``need`` empty, any of them)."""
+    base = parent / "distgrade"
+    try:
+        base.mkdir(exist_ok=True)
+    except OSError:
+        return None
+    have = set(_read(base / "cgroup.controllers").split()) & set(wanted)
+    if have and need <= have:
         try:
             (base / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in sorted(have)))
         except OSError:
             have = set()
-        child = _make_child(parent)
-        if child is None or not have:
-            if child is not None:
-                child.rmdir()
-            continue
-        cg = JobCgroup(version=2, dirs={c: child for c in have})
-        if "memory" in have:
-            _write(child / "memory.max", memory_bytes)
-            _write(child / "memory.swap.max", 0)
-        if "pids" in have:
-            _write(child / "pids.max", pids_max)
-        if "cpuset" in have and not _write_text(child / "cpuset.cpus", cpu_list(cpus or [])):
-            del cg.dirs["cpuset"]
-        wanted = ("memory", "pids", *(("cpuset",) if cpus else ()))
-        missing = [f"cgroup-v2:{c}: not delegated" for c in wanted if c not in cg.dirs]
-        return cg, missing
-    return None, ["cgroup: no writable v1 hierarchy nor v2 tree with memory/pids delegated"]
+    if not have or not need <= have:
+        try:
+            base.rmdir()  # only if nothing lives there
+        except OSError:
+            pass
+        return None
+    child = _make_child(parent)
+    return None if child is None else JobCgroup(version=2, dirs={c: child for c in have})
