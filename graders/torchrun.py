@@ -40,6 +40,8 @@ PROGRESS_TAIL = 1500
 SCAN_TAIL = 64 * 1024  # what checks may search (a spawn worker's traceback precedes the rank's own)
 MAX_CHANNEL_ENTRIES = 4096  # names listed in the channel folder (students may create files there)
 MAX_STACK_FILES = 8  # dumps kept per rank: the rank and a few of its children
+NCCL_HEARTBEAT_S = 30  # see rank_env
+JOB_USER = "student"  # the ranks' USER / LOGNAME
 DIST_DEBUG_DEFAULT = "OFF"  # graded runs; the CPU pre-flight sets DETAIL (DISTGRADE_DIST_DEBUG)
 _STACK_FILE = re.compile(r"stack-rank\d+(?:-child\d+)?\.txt")
 # torchrun's failure summary (ChildFailedError): "rank : 1 (local_rank: 1)" then "exitcode : -6 (pid: 52)"
@@ -344,10 +346,27 @@ def rank_env(*, channel: Path, mode: str, synthetic: bool) -> dict[str, str]:
     if mode == "cpu":
         env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")
     else:  # NCCL: flight recorder dumped on a collective timeout; heartbeat kills a stuck watchdog
-        env.update(TORCH_NCCL_TRACE_BUFFER_SIZE="2000", TORCH_NCCL_DUMP_ON_TIMEOUT="1",
-                   TORCH_NCCL_DEBUG_INFO_TEMP_FILE=str(channel / "nccl_trace_rank_"),
-                   TORCH_NCCL_ENABLE_MONITORING="1", TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC="120")
+        # Seen on an H200 (torch 2.11): after a collective timed out and the trace was dumped, the rank
+        # lived on until the heartbeat ran out, holding its GPU; 120 s there kept it 130 s, 30 s ends it
+        # within ~45 s of the timeout. The TORCH_FR_* names replace TORCH_NCCL_TRACE_BUFFER_SIZE and
+        # TORCH_NCCL_DEBUG_INFO_TEMP_FILE, which torch now warns about in every rank's log.
+        env.update(TORCH_FR_BUFFER_SIZE="2000", TORCH_NCCL_DUMP_ON_TIMEOUT="1",
+                   TORCH_FR_DUMP_TEMP_FILE=str(channel / "nccl_trace_rank_"),
+                   TORCH_NCCL_ENABLE_MONITORING="1", TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC=str(NCCL_HEARTBEAT_S))
     return env
+
+
+def job_identity(work: Path) -> dict[str, str]:
+    """Who the ranks are and where their caches go: the job's own folder, removed with it.
+
+    The job's uid has no passwd entry, so ``getpass.getuser()`` (which torch's compile cache,
+    imported by ``DDP`` and the optimizers since torch 2.11, names its folder after) must
+    find ``USER`` in the environment instead of failing in ``pwd``.
+    """
+    cache = work / ".cache"
+    return {"HOME": str(work), "TMPDIR": str(work), "USER": JOB_USER, "LOGNAME": JOB_USER,
+            "XDG_CACHE_HOME": str(cache), "TORCHINDUCTOR_CACHE_DIR": str(cache / "torchinductor"),
+            "TRITON_CACHE_DIR": str(cache / "triton")}
 
 
 def make_limits(base: dict[str, Any], override: dict[str, Any] | None = None) -> sandbox.Limits:
@@ -381,7 +400,7 @@ def run(script: Path, nproc: int, *, root: Path, data_dir: Path, epochs: int, li
             "--log-dir", str(logs), "--redirects", "3", str(script),
             *(script_args if script_args is not None else ["--data-dir", str(data_dir), "--epochs", str(epochs)])]
     env = {**rank_env(channel=server.dir, mode=mode, synthetic=synthetic),
-           **(extra_env or {}), "HOME": str(work), "TMPDIR": str(work)}
+           **(extra_env or {}), **job_identity(work)}
     relay = _ProgressRelay(progress, logs, nproc) if progress else None
     window_start = time.monotonic()
     try:
