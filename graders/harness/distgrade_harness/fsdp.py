@@ -172,10 +172,19 @@ class FsdpObserver:
             return []
         return list(max(self.roots, key=lambda m: sum(p.numel() for p in m.parameters())).parameters())
 
-    def _param_sum(self) -> float:
-        with torch.no_grad():
-            return float(sum(p.detach().to_local().double().abs().sum() if hasattr(p, "to_local")
-                             else p.detach().double().abs().sum() for p in self._model_params()))
+    def _param_sum(self) -> float | None:
+        """Sum of |parameters| in float64, or None when the card has no room left to compute it.
+
+        Seen on an H200 after a 1b run's CUDA OOM: ``.double()`` of one parameter asked for
+        500 MiB more and the harness's own traceback landed in the student's log. ``abs().sum``
+        with a float64 accumulator needs half that, and an OOM here only means "no sum".
+        """
+        try:
+            with torch.no_grad():
+                return float(sum((p.detach().to_local() if hasattr(p, "to_local") else p.detach())
+                                 .abs().sum(dtype=torch.float64) for p in self._model_params()))
+        except torch.OutOfMemoryError:
+            return None
 
     def _pre_step(self, optimizer, args, kwargs) -> None:
         if not any(o is optimizer for o in self.optimizers):
