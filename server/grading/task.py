@@ -45,6 +45,9 @@ from server.models import Submission, utcnow
 from server.process import die_with_parent
 
 _app: Flask | None = None
+# ``python -m graders`` runs from the repository root, so it finds the graders without relying on the
+# editable install (on the first GPU host, which had none, every grading failed "No module named graders").
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 class InfraFailure(Exception):
@@ -167,7 +170,7 @@ def _run_report(argv: list[str], env: dict[str, str], submission_id: int, progre
     # A lost job (its process SIGKILLed) takes the grader, and through the sandbox the ranks, along.
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
                             start_new_session=True, preexec_fn=die_with_parent(signal.SIGKILL),
-                            cwd=str(Path(__file__).resolve().parent.parent), pass_fds=pass_fds)
+                            cwd=str(REPO_ROOT), pass_fds=pass_fds)
     out, err = _wait_relaying_progress(proc, submission_id, progress_file, timeout, heartbeat)
     if proc.returncode not in (0, 1):
         raise InfraFailure(f"grader exited with {proc.returncode}: {err.decode(errors='replace')[-4000:]}")
