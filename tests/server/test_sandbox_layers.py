@@ -55,3 +55,18 @@ def test_queue_health_page_shows_each_workers_layers(app, client, auth) -> None:
     assert "Missing, grading refused:" in html and "network namespace" in html and "bwrap: not installed" in html
     assert html.count("Missing, grading refused:") == 1  # only the broken worker
     assert "沙箱防护层" in zh and "缺少防护层，拒绝评分：" in zh
+
+
+def test_queue_health_page_shows_supervisor_restarts(app, client, auth) -> None:
+    """A Redis or web server that ``./distgrade up`` had to start again is told to staff, with when and why."""
+    import json
+    import time
+    from pathlib import Path
+
+    (Path(app.config["VAR_DIR"]) / "supervisor.json").write_text(
+        json.dumps({"redis": {"restarts": 2, "last_exit": -9, "last_at": time.time() - 90}}))
+    auth.login("teacher", "teacher-pass")
+    en = client.get("/dashboard/DIST101/queue", headers={"Accept-Language": "en"}).get_data(as_text=True)
+    zh = client.get("/dashboard/DIST101/queue", headers={"Accept-Language": "zh-CN"}).get_data(as_text=True)
+    assert "Restarted service processes" in en and "killed by signal 9" in en
+    assert "重启过的服务进程" in zh and "被信号 9 终止" in zh
