@@ -19,7 +19,7 @@ from coursework import assignments
 from coursework.exceptions import AssignmentNotFound, SubmissionRejected
 from coursework.report import GradeReport, ReportStatus
 from graders import integrity, sandbox, workspace
-from graders.exceptions import SandboxSetupError
+from graders.exceptions import InfrastructureError, SandboxSetupError
 
 
 def grade(assignment_id: str, path: str, mode: str, submission_id: str | None = None) -> GradeReport:
@@ -36,7 +36,7 @@ def grade(assignment_id: str, path: str, mode: str, submission_id: str | None = 
             report = assignment.grader_function()(assignment=assignment, job=job,
                                                   files=files, mode=mode)
             report = integrity.finalize(report, job, files)  # tamper evidence -> needs_review
-    except (SubmissionRejected, SandboxSetupError):
+    except (SubmissionRejected, InfrastructureError):
         raise
     except Exception:  # a grader bug: staff see the traceback, the student loses nothing
         report = GradeReport.crashed(assignment_id, traceback.format_exc(), mode=mode)
@@ -88,6 +88,9 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     except SandboxSetupError as e:  # infrastructure: the worker retries, no attempt is used
         print(f"sandbox unavailable, not graded: {e}", file=sys.stderr)
+        return 4
+    except InfrastructureError as e:  # the host failed the run (a kill from outside): likewise
+        print(f"the grading host failed this run, not graded: {e}", file=sys.stderr)
         return 4
     if args.json:
         sys.stdout.write(report.to_json() + "\n")

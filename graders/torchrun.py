@@ -25,6 +25,7 @@ from typing import Any
 
 from coursework.progress import report_progress
 from graders import integrity, sandbox, untrusted
+from graders.exceptions import InfrastructureError
 
 HARNESS_DIR = Path(__file__).resolve().parent / "harness"
 MAX_STREAM_BYTES = 16 * 1024 * 1024  # per rank; an honest 12-epoch CIFAR run sends under 5 MiB
@@ -102,6 +103,31 @@ class TorchrunRun:
         Empty when every rank exited 0 or when the launcher printed no failure summary.
         """
         return failed_ranks(self.result.stderr)
+
+
+def root_cause(launcher_stderr: str) -> tuple[int, int] | None:
+    """(rank, exit code) of torchrun's "Root Cause (first observed failure)", or None."""
+    _, found, rest = _clean(launcher_stderr).partition("Root Cause")
+    m = _FAILED_RANK.search(rest) if found else None
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def killed_from_outside(result: sandbox.SandboxResult, streams: dict[int, RankStream]) -> str | None:
+    """Why this run ended by a kill from outside the job (so it is no grade), or None.
+
+    The first rank to fail died of SIGKILL, and nothing of the job's own explains it: none of
+    its limits fired (time, memory, pids, disk, output), no rank sent a signal itself (the
+    harness records every kill call and kill tool), or the host's OOM killer took a process
+    while the job was under its own memory limit (the cgroup's counters, outside the job).
+    """
+    if result.host_oom:
+        return "the host's OOM killer ended a process of the job while the job was under its own memory limit"
+    cause = root_cause(result.stderr)
+    if cause is None or cause[1] != -signal.SIGKILL or result.killed_reason is not None or result.timed_out:
+        return None
+    if any(stream.of("signal_sent") for stream in streams.values()):
+        return None  # the script sent signals itself: its crash is its own
+    return f"rank {cause[0]} was killed from outside the job by SIGKILL (no limit of the job fired, no rank sent a signal)"
 
 
 def failed_ranks(launcher_stderr: str) -> dict[int, int]:
@@ -417,6 +443,10 @@ def run(script: Path, nproc: int, *, root: Path, data_dir: Path, epochs: int, li
     events = validate(server, nproc, (window_start, window_end))
     integrity.append_events(root.parent, events, tag=f"n{nproc}")
     scan = read_logs(logs, nproc, result, SCAN_TAIL)
+    outside = killed_from_outside(result, server.streams)
+    if outside:  # the host's failure, not the student's: retried, no attempt used, staff told why
+        raise InfrastructureError(f"{outside}; exit codes {failed_ranks(result.stderr)}; launcher: "
+                                  f"{_clean(result.stderr)[-1500:]}")
     return TorchrunRun(nproc=nproc, result=result, ranks=server.streams, stacks=read_stacks(server.dir, nproc),
                        logs={k: v[-LOG_TAIL:] for k, v in scan.items()}, tampering=server.tampering,
                        scan_logs=scan, integrity=events)

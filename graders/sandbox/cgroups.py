@@ -209,6 +209,20 @@ class JobCgroup:
             return _keyed(d / "memory.oom_control", "oom_kill")
         return _keyed(d / "memory.events", "oom_kill")
 
+    def oom_at_limit(self) -> bool:
+        """True once the job's own memory limit was reached and reclaim failed (its OOM, not the host's).
+
+        A process of the job killed by the host's OOM killer (the host ran out, the job did not)
+        counts in ``oom_kills`` but not here: that kill is the host's failure, not the student's.
+        """
+        d = self.dirs.get("memory")
+        if d is None:
+            return False
+        if self.version == 1:
+            raw = _read(d / "memory.failcnt").strip()
+            return raw.isdigit() and int(raw) > 0
+        return _keyed(d / "memory.events", "oom") > 0
+
     def pids_limit_hit(self) -> bool:
         """True once a fork or clone was refused because of ``pids.max``."""
         d = self.dirs.get("pids")

@@ -63,7 +63,8 @@ class SandboxResult:
     stdout: str = ""
     stderr: str = ""
     killed_reason: KilledReason | None = None
-    oom_killed: bool = False
+    oom_killed: bool = False  # by the job's own memory limit
+    host_oom: bool = False  # a process of the job killed by the host's OOM killer, the job under its limit
     layers: list[str] = field(default_factory=list)
     peak_memory_bytes: int | None = None
     degraded: list[str] = field(default_factory=list)  # "layer: why it is missing"

@@ -186,7 +186,7 @@ class Session:
     def _limit_hit(self, now: float, deadline: float, next_disk: float) -> KilledReason | None:
         if self.out.total + self.err.total > self.limits.output_kill_bytes:
             return KilledReason.OUTPUT
-        if self.cg is not None and self.cg.oom_kills() > 0:
+        if self.cg is not None and self.cg.oom_kills() > 0 and self.cg.oom_at_limit():
             return KilledReason.MEMORY
         if self.cg is not None and self.cg.pids_limit_hit():
             return KilledReason.PIDS
@@ -221,12 +221,13 @@ class Session:
     def _outcome(self, rc: int, wall_s: float) -> SandboxResult:
         reason = self.reason
         oom = self.cg is not None and self.cg.oom_kills() > 0
-        if reason is None and oom:
+        host_oom = oom and not self.cg.oom_at_limit()  # the host ran out of memory, not the job
+        if reason is None and oom and not host_oom:
             reason = KilledReason.MEMORY
         if reason is None and rc in (-signal.SIGXFSZ, 128 + signal.SIGXFSZ):
             reason = KilledReason.DISK  # RLIMIT_FSIZE: one file grew past fsize_bytes
         leftover = len(self.cg.pids()) if self.cg is not None else 0
         return SandboxResult(returncode=rc, timed_out=reason == KilledReason.TIMEOUT, wall_s=wall_s,
                              stdout=self.out.text(), stderr=self.err.text(), killed_reason=reason,
-                             oom_killed=oom, peak_memory_bytes=self.cg.peak_memory() if self.cg else None,
+                             oom_killed=oom and not host_oom, host_oom=host_oom, peak_memory_bytes=self.cg.peak_memory() if self.cg else None,
                              output_total_bytes=self.out.total + self.err.total, leftover_pids=leftover)

@@ -8,11 +8,9 @@ A student's ``getpass.getuser()`` or ``torch.compile`` meets the same wall on an
 from __future__ import annotations
 
 import os
-from pathlib import Path
-
 import pytest
 
-from graders import torchrun
+from graders import torchrun, workspace
 
 pytestmark = pytest.mark.slow
 
@@ -25,16 +23,16 @@ dist.destroy_process_group()
 """
 
 
-def test_getuser_and_the_compile_cache_work_as_the_job_uid(tmp_path: Path) -> None:
-    code = tmp_path / "code"
-    code.mkdir()
-    (code / "who.py").write_text(SCRIPT)
-    os.chmod(tmp_path, 0o711)
-    os.chmod(code, 0o755)
-    run = torchrun.run(code / "who.py", 1, root=tmp_path / "n1", data_dir=code, epochs=0, script_args=[],
-                       limits=torchrun.make_limits({"wall_s": 120, "address_space": False}))
+def test_getuser_and_the_compile_cache_work_as_the_job_uid() -> None:
+    with workspace.job_dir("who") as job:
+        code = job / "code"
+        code.mkdir()
+        (code / "who.py").write_text(SCRIPT)
+        os.chmod(code, 0o755)
+        run = torchrun.run(code / "who.py", 1, root=job / "n1", data_dir=code, epochs=0, script_args=[],
+                           limits=torchrun.make_limits({"wall_s": 120, "address_space": False}))
     log = run.scan_logs["rank0"]
     assert run.result.returncode == 0, log[-2000:]
     assert "user=" in log and "KeyError" not in log
     cache = log.split("cache=", 1)[1].split()[0]
-    assert cache.startswith(str(tmp_path / "n1" / "work")), cache  # the job's own folder, removed with it
+    assert cache.startswith(str(job / "n1" / "work")), cache  # the job's own folder, removed with it

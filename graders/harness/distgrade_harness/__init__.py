@@ -89,6 +89,9 @@ def _install_rank(channel_dir: str, rank: int) -> None:
 
     observer = hooks.Observer(stream, rank)
     observer.install()
+    from distgrade_harness import signals
+
+    signals.install(stream)  # a rank killed by its own code is the student's; see graders.torchrun
     atexit.register(observer.at_exit)
     if os.environ.get("DISTGRADE_FSDP") == "1":  # the FSDP homework's extra observer
         from distgrade_harness import fsdp
