@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -14,6 +16,29 @@ from coursework.exceptions import SubmissionRejected
 JOBS_ROOT = Path(os.environ.get("DISTGRADE_JOBS_DIR", tempfile.gettempdir())) / "distgrade-jobs"
 
 
+OWNER = ".owner"  # flock-held by the process that made the folder: free means its owner is gone
+ORPHAN_GRACE_S = 3600  # a folder without an owner file (its maker died at birth) is removed after this
+WORKER_TMP_PREFIX = "distgrade-sub"  # the worker's own folder per grading (server.grading.task)
+
+
+@contextlib.contextmanager
+def owned_dir(prefix: str, parent: Path) -> Iterator[Path]:
+    """A fresh folder under ``parent`` that ``sweep`` removes if this process dies without removing it.
+
+    The folder holds ``.owner`` (0600) under an exclusive flock for as long as this process
+    (or a child it handed the descriptor to, which it does not: close-on-exec) lives; the
+    kernel drops the lock when the process dies, SIGKILL included.
+    """
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    fd = os.open(path / OWNER, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+        os.close(fd)
+
+
 @contextlib.contextmanager
 def job_dir(submission_id: str | None = None) -> Iterator[Path]:
     """Create a private job directory (mode 0711 on the root) and remove it afterwards.
@@ -21,19 +46,57 @@ def job_dir(submission_id: str | None = None) -> Iterator[Path]:
     Each job directory is readable only by the grader; the sandbox binds just the
     pieces a run needs, so one job can never see another. The job holds a sandbox uid
     of its own for its whole life (``graders.sandbox.credentials.lease``), used by every
-    run of the job; leaving reaps that uid and removes the folder.
+    run of the job; leaving reaps that uid and removes the folder. A grader killed before
+    that (a killed worker, a replaced submission) leaves it to ``sweep``.
     """
     from graders.sandbox import credentials
 
     JOBS_ROOT.mkdir(parents=True, exist_ok=True)
     os.chmod(JOBS_ROOT, 0o711)
     prefix = f"sub{submission_id}-" if submission_id else "cli-"
-    with credentials.lease(job=True):
-        path = Path(tempfile.mkdtemp(prefix=prefix, dir=JOBS_ROOT))
+    with credentials.lease(job=True), owned_dir(prefix, JOBS_ROOT) as path:
+        yield path
+
+
+def sweep() -> list[str]:
+    """Remove the job folders and worker folders whose owner process is gone; returns their names.
+
+    Safe while other graders run: a live owner holds its folder's lock. Called when a worker
+    starts and after each of its gradings, so what a killed worker or grader left goes soon.
+    """
+    removed = []
+    places = [(JOBS_ROOT, None), (Path(tempfile.gettempdir()), WORKER_TMP_PREFIX)]
+    for parent, prefix in places:
         try:
-            yield path
-        finally:
+            names = [n for n in os.listdir(parent) if prefix is None or n.startswith(prefix)]
+        except OSError:
+            continue
+        for name in names:
+            path = parent / name
+            if path.is_symlink() or not path.is_dir() or not _owner_gone(path):
+                continue
             shutil.rmtree(path, ignore_errors=True)
+            removed.append(name)
+    return removed
+
+
+def _owner_gone(path: Path) -> bool:
+    try:
+        fd = os.open(path / OWNER, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:  # made by an older version, or its maker died between mkdtemp and the lock
+        try:
+            return time.time() - path.stat().st_mtime > ORPHAN_GRACE_S
+        except OSError:
+            return False
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)  # closing drops the probe's own lock at once
+    return True
 
 
 def stage_submission(assignment: Assignment, src: str | os.PathLike[str], job: Path) -> list[Path]:

@@ -218,10 +218,23 @@ class JobCgroup:
         d = self.dirs.get("memory")
         if d is None:
             return False
-        if self.version == 1:
-            raw = _read(d / "memory.failcnt").strip()
-            return raw.isdigit() and int(raw) > 0
-        return _keyed(d / "memory.events", "oom") > 0
+        if self.version == 1:  # the limit was hit (with swap accounting, that limit's counter)
+            counts = [_read(d / name).strip() for name in ("memory.failcnt", "memory.memsw.failcnt")]
+            hit = any(c.isdigit() and int(c) > 0 for c in counts)
+        else:
+            hit = _keyed(d / "memory.events", "oom") > 0
+        # Some kernels leave the counter at 0 (seen here: cgroup v1, peak == limit, failcnt 0):
+        # a peak at the limit is the job's own OOM as well.
+        peak, limit = self.peak_memory(), self.memory_limit()
+        return hit or bool(peak and limit and peak >= 0.98 * limit)
+
+    def memory_limit(self) -> int | None:
+        """The job's memory limit in bytes, as the kernel holds it."""
+        d = self.dirs.get("memory")
+        if d is None:
+            return None
+        raw = _read(d / ("memory.limit_in_bytes" if self.version == 1 else "memory.max")).strip()
+        return int(raw) if raw.isdigit() else None
 
     def pids_limit_hit(self) -> bool:
         """True once a fork or clone was refused because of ``pids.max``."""

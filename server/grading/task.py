@@ -37,7 +37,7 @@ from flask import Flask, current_app
 from coursework.assignments import load
 from coursework.exceptions import AssignmentNotFound
 from coursework.progress import read_progress
-from graders import gpu_slots, preflight
+from graders import gpu_slots, preflight, workspace
 from server.extensions import db
 from server.grading import lifecycle
 from server.grading.queue import enqueue, try_dispatch
@@ -69,6 +69,13 @@ def worker_app() -> Flask:
 
 def grade_submission(submission_id: int) -> str:
     """RQ entry point. Returns a short word for RQ's result; never raises for bad input."""
+    try:
+        return _grade_submission(submission_id)
+    finally:
+        workspace.sweep()  # what this grading's killed grader (replaced, timed out) or a dead worker left
+
+
+def _grade_submission(submission_id: int) -> str:
     app = worker_app()
     with app.app_context():
         db.engine.dispose(close=False)  # connections inherited over fork are not ours
@@ -106,7 +113,7 @@ def _run_grader(submission_id: int, heartbeat: "_Heartbeat") -> dict[str, Any]:
         assignment = load(sub.assignment_id)
     except AssignmentNotFound:
         assignment = None  # the grader itself reports the unknown assignment
-    with tempfile.TemporaryDirectory(prefix=f"distgrade-sub{submission_id}-") as tmp:
+    with workspace.owned_dir(f"{workspace.WORKER_TMP_PREFIX}{submission_id}-", Path(tempfile.gettempdir())) as tmp:
         src = Path(tmp) / "in" / Path(sub.filename).name
         src.parent.mkdir()
         src.write_bytes(sub.content)

@@ -63,10 +63,11 @@ def reconcile_forever(stop: threading.Event) -> None:
 
 
 def main() -> None:
-    from graders import sandbox
+    from graders import sandbox, workspace
     from server import sandbox_layers
 
     sandbox_layers.fail_closed_by_default()
+    workspace.sweep()  # folders a killed worker or grader of this host left behind
     app = worker_app()
     with app.app_context():
         conn = redis_conn()
