@@ -17,12 +17,13 @@ one cluster). Documents of earlier terms (``reference``) are compared with stude
 from __future__ import annotations
 
 import time
+from array import array
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from itertools import combinations
-from typing import Any
+from typing import Any, Callable, Iterable
 
-from coursework.similarity.fingerprint import Token, kgram_hashes, tokens_for, winnow
+from coursework.similarity.fingerprint import kgram_hashes, tokens_for, winnow
 
 
 @dataclass
@@ -62,8 +63,10 @@ class Settings:
 
 @dataclass
 class _Prepared:
-    tokens: list[Token]
-    hashes: list[int]
+    """What is kept of a document while the class is compared: its k-gram hashes (8 bytes per
+    token), its fingerprints and which tokens are its own; not its text or tokens (memory)."""
+
+    hashes: array
     prints: set[int] = field(default_factory=set)
     own: bytearray = field(default_factory=bytearray)
 
@@ -84,19 +87,28 @@ def _own_mask(hashes: list[int], excluded: set[int], k: int, n: int) -> bytearra
     return own
 
 
-def compare(docs: list[Doc], boilerplate: list[str], kind: str = "code",
-            settings: Settings | None = None) -> dict[str, Any]:
-    """Compare every student document with every other (and with the reference corpus)."""
+def compare(docs: Iterable[Doc], boilerplate: list[str], kind: str = "code",
+            settings: Settings | None = None, reload: Callable[[str], str] | None = None) -> dict[str, Any]:
+    """Compare every student document with every other (and with the reference corpus).
+
+    ``docs`` may be a generator: each text is read once and dropped; the texts of reported pairs
+    are read again through ``reload(key)`` for their regions (without it, texts are kept)."""
     s = settings or Settings()
     t0 = time.perf_counter()
     boiler: set[int] = set()
     for text in boilerplate:
         boiler.update(kgram_hashes(tokens_for(kind, text), s.k))
     prep: dict[str, _Prepared] = {}
+    kept: dict[str, str] = {}
+    meta: list[Doc] = []
     for d in docs:
-        toks = tokens_for(kind, d.text)
-        hashes = kgram_hashes(toks, s.k)
-        prep[d.key] = _Prepared(toks, hashes, set(winnow(hashes, s.window)) - boiler)
+        hashes = array("Q", kgram_hashes(tokens_for(kind, d.text), s.k))
+        prep[d.key] = _Prepared(hashes, set(winnow(list(hashes), s.window)) - boiler)
+        if reload is None:
+            kept[d.key] = d.text
+        meta.append(Doc(d.key, "", d.label, d.reference))
+    docs = meta
+    text_of = reload or kept.__getitem__
     students = [d for d in docs if not d.reference]
     df = Counter(h for d in students for h in prep[d.key].prints)
     limit = max(s.common_min, s.common_fraction * len(students))
@@ -106,7 +118,7 @@ def compare(docs: list[Doc], boilerplate: list[str], kind: str = "code",
     for d in docs:
         p = prep[d.key]
         p.prints -= common
-        p.own = _own_mask(p.hashes, excluded, s.k, len(p.tokens))
+        p.own = _own_mask(p.hashes, excluded, s.k, len(p.hashes) + s.k - 1 if p.hashes else 0)
         for h in p.prints:
             index[h].append(d.key)
     reference = {d.key for d in docs if d.reference}
@@ -120,7 +132,7 @@ def compare(docs: list[Doc], boilerplate: list[str], kind: str = "code",
         pa, pb = prep[a], prep[b]
         if n < 2 or n < 0.5 * s.threshold * min(len(pa.prints), len(pb.prints)):
             continue  # cheap pre-filter on winnowed prints; the exact test follows
-        pair = _score(a, b, pa, pb, excluded, s)
+        pair = _score(a, b, pa, pb, excluded, s, kind, text_of)
         if pair is not None:
             pairs.append(pair)
     pairs.sort(key=lambda p: (-p["shared_tokens"], -p["score"]))
@@ -137,7 +149,8 @@ def compare(docs: list[Doc], boilerplate: list[str], kind: str = "code",
     }
 
 
-def _score(a: str, b: str, pa: _Prepared, pb: _Prepared, excluded: set[int], s: Settings) -> dict | None:
+def _score(a: str, b: str, pa: _Prepared, pb: _Prepared, excluded: set[int], s: Settings, kind: str,
+           text_of: Callable[[str], str]) -> dict | None:
     segs = pair_segments(pa.hashes, pb.hashes, excluded, s.k)
     if not segs:
         return None
@@ -149,8 +162,9 @@ def _score(a: str, b: str, pa: _Prepared, pb: _Prepared, excluded: set[int], s: 
     score = min(1.0, max(frac_a, frac_b))
     if score < s.threshold or min(frac_a, frac_b) < s.min_fraction or min(tok_a, tok_b) < s.min_shared:
         return None
-    chars = [[pa.tokens[i0].start, pa.tokens[i1 - 1].end, pb.tokens[j0].start, pb.tokens[j1 - 1].end]
-             for i0, i1, j0, j1 in sorted(segs)[:s.max_segments]]
+    ta, tb = tokens_for(kind, text_of(a)), tokens_for(kind, text_of(b))  # offsets, for reported pairs only
+    chars = [[ta[i0].start, ta[i1 - 1].end, tb[j0].start, tb[j1 - 1].end]
+             for i0, i1, j0, j1 in sorted(segs)[:s.max_segments] if i1 <= len(ta) and j1 <= len(tb)]
     return {"a": a, "b": b, "score": round(score, 3), "frac_a": round(min(frac_a, 1.0), 3),
             "frac_b": round(min(frac_b, 1.0), 3), "shared_tokens": min(tok_a, tok_b), "segments": chars}
 
@@ -163,7 +177,7 @@ def _own_in(own: bytearray, ranges: list[tuple[int, int]]) -> int:
     return sum(hit)
 
 
-def pair_segments(ha: list[int], hb: list[int], excluded: set[int], k: int) -> list[tuple[int, int, int, int]]:
+def pair_segments(ha: "array | list[int]", hb: "array | list[int]", excluded: set[int], k: int) -> list[tuple[int, int, int, int]]:
     """Matched regions of two documents as token ranges ``(a0, a1, b0, b1)``: runs of shared
     k-grams along one diagonal, the longest first, none overlapping another on either side."""
     where_b: dict[int, list[int]] = defaultdict(list)
