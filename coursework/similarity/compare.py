@@ -132,25 +132,44 @@ def compare(docs: Iterable[Doc], boilerplate: list[str], kind: str = "code",
         pa, pb = prep[a], prep[b]
         if n < 2 or n < 0.5 * s.threshold * min(len(pa.prints), len(pb.prints)):
             continue  # cheap pre-filter on winnowed prints; the exact test follows
-        pair = _score(a, b, pa, pb, excluded, s, kind, text_of)
+        pair = _score(a, b, pa, pb, excluded, s)
         if pair is not None:
             pairs.append(pair)
     pairs.sort(key=lambda p: (-p["shared_tokens"], -p["score"]))
+    groups = clusters(pairs)  # over every pair, before the list is cut: a cluster stays whole
+    found = len(pairs)
     pairs = pairs[:s.max_pairs]
-    labels = {d.key: d.label for d in docs}
+    for g in groups:
+        g["pairs_total"] = len(g["pairs"])
+        g["pairs"] = [n for n in g["pairs"] if n < s.max_pairs]
+    _to_chars(pairs, kind, text_of, s.max_segments)
+    named = {k for g in groups for k in g["members"]}
     return {
         "kind": kind, "settings": asdict(s),
         "docs": {d.key: {"label": d.label, "reference": d.reference, "own_tokens": prep[d.key].own_tokens}
-                 for d in docs if any(d.key in (p["a"], p["b"]) for p in pairs)},
-        "pairs": pairs, "clusters": clusters(pairs, labels),
-        "stats": {"documents": len(docs), "students": len(students), "boilerplate_prints": len(boiler),
+                 for d in docs if d.key in named},
+        "pairs": pairs, "clusters": groups,
+        "stats": {"documents": len(docs), "students": len(students), "pairs_found": found,
+                  "boilerplate_prints": len(boiler),
                   "common_prints": len(common), "candidates": len(shared),
                   "seconds": round(time.perf_counter() - t0, 3)},
     }
 
 
-def _score(a: str, b: str, pa: _Prepared, pb: _Prepared, excluded: set[int], s: Settings, kind: str,
-           text_of: Callable[[str], str]) -> dict | None:
+def _to_chars(pairs: list[dict], kind: str, text_of: Callable[[str], str], limit: int) -> None:
+    """Token ranges to character ranges, for the reported pairs only (each text tokenized once,
+    most-shared documents first, the cache dropped after)."""
+    cache: dict[str, list] = {}
+    for p in pairs:
+        for key in (p["a"], p["b"]):
+            if key not in cache:
+                cache[key] = tokens_for(kind, text_of(key))
+        ta, tb = cache[p["a"]], cache[p["b"]]
+        p["segments"] = [[ta[i0].start, ta[i1 - 1].end, tb[j0].start, tb[j1 - 1].end]
+                         for i0, i1, j0, j1 in sorted(p["segments"])[:limit] if i1 <= len(ta) and j1 <= len(tb)]
+
+
+def _score(a: str, b: str, pa: _Prepared, pb: _Prepared, excluded: set[int], s: Settings) -> dict | None:
     segs = pair_segments(pa.hashes, pb.hashes, excluded, s.k)
     if not segs:
         return None
@@ -162,9 +181,7 @@ def _score(a: str, b: str, pa: _Prepared, pb: _Prepared, excluded: set[int], s: 
     score = min(1.0, max(frac_a, frac_b))
     if score < s.threshold or min(frac_a, frac_b) < s.min_fraction or min(tok_a, tok_b) < s.min_shared:
         return None
-    ta, tb = tokens_for(kind, text_of(a)), tokens_for(kind, text_of(b))  # offsets, for reported pairs only
-    chars = [[ta[i0].start, ta[i1 - 1].end, tb[j0].start, tb[j1 - 1].end]
-             for i0, i1, j0, j1 in sorted(segs)[:s.max_segments] if i1 <= len(ta) and j1 <= len(tb)]
+    chars = [list(seg) for seg in segs]  # token ranges until ``_to_chars``
     return {"a": a, "b": b, "score": round(score, 3), "frac_a": round(min(frac_a, 1.0), 3),
             "frac_b": round(min(frac_b, 1.0), 3), "shared_tokens": min(tok_a, tok_b), "segments": chars}
 
@@ -209,7 +226,7 @@ def pair_segments(ha: "array | list[int]", hb: "array | list[int]", excluded: se
     return taken
 
 
-def clusters(pairs: list[dict], labels: dict[str, str] | None = None) -> list[dict[str, Any]]:
+def clusters(pairs: list[dict]) -> list[dict[str, Any]]:
     """Connected groups of reported pairs, the largest (then the strongest) first."""
     parent: dict[str, str] = {}
 

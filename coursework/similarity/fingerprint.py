@@ -40,11 +40,11 @@ _SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.ENCODING, tokenize.ENDMARKER}
 _STRUCT = {tokenize.NEWLINE: ";", tokenize.INDENT: "{", tokenize.DEDENT: "}"}
 
 
-def bound_names(text: str) -> set[str] | None:
+def bound_names(text: str, tree: ast.AST | None = None) -> set[str] | None:
     """Names the file itself binds (so a student may rename them). A file that does not parse is
     read top-level block by block, and a block that does not parse by a few patterns; None only
     when nothing could be read."""
-    tree = _parse(text)
+    tree = tree if tree is not None else _parse(text)
     if tree is not None:
         return _bound_in(tree) - _BUILTINS
     names: set[str] = set()
@@ -107,9 +107,10 @@ def _line_starts(text: str) -> list[int]:
 
 def code_tokens(text: str) -> list[Token]:
     """Python tokens with the student's names, numbers and strings normalised (see module doc)."""
-    if _parse(text) is None:  # a syntax error may still be a copy: read it with the bad lines blanked
+    tree = _parse(text)
+    if tree is None:  # a syntax error may still be a copy: read it with the bad lines blanked
         text = repair(text) or text
-    bound = bound_names(text)
+    bound = bound_names(text, tree)
     starts = _line_starts(text)
     out: list[Token] = []
     prev = ";"
