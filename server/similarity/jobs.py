@@ -108,7 +108,7 @@ def recover_lost(now=None) -> list[int]:
     lost = []
     for run in db.session.scalars(db.select(SimilarityRun).where(
             SimilarityRun.status == RUNNING, SimilarityRun.started_at < now - timedelta(seconds=60))).all():
-        if job_state(run.job_id) not in _LIVE and _finish(run.id, RunStatus.ERROR, error="worker lost; run it again"):
+        if job_state(run.job_id) not in _LIVE and _finish(run.id, RunStatus.ERROR, error_detail="worker lost; run it again"):
             lost.append(run.id)
     return lost
 

@@ -123,3 +123,36 @@ def test_a_pair_opens_an_integrity_review_with_evidence_and_audit(app, client, a
     auth.login("alice", "alice-pass")
     report = client.get(f"/submissions/{a}/report?lang=en").get_data(as_text=True)
     assert "waiting for a review" in report and "similarity run" not in report
+
+
+def test_a_cluster_of_three_opens_three_reviews_and_an_earlier_term_joins_as_reference(app, client, auth, make_sub,
+                                                                                        tmp_path):
+    _student(app, "carol")
+    subs = [make_sub("alice", content=ORIGINAL), make_sub("bob", content=COPY),
+            make_sub("carol", content=(SIM / "copies" / "dead_code" / "padded.py").read_bytes())]
+    corpus = tmp_path / "corpus" / PLACEHOLDER / "2025"
+    corpus.mkdir(parents=True)
+    (corpus / "old.py").write_bytes((SIM / "copies" / "reordered_functions" / "reordered.py").read_bytes())
+    app.config["SIMILARITY_CORPUS_DIR"] = str(tmp_path / "corpus")
+    run = _run(app)
+    cluster = run.result_json["clusters"][0]
+    assert sorted(cluster["members"]) == sorted([f"sub:{s}" for s in subs] + ["ref:2025/old.py"])
+    auth.login("teacher", "teacher-pass")
+    page = client.get("/dashboard/DIST101/similarity?lang=en").get_data(as_text=True)
+    assert "earlier term" in page and "2025/old.py" in page
+    ref_pair = next(n for n, p in enumerate(run.result_json["pairs"]) if "ref:2025/old.py" in (p["a"], p["b"]))
+    assert "class Trainer" in client.get(f"/dashboard/DIST101/similarity/{run.id}/pair/{ref_pair}").get_data(as_text=True)
+    client.post(f"/dashboard/DIST101/similarity/{run.id}/review", data={"cluster": 0, "reason": "one source"})
+    with app.app_context():
+        assert [db.session.get(Submission, s).review_status for s in subs] == ["pending"] * 3
+        assert db.session.scalar(db.select(db.func.count()).select_from(AuditEntry)) == 3
+
+
+def test_a_run_whose_worker_died_ends_as_error(app, hw):
+    with app.app_context():
+        run = SimilarityRun(course_id=1, assignment_id=PLACEHOLDER, status="running", job_id="sim-1-g1",
+                            started_at=utcnow() - timedelta(minutes=5))
+        db.session.add(run)
+        db.session.commit()
+        assert jobs.recover_lost() == [run.id]
+        assert db.session.get(SimilarityRun, run.id).status == "error"
