@@ -46,7 +46,8 @@ def open_reviews(course_id: int, evidence: dict[int, str], reason: str, actor_id
         db.session.refresh(sub)
         values: dict[str, Any] = {"report_json": _with_event(sub.report_json, line)}
         old = sub.score
-        if sub.review_status != "pending":
+        fresh = sub.review_status != "pending"  # read before the write: compare_and_set updates ``sub`` too
+        if fresh:
             values.update(review_status="pending", review_reason=None, reviewed_by=None, reviewed_at=None, score=0.0,
                           computed_score=sub.computed_score if sub.review_status else sub.score)
         guard = [Submission.status == GRADED, Submission.grading_runs == sub.grading_runs,
@@ -56,7 +57,6 @@ def open_reviews(course_id: int, evidence: dict[int, str], reason: str, actor_id
             db.session.rollback()
             out["skipped"].append(sid)
             continue
-        fresh = sub.review_status != "pending"
         _audit(course_id, sub.user_id, f"sub:{sid}/integrity", old, values.get("score", old),
                f"open review (similarity): {reason}", actor_id)
         db.session.commit()

@@ -87,8 +87,8 @@ def test_pages_escape_student_text_and_students_get_404(app, client, auth, make_
         auth.logout()
     auth.login("teacher", "teacher-pass")
     page = client.get("/dashboard/DIST101/similarity?lang=en").get_data(as_text=True)
-    assert "Side by side" in page, re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page))[-1500:]
-    assert "alice" in page.lower() and "bob" in page.lower()
+    assert "Side by side" in page and "sim-open" in page, re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page))[-1500:]
+    assert "alice" in page.lower() and "bob" in page.lower() and "sim-open" in page
     assert "相似" in client.get("/dashboard/DIST101/similarity?lang=zh_CN").get_data(as_text=True)
     pair = client.get(f"/dashboard/DIST101/similarity/{run.id}/pair/0?lang=en").get_data(as_text=True)
     assert "<script>alert" not in pair and "&lt;script&gt;alert" in pair
@@ -106,6 +106,8 @@ def test_a_pair_opens_an_integrity_review_with_evidence_and_audit(app, client, a
         assert db.session.get(Submission, a).review_status is None
     r = client.post(url, data={"pair": 0, "reason": "same trainer, renamed"})
     assert r.status_code == 302 and r.headers["Location"].endswith("/dashboard/DIST101/integrity")
+    flashed = client.get("/dashboard/DIST101/integrity?lang=en").get_data(as_text=True)
+    assert "已为 2 份提交开启诚信复核；0 份本已在复核中" in flashed  # flashed in the locale of the POST
     with app.app_context():
         for sid, computed in ((a, 9.0), (b, 5.0)):
             sub = db.session.get(Submission, sid)
