@@ -47,13 +47,11 @@ def test_teacher_runs_the_check_views_a_pair_and_opens_a_review(service, browser
                 break
             page.wait_for_timeout(1000)
             page.reload()
-        page.screenshot(path="/tmp/simgen/list375.png", full_page=True)
         wide = page.evaluate("""[...document.querySelectorAll('main *')].filter(e => e.getBoundingClientRect().right > 377)
             .map(e => e.tagName + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right)).slice(0, 12)""")
         assert page.evaluate("document.documentElement.scrollWidth") <= 377, wide
         with page.expect_navigation():
             page.click("table.sim-pairs a.sim-open")
-        page.screenshot(path="/tmp/simgen/pair375.png", full_page=False)
         assert page.locator(".sim-code mark").count() >= 2
         assert "全分片" not in page.inner_text("h1") and "ZeRO-3" in page.inner_text(".sim-side")
         assert page.evaluate("document.documentElement.scrollWidth") <= 377
@@ -63,6 +61,5 @@ def test_teacher_runs_the_check_views_a_pair_and_opens_a_review(service, browser
         assert page.url.endswith("/dashboard/DIST101/integrity")
         text = page.inner_text("main")
         assert "Waiting for a decision: 2" in text and "similarity run #" in text
-        page.screenshot(path="/tmp/simgen/integrity375.png", full_page=True)
     finally:
         context.close()
