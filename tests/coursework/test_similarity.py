@@ -109,3 +109,16 @@ def test_unparsable_code_is_still_compared():
     broken = text.replace("def main():", "def main(:")
     result = run([Doc("a", text), Doc("b", broken)])
     assert result["pairs"] and result["pairs"][0]["score"] > 0.8
+
+
+def test_annotations_in_a_notebook_are_compared_with_a_config_file():
+    folder = ROOT / "config_annotation"
+    release = json.loads((folder / "release" / "config_annotation.ipynb").read_text())
+    for cell in release["cells"]:
+        if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "annotated":
+            cell["source"] = "ANNOTATED_CONFIG = r'''\n" + (folder / "similarity" / "copied" / "first.yaml").read_text() + "'''\n"
+    nb = Doc("nb", extract("a.ipynb", json.dumps(release).encode()))
+    yaml = doc(folder / "similarity" / "copied" / "second.yaml")
+    own = doc(folder / "similarity" / "independent" / "own_words_2.yaml")
+    result = run([nb, yaml, own], "config_annotation")
+    assert [{p["a"], p["b"]} for p in result["pairs"]] == [{"nb", yaml.key}]
