@@ -22,12 +22,13 @@ from typing import Iterator
 import redis
 from flask import current_app
 from rq import Queue
+from rq.job import JobStatus
 from sqlalchemy import update
 
 from coursework import assignments
 from coursework.similarity import Doc, compare, corpus_docs, extract, load_spec
 from server.extensions import db
-from server.grading.queue import _LIVE, job_state, queue_name, redis_conn
+from server.grading.queue import job_state, queue_name, redis_conn
 from server.models import CourseAssignment, Submission, SubmissionStatus, User, utcnow
 from server.similarity.models import RunStatus, SimilarityRun
 
@@ -35,6 +36,7 @@ TASK = "server.similarity.jobs.run_similarity"
 QUEUE = queue_name("similarity")
 TIMEOUT_S = int(os.environ.get("SIMILARITY_TIMEOUT_S", "1800"))
 QUEUED, RUNNING = RunStatus.QUEUED.value, RunStatus.RUNNING.value
+LIVE = {JobStatus.QUEUED, JobStatus.STARTED, JobStatus.DEFERRED, JobStatus.SCHEDULED}  # RQ still holds the job
 
 
 def request_run(course_id: int, assignment_id: str, trigger: str = "manual", user_id: int | None = None) -> SimilarityRun:
@@ -62,7 +64,7 @@ def dispatch() -> list[int]:
         return []
     sent = []
     for run in db.session.scalars(db.select(SimilarityRun).where(SimilarityRun.status == QUEUED)).all():
-        if job_state(run.job_id) in _LIVE:
+        if job_state(run.job_id) in LIVE:
             continue
         gen = run.enqueue_gen + 1
         job_id = f"sim-{run.id}-g{gen}"
@@ -108,7 +110,7 @@ def recover_lost(now=None) -> list[int]:
     lost = []
     for run in db.session.scalars(db.select(SimilarityRun).where(
             SimilarityRun.status == RUNNING, SimilarityRun.started_at < now - timedelta(seconds=60))).all():
-        if job_state(run.job_id) not in _LIVE and _finish(run.id, RunStatus.ERROR, error_detail="worker lost; run it again"):
+        if job_state(run.job_id) not in LIVE and _finish(run.id, RunStatus.ERROR, error_detail="worker lost; run it again"):
             lost.append(run.id)
     return lost
 
