@@ -11,7 +11,7 @@ name is normalised only where the student chose it (bound in the file: assigned,
 parameter, an import alias); an API name (``DistributedSampler``, ``set_epoch``) is kept, since
 renaming cannot touch it. Numbers and strings become ``N`` and ``S`` (changed constants and
 messages are the cheapest disguise), comments, docstrings and blank lines vanish, and a k-gram
-counts tokens, not characters. ``bench/similarity.py --copydetect`` repeats the comparison.
+counts tokens, not characters. ``bench/similarity.py --copydetect`` compares the speed.
 """
 from __future__ import annotations
 
