@@ -23,6 +23,7 @@ from graders.gpu_slots import host_gpus
 from server.grading.queue import queues_for_host, redis_conn
 from server.grading.reconcile import reconcile
 from server.grading.task import worker_app
+from server.similarity import jobs as similarity_jobs
 from server.process import die_with_parent
 
 RECONCILE_EVERY_S = float(os.environ.get("RECONCILE_EVERY_S", "5"))
@@ -53,6 +54,7 @@ def reconcile_forever(stop: threading.Event) -> None:
         with app.app_context():
             try:
                 reconcile()
+                similarity_jobs.reconcile()  # after gradings: deadlines passed, lost runs, runs that may go
             except redis.exceptions.RedisError as exc:
                 app.logger.warning("reconcile: redis unavailable (%s)", exc)
             except Exception:  # a reconciler bug must not stop grading
@@ -71,7 +73,8 @@ def main() -> None:
     app = worker_app()
     with app.app_context():
         conn = redis_conn()
-        names = queues_for_host(host_gpus().count)
+        # the similarity queue last: RQ takes a job from it only when no grading job waits
+        names = queues_for_host(host_gpus().count) + [similarity_jobs.QUEUE]
     stop = threading.Event()
     threading.Thread(target=reconcile_forever, args=(stop,), daemon=True).start()
     if os.environ.get("DISTGRADE_CALIBRATE", "1") != "0":  # the reference's speed, measured outside any student's job
