@@ -59,11 +59,14 @@ def job_dir(submission_id: str | None = None) -> Iterator[Path]:
 
 
 def sweep() -> list[str]:
-    """Remove the job folders and worker folders whose owner process is gone; returns their names.
+    """Remove the job folders, worker folders and cgroups whose owner process is gone; returns the folders.
 
     Safe while other graders run: a live owner holds its folder's lock. Called when a worker
     starts and after each of its gradings, so what a killed worker or grader left goes soon.
     """
+    from graders.sandbox import cgroups
+
+    cgroups.sweep()  # the empty groups of a killed grader's runs
     removed = []
     places = [(JOBS_ROOT, None), (Path(tempfile.gettempdir()), WORKER_TMP_PREFIX)]
     for parent, prefix in places:

@@ -92,6 +92,32 @@ def _make_child(parent: Path) -> Path | None:
         return None
 
 
+def sweep() -> int:
+    """Remove the empty run groups whose creator is dead, wherever this host puts them; returns how many.
+
+    ``_make_child`` does this for its own folder at each run; a worker calls this at start and
+    after each grading, so a killed worker's groups do not wait for the next run.
+    """
+    own = _own_paths()
+    bases = {CGROUP_MOUNT / c / p.lstrip("/") / "distgrade" for c, p in own.items() if c} | \
+            {CGROUP_MOUNT / c / "distgrade" for c in own if c}
+    for mount in (CGROUP_MOUNT / "unified", CGROUP_MOUNT):
+        bases |= {parent / "distgrade" for parent in _v2_parents(mount, own.get("", "/"))}
+    removed = 0
+    for base in bases:
+        try:
+            stale = [g for g in base.glob("run-*") if not _creator_alive(g.name)]
+        except OSError:
+            continue
+        for group in stale:
+            try:
+                group.rmdir()
+                removed += 1
+            except OSError:  # not empty (a process still in it) or already gone
+                pass
+    return removed
+
+
 def _v1_dir(controller: str, own: dict[str, str]) -> Path | None:
     mount = CGROUP_MOUNT / controller
     if not (mount / "cgroup.procs").exists():

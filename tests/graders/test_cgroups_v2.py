@@ -51,3 +51,19 @@ def test_nothing_delegates_is_reported_missing(tmp_path, monkeypatch):
     monkeypatch.setattr(cgroups, "CGROUP_MOUNT", root)
     cg, missing = cgroups._create_v2({"": "/a"}, 1 << 30, 64, None)
     assert cg is None and "memory/pids" in missing[0]
+
+
+def test_sweep_removes_dead_creators_groups_only(tmp_path, monkeypatch):
+    """A killed grader's empty run groups go at the next sweep, not at the next run; a live one's stay."""
+    import os
+
+    root = tmp_path / "cg"
+    fake_tree(root, [""])
+    base = root / "distgrade"
+    dead, live = base / "run-999999999-aaaa", base / f"run-{os.getpid()}-bbbb"
+    dead.mkdir()
+    live.mkdir()
+    monkeypatch.setattr(cgroups, "CGROUP_MOUNT", root)
+    monkeypatch.setattr(cgroups, "_own_paths", lambda: {"": "/"})
+    assert cgroups.sweep() == 1
+    assert not dead.exists() and live.exists()
