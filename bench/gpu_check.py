@@ -16,9 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
-import tempfile
 import time
 import traceback
 from dataclasses import dataclass
@@ -28,6 +26,7 @@ from typing import Any, Callable
 from bench import gpu_paths
 from bench.common import print_table
 from bench.gpu_paths import Env, Row
+from graders import workspace
 
 ROOT = Path(__file__).resolve().parents[1]
 ONE_GPU_CANNOT = (
@@ -101,11 +100,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     only = set(args.only.split(",")) if args.only else None
     deadline = time.monotonic() + args.budget_s
-    tmp = Path(tempfile.mkdtemp(prefix="distgrade-gpucheck-"))
-    os.chmod(tmp, 0o711)
-    env = Env(tmp=tmp, gpu=cuda_available())
     rows: list[Row] = []
-    try:
+    # One job folder (and sandbox uid) for every path, as a grading has: on a host whose workers are
+    # busy, a run outside a job could take another uid than its token files were made for.
+    with workspace.job_dir("gpucheck") as tmp:
+        env = Env(tmp=tmp, gpu=cuda_available())
         for p in PATHS:
             if only is None or p.name in only:
                 row = run_path(p, env, deadline)
@@ -115,8 +114,6 @@ def main(argv: list[str] | None = None) -> int:
                     # Keep exercising the GPU code: the sandbox row already failed the check.
                     os.environ["DISTGRADE_SANDBOX"] = "none"
                     env.notes.append("the full sandbox failed its probe: the paths after it ran with DISTGRADE_SANDBOX=none")
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     title = "GPU check (" + ("on a GPU" if env.gpu else "CPU-only: the GPU paths say what they would run") + ")"
     print_table(title, ["path", "result", "seconds", "numbers / note"],
                 [(r.path, r.status, r.seconds, (numbers_text(r.numbers) + ("  " if r.numbers and r.note else "") + r.note))
