@@ -9,6 +9,7 @@ from typing import Any
 
 from flask import current_app
 from sqlalchemy import func
+from sqlalchemy.exc import IntegrityError
 
 from coursework.quiz.bank import Quiz, load_question
 from coursework.quiz.grading import grade_variant, make_variant
@@ -67,7 +68,18 @@ def start_attempt(quiz: Quiz, user_id: int, course_id: int | None) -> QuizAttemp
                           question_ids=list(quiz.question_ids), closes_at=_parse_time(quiz.closes_at),
                           max_score=max_score)
     db.session.add(attempt)
-    db.session.commit()
+    try:
+        db.session.commit()
+    except IntegrityError:
+        # A double-clicked "Start": the other request inserted this attempt number first
+        # (UNIQUE(user, quiz, attempt_no)). Open the attempt that won instead of failing.
+        db.session.rollback()
+        won = db.session.scalar(db.select(QuizAttempt).where(
+            QuizAttempt.user_id == user_id, QuizAttempt.quiz_id == quiz.id,
+            QuizAttempt.attempt_no == attempt.attempt_no))
+        if won is None:
+            raise
+        return won
     return attempt
 
 

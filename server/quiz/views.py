@@ -105,14 +105,39 @@ def overview(quiz_id: str):
     open_attempt = next((a for a in history if a.is_open), None)
     return render_template("quiz/overview.html", quiz=quiz, history=list(reversed(history)),
                            refusal=_messages().get(refusal or "", ""), open_attempt=open_attempt,
+                           courses=_course_choices(),
                            score=_quiz_scores(current_user.id).get(quiz_id))
+
+
+def _course_choices() -> list[Any]:
+    """The courses the signed-in user can take a quiz in: where they study (any course they belong
+    to if they study in none), by course code."""
+    studying = [m.course for m in current_user.memberships if m.role == Role.STUDENT.value]
+    return sorted(studying or [m.course for m in current_user.memberships], key=lambda c: c.code)
+
+
+def _attempt_course(choices: list[Any]) -> Any:
+    """The course an attempt is filed under: the one the form names (one of the user's), or the
+    only one; None when the user belongs to several and named none of them (they must choose:
+    filing it under the first membership put it in the wrong gradebook and review queue)."""
+    named = request.form.get("course", "")
+    chosen = next((c for c in choices if c.code == named), None)
+    if chosen is None and len(choices) == 1 and not named:
+        chosen = choices[0]
+    return chosen
 
 
 @bp.post("/<quiz_id>/start")
 def start(quiz_id: str):
     """Start (or resume) an attempt and go to its first question."""
     quiz = _quiz_or_404(quiz_id)
-    course_id = current_user.memberships[0].course_id if current_user.memberships else None
+    choices = _course_choices()
+    open_attempt = next((a for a in rules.attempts_of(current_user.id, quiz_id) if a.is_open), None)
+    course = _attempt_course(choices)
+    if course is None and choices and open_attempt is None:
+        flash(_("Choose the course you are taking this quiz for."), "error")
+        return redirect(url_for("quiz.overview", quiz_id=quiz_id))
+    course_id = course.id if course is not None else None
     try:
         attempt = rules.start_attempt(quiz, current_user.id, course_id)
     except rules.QuizRuleError as err:
