@@ -138,6 +138,8 @@ def from_env() -> dict[str, Any]:
         "VAR_DIR": str(var_dir),
         # Failed sign-ins allowed per account, and per address, before the next one is refused (429). A lab's
         # students share one public address, so the address allows a class's typos, not one student's.
+        # How many answers of one graded quiz attempt a student may ask a teacher to review.
+        "QUIZ_REVIEW_REQUESTS_PER_ATTEMPT": _int("QUIZ_REVIEW_REQUESTS_PER_ATTEMPT", 3),
         "LOGIN_LIMIT": os.environ.get("LOGIN_LIMIT", "5 per minute"),
         "LOGIN_LIMIT_ADDRESS": os.environ.get("LOGIN_LIMIT_ADDRESS", "30 per minute"),
         # Reverse proxies in front of the web server whose X-Forwarded-* headers are believed (0: none, so a

@@ -137,11 +137,11 @@ def _is_text(qid: str) -> bool:
 
 
 def review_form(att: Any, pos: int, state: str, secret: str | None = None) -> str:
-    """The "ask a teacher" form beside an auto-graded free-text answer not yet sent for review
-    (empty otherwise). Kept apart from the answered card, which must not carry a CSRF token;
+    """The "ask a teacher" form beside an auto-graded free-text answer of a graded attempt not yet
+    sent for review (empty otherwise). Kept apart from the answered card, which must not carry a CSRF token;
     cached per session secret like an open card (``secret``: the caller's, read once per page)."""
-    if state or not _is_text(att.question_ids[pos]):
-        return ""
+    if state or not _is_text(att.question_ids[pos]) or att.mode != "graded":
+        return ""  # practice counts nothing: its answers never go to the teachers' queue
 
     def build() -> str:
         template = _fragments().get_template("quiz/_ask_review.html")

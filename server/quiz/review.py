@@ -155,21 +155,34 @@ def decide(course_id: int | None, question_id: str, answer_ids: list[int], fract
     return len(rows)
 
 
-def request_review(answer: QuizAnswer, comment: str) -> None:
-    """A student asks a teacher to look at an auto-graded free-text answer, once."""
+def request_review(answer: QuizAnswer, comment: str, limit: int) -> None:
+    """A student asks a teacher to look at an auto-graded free-text answer of a graded attempt,
+    once per answer and at most ``limit`` answers per attempt.
+
+    Practice counts nothing, so its answers never reach the course's queue (unlimited practice
+    attempts would flood it); the per-attempt bound keeps one student's graded attempts to a few
+    requests. The bound is checked in the same statement that files the request, so two tabs
+    cannot both pass it.
+    """
     comment = (comment or "").strip()
+    if answer.attempt.mode != "graded":
+        raise ReviewError("practice")
     if load_question(answer.question_id).type != "text":
         raise ReviewError("not_text")
     if answer.review_state is not None:
         raise ReviewError("already_requested")
     if not comment:
         raise ReviewError("empty_comment")
-    changed = db.session.execute(update(QuizAnswer).where(QuizAnswer.id == answer.id, QuizAnswer.review_state.is_(None))
+    asked = (select(func.count(QuizAnswer.id)).where(QuizAnswer.attempt_id == answer.attempt_id,
+                                                     QuizAnswer.review_comment.is_not(None)).scalar_subquery())
+    changed = db.session.execute(update(QuizAnswer).where(QuizAnswer.id == answer.id, QuizAnswer.review_state.is_(None),
+                                                          asked < limit)
                                  .values(review_state=ReviewState.REQUESTED.value,
                                          review_comment=comment[:MAX_COMMENT])).rowcount
     db.session.commit()
     if not changed:
-        raise ReviewError("already_requested")
+        db.session.refresh(answer)
+        raise ReviewError("already_requested" if answer.review_state is not None else "too_many")
 
 
 def decisions_as_examples(question_id: str) -> list[dict[str, Any]]:

@@ -225,10 +225,15 @@ def request_review(attempt_id: int, pos: int):
     if answer is None:
         abort(404)
     try:
-        review.request_review(answer, request.form.get("comment", ""))
+        review.request_review(answer, request.form.get("comment", ""),
+                              current_app.config["QUIZ_REVIEW_REQUESTS_PER_ATTEMPT"])
         flash(_("A teacher will look at this answer."), "ok")
     except review.ReviewError as err:
+        limit = current_app.config["QUIZ_REVIEW_REQUESTS_PER_ATTEMPT"]
         flash({"already_requested": _("This answer has already been sent for review."),
+               "practice": _("Practice answers count nothing, so they are not sent to a teacher. "
+                             "Compare yours with the reference answer shown."),
+               "too_many": _("You can ask a teacher to review at most %(n)d answers per attempt.", n=limit),
                "empty_comment": _("Say in a few words why you think the answer is right."),
                "not_text": _("Only written answers can be reviewed.")}.get(err.code, err.code), "error")
     return redirect(url_for("quiz.attempt", attempt_id=att.id, _anchor=f"q{pos}"))
