@@ -88,8 +88,10 @@ def _expired(attempt: Any) -> bool:
 
 
 def seed_for(attempt: Any, question_id: str) -> int:
-    """The variant this student sees for this question in this attempt (reproducible)."""
-    return variant_seed(attempt.user_id, question_id, attempt.attempt_no, key=current_app.config["QUIZ_SEED_KEY"])
+    """The variant this student sees for this question in this attempt of this quiz (reproducible;
+    a practice attempt never has a graded attempt's variant)."""
+    return variant_seed(attempt.user_id, question_id, attempt.attempt_no, key=current_app.config["QUIZ_SEED_KEY"],
+                        quiz=attempt.quiz_id)
 
 
 def variant_for(attempt: Any, question_id: str):

@@ -19,7 +19,7 @@ from server.auth.views import checks_session_version, session_auth, session_is_c
 from server.extensions import db
 from server.models import Role
 from server.quiz import attempts as rules
-from server.quiz import pages, review, store
+from server.quiz import pages, reveal, review, store
 from server.quiz.models import QuizAttempt
 from server.ui import lang_key
 
@@ -199,8 +199,11 @@ def answer(attempt_id: int, pos: int):
         body = {"status": result.status.value, "score": result.score, "max_score": result.max_score,
                 "correct": result.correct, "feedback": result.feedback_text(lang), "attempt_score": outcome.attempt_score}
         if outcome.answer is not None:
-            body["explanation"] = variant.question.text("explanation", lang)
-            body["reference"] = variant.reference_text(lang)
+            if reveal.reference_shown(att, qid):  # a graded quiz's answers stay hidden until it says so
+                body["explanation"] = variant.question.text("explanation", lang)
+                body["reference"] = variant.reference_text(lang)
+            elif reveal.fixed_text(qid):
+                body["feedback"] = []  # "Missed: ..." names the right answer of a fixed question
             # the answered card as the page shows it: quiz.js swaps it in without a reload, and
             # the next full page load finds it rendered already
             body["card_html"] = pages.answered_card(att, pos, lang, outcome.answer["id"], lambda: outcome.answer,

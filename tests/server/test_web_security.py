@@ -163,22 +163,26 @@ def test_quiz_seed_is_derived_from_the_secret(tmp_path, redis_server):
 
     a, b = seed_key("a" * 40), seed_key("b" * 40)
     pairs = [(u, f"q{q}", n) for u in range(1, 6) for q in range(8) for n in (1, 2)]
-    assert [variant_seed(*p, key=a) for p in pairs] == [variant_seed(*p, key=a) for p in pairs]
-    assert sum(variant_seed(*p, key=a) != variant_seed(*p, key=b) for p in pairs) >= len(pairs) - 1
+    assert [variant_seed(*p, key=a, quiz="g") for p in pairs] == [variant_seed(*p, key=a, quiz="g") for p in pairs]
+    assert sum(variant_seed(*p, key=a, quiz="g") != variant_seed(*p, key=b, quiz="g") for p in pairs) >= len(pairs) - 1
+    # the quiz is part of the seed: a practice attempt never has a graded attempt's variant
+    assert sum(variant_seed(*p, key=a, quiz="g") == variant_seed(*p, key=a, quiz="p") for p in pairs) == 0
 
     def public(student, qid, attempt):  # the old, offline-computable seed
         digest = hashlib.sha256(f"distgrade|{student}|{qid}|{attempt}".encode()).digest()
         return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
-    assert sum(variant_seed(*p, key=a) == public(*p) for p in pairs) == 0
+    assert sum(variant_seed(*p, key=a, quiz="g") == public(*p) for p in pairs) == 0
     with pytest.raises(TypeError):
-        variant_seed(1, "q", 1)  # no key, no seed: there is no public default any more
+        variant_seed(1, "q", 1, quiz="g")  # no key, no seed: there is no public default any more
+    with pytest.raises(TypeError):
+        variant_seed(1, "q", 1, key=a)  # no quiz: every quiz would share its variants
 
 
 def test_app_quiz_seeds_follow_the_app_secret(app, auth, client):
     from server.quiz.attempts import seed_for
 
     class Att:
-        user_id, attempt_no = 2, 1
+        user_id, attempt_no, quiz_id = 2, 1, "ch7_3_graded"
     with app.test_request_context():
         mine = seed_for(Att, "ch7_3/memory/zero_per_card")
     app.config["SECRET_KEY"] = "another-secret-of-enough-length-000"
