@@ -142,6 +142,9 @@ def from_env() -> dict[str, Any]:
         "QUIZ_REVIEW_REQUESTS_PER_ATTEMPT": _int("QUIZ_REVIEW_REQUESTS_PER_ATTEMPT", 3),
         "LOGIN_LIMIT": os.environ.get("LOGIN_LIMIT", "5 per minute"),
         "LOGIN_LIMIT_ADDRESS": os.environ.get("LOGIN_LIMIT_ADDRESS", "30 per minute"),
+        # Wrong passwords for one account from anywhere (many addresses): looser, and passed by a browser or an
+        # address the owner signed in from before, so guessing cannot lock the owner out (server/auth/throttle.py).
+        "LOGIN_LIMIT_ACCOUNT": os.environ.get("LOGIN_LIMIT_ACCOUNT", "30 per hour"),
         # Reverse proxies in front of the web server whose X-Forwarded-* headers are believed (0: none, so a
         # client cannot claim an address); behind nginx set 1, or every student shares the proxy's address.
         "TRUSTED_PROXIES": _int("TRUSTED_PROXIES", 0),
