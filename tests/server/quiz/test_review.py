@@ -230,3 +230,23 @@ def test_review_requests_are_bounded_per_attempt(app, client, auth) -> None:
     page = client.get(resp.headers["Location"].split("#")[0] + "?lang=zh_CN").get_data(as_text=True)
     assert "本次作答最多可请老师复核 1 个回答" in page
     assert _queue_requested(app) == 1
+
+
+def test_quiz_review_decisions_are_in_the_audit_log(app, client, auth) -> None:
+    """Annotation, manual-cell and integrity decisions were audited; quiz free-text ones were not."""
+    from server.dashboard.models import AuditEntry
+
+    attempts = _student_answers(app, client, auth, [("alice", "alice-pass", UNSURE), ("bob", "bob-pass", UNSURE_TOO)])
+    auth.login("teacher", "teacher-pass")
+    page = client.get("/dashboard/DIST101/review/ch7_3/selftest_4?lang=en").get_data(as_text=True)
+    ids = [int(x.split('"')[0]) for x in page.split('name="answer_id" value="')[1:]]
+    client.post("/dashboard/DIST101/review/ch7_3/selftest_4/decide",
+                data={"answer_id": ids, "verdict": "partial", "points": "0.5", "group": "g"})
+    with app.app_context():
+        rows = db.session.scalars(db.select(AuditEntry).order_by(AuditEntry.id)).all()
+        assert sorted(r.target for r in rows) == sorted(f"quiz:ch7_3_selftest/attempt:{attempts[n]}/ch7_3/selftest_4"
+                                                        for n in ("alice", "bob"))
+        assert {(r.old, r.new) for r in rows} == {(0.0, 0.5)} and all("review" in r.reason for r in rows)
+    for lang in ("en", "zh_CN"):
+        audit = client.get(f"/dashboard/DIST101/audit?lang={lang}").get_data(as_text=True)
+        assert audit.count("ch7_3/selftest_4</code>") == 2
