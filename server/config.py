@@ -140,6 +140,9 @@ def from_env() -> dict[str, Any]:
         # students share one public address, so the address allows a class's typos, not one student's.
         # How many answers of one graded quiz attempt a student may ask a teacher to review.
         "QUIZ_REVIEW_REQUESTS_PER_ATTEMPT": _int("QUIZ_REVIEW_REQUESTS_PER_ATTEMPT", 3),
+        # Practice answers the rubric is unsure of that wait for a teacher, per student at a time; past them a
+        # practice answer keeps the rubric's reading (practice counts nothing; the queue is the teachers' time).
+        "QUIZ_PRACTICE_REVIEWS": _int("QUIZ_PRACTICE_REVIEWS", 3),
         "LOGIN_LIMIT": os.environ.get("LOGIN_LIMIT", "5 per minute"),
         "LOGIN_LIMIT_ADDRESS": os.environ.get("LOGIN_LIMIT_ADDRESS", "30 per minute"),
         # Wrong passwords for one account from anywhere (many addresses): looser, and passed by a browser or an

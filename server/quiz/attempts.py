@@ -2,7 +2,7 @@
 and the score that reaches the gradebook (best or last finished attempt)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
@@ -12,7 +12,7 @@ from sqlalchemy import func
 from sqlalchemy.exc import IntegrityError
 
 from coursework.quiz.bank import Quiz, load_question
-from coursework.quiz.grading import grade_variant, make_variant
+from coursework.quiz.grading import REVIEW_NOTE, grade_variant, make_variant
 from coursework.quiz.result import AnswerStatus, QuestionResult
 from coursework.quiz.seeds import variant_seed
 from server.extensions import db
@@ -135,6 +135,9 @@ def answer_question(attempt: Any, question_id: str, raw: str, lang: str, variant
         variant = variant_for(attempt, question_id)
     seed = variant.seed
     result = grade_variant(variant, raw)
+    if result.needs_review and attempt.mode != "graded" and _open_practice_reviews(attempt.user_id) >= \
+            current_app.config["QUIZ_PRACTICE_REVIEWS"]:
+        result = _reading_stands(result)
     if result.status == AnswerStatus.FORMAT_ERROR:
         _count_format_error(attempt, question_id)
         return AnswerOutcome(result, None, attempt.score)
@@ -152,6 +155,21 @@ def answer_question(attempt: Any, question_id: str, raw: str, lang: str, variant
         raise QuizRuleError(err.code) from None
     _pending_format_errors.pop(key, None)
     return AnswerOutcome(result, answer, round(attempt.score + result.score, 4))
+
+
+def _open_practice_reviews(user_id: int) -> int:
+    """The student's practice answers waiting for a teacher (asked only when the rubric is unsure)."""
+    return db.session.scalar(db.select(func.count(QuizAnswer.id)).join(QuizAttempt, QuizAttempt.id == QuizAnswer.attempt_id)
+                             .where(QuizAnswer.user_id == user_id, QuizAnswer.review_state == ReviewState.PENDING.value,
+                                    QuizAttempt.mode != "graded")) or 0
+
+
+def _reading_stands(result: QuestionResult) -> QuestionResult:
+    """An unsure practice answer graded by the rubric's own reading, without a teacher: practice
+    counts nothing, and unlimited practice attempts must not fill the teachers' queue."""
+    fraction = result.provisional_fraction
+    return replace(result, status=AnswerStatus.GRADED, score=round(fraction * result.max_score, 4),
+                   feedback=[f for f in result.feedback if f is not REVIEW_NOTE and f != REVIEW_NOTE])
 
 
 # Format errors are counted per process until the real answer arrives (statistics only; losing

@@ -250,3 +250,24 @@ def test_quiz_review_decisions_are_in_the_audit_log(app, client, auth) -> None:
     for lang in ("en", "zh_CN"):
         audit = client.get(f"/dashboard/DIST101/audit?lang={lang}").get_data(as_text=True)
         assert audit.count("ch7_3/selftest_4</code>") == 2
+
+
+def test_unsure_practice_answers_reach_the_queue_only_a_few_at_a_time(app, client, auth) -> None:
+    """The other door of the practice flood: unlimited practice attempts, each with answers the
+    rubric is unsure of. Past QUIZ_PRACTICE_REVIEWS open ones per student, a practice answer keeps
+    the rubric's own reading (practice counts nothing) instead of waiting for a teacher."""
+    app.config["QUIZ_PRACTICE_REVIEWS"] = 2
+    auth.login()
+    states = []
+    for _ in range(4):
+        attempt_id = _start(client, "ch7_3_selftest")
+        code, body = _answer(client, attempt_id, POS, UNSURE)
+        states.append(body["status"])
+        if body["status"] == "graded":
+            assert "Waiting for the teacher" not in body["card_html"] and "teacher will confirm" not in body["card_html"]
+        client.post(f"/quiz/attempt/{attempt_id}/finish")
+    assert states == ["needs_review", "needs_review", "graded", "graded"]
+    with app.app_context():
+        course = db.session.scalar(db.select(Course).where(Course.code == "DIST101"))
+        from server.quiz import review
+        assert review.queue_counts(course.id)["ch7_3/selftest_4"]["pending"] == 2
