@@ -63,7 +63,8 @@ def address_key() -> str:
     return "address:" + (get_remote_address() or "-")
 
 
-def _account() -> str:
+def account_name() -> str:
+    """``account_key`` without its prefix: the normalised account name a sign-in is for."""
     return account_key().split(":", 1)[1]
 
 
@@ -74,16 +75,16 @@ def pair_key() -> str:
 
 def device_key() -> str:
     """The account and the owner's known browser (``devices``)."""
-    return account_key() + "|device:" + (devices.device_id(_account()) or "-")
+    return account_key() + "|device:" + (devices.device_id(account_name()) or "-")
 
 
 def _known_device() -> bool:
-    return devices.device_id(_account()) is not None
+    return devices.device_id(account_name()) is not None
 
 
 def _owner_like() -> bool:
     """A known browser, or an address the owner signed in from: passes the per-account limit."""
-    return _known_device() or devices.known_address(_account(), get_remote_address() or "-")
+    return _known_device() or devices.known_address(account_name(), get_remote_address() or "-")
 
 
 def _failed(response) -> bool:
@@ -99,7 +100,7 @@ def _refuse(limit: RequestLimit, scope: str = ""):
         wait = max(1, math.ceil(limit.reset_at - time.time()))
         flash(_("Too many attempts, try again in %(seconds)d s.", seconds=wait), "error")
         if request.endpoint == LOGIN_ENDPOINT:
-            devices.failed(_account())  # a refused guess is a guess: its owner hears of it too
+            devices.failed(account_name())  # a refused guess is a guess: its owner hears of it too
         if scope == "login-account" and request.endpoint == LOGIN_ENDPOINT:
             flash(_("Many wrong passwords were tried for this account from elsewhere. If it is yours, sign in "
                     "from a browser or network you signed in from before."), "info")

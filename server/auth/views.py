@@ -19,7 +19,7 @@ from wtforms import PasswordField, StringField
 from wtforms.validators import DataRequired, EqualTo, Length
 
 from server.auth import devices
-from server.auth.throttle import account_key
+from server.auth.throttle import account_name
 from server.extensions import db
 from server.models import User
 
@@ -148,11 +148,12 @@ def login():
             elif user.locale:
                 session["lang"] = user.locale
             refresh()
-            _tell_owner(devices.signed_in(account_key().split(":", 1)[1], get_remote_address() or "-"))
+            _tell_owner(devices.signed_in(account_name(), get_remote_address() or "-"))
             response = redirect(safe_next(request.args.get("next")))
-            devices.remember(response, account_key().split(":", 1)[1])  # a known browser from now on
+            devices.remember(response, account_name())  # a known browser from now on
             return response
-        devices.failed(account_key().split(":", 1)[1])  # told to the owner at their next sign-in
+        if user is not None:
+            devices.failed(account_name())  # told to the owner at their next sign-in
         flash(_("Wrong username or password."), "error")
     elif request.method == "POST":
         flash(_("Enter your username and password."), "error")
