@@ -62,7 +62,7 @@ def start_attempt(port: int, cookie: str) -> tuple[str, str]:
 
 def answer_body(user_id: int, qid: str, token: str, attempt_no: int = 1) -> bytes:
     """The form a browser would post for this student's variant, with the reference answer."""
-    v = make_variant(load_question(qid), variant_seed(user_id, qid, attempt_no, key=seed_key(SECRET_KEY)))
+    v = make_variant(load_question(qid), variant_seed(user_id, qid, attempt_no, key=seed_key(SECRET_KEY), quiz=QUIZ))
     ref, qtype = v.reference("en"), v.question.type
     if qtype in ("single", "multiple"):
         fields = [("choice", i) for i in ref.split(",")]

@@ -141,8 +141,16 @@ def from_env() -> dict[str, Any]:
         "VAR_DIR": str(var_dir),
         # Failed sign-ins allowed per account, and per address, before the next one is refused (429). A lab's
         # students share one public address, so the address allows a class's typos, not one student's.
+        # How many answers of one graded quiz attempt a student may ask a teacher to review.
+        "QUIZ_REVIEW_REQUESTS_PER_ATTEMPT": _int("QUIZ_REVIEW_REQUESTS_PER_ATTEMPT", 3),
+        # Practice answers the rubric is unsure of that wait for a teacher, per student at a time; past them a
+        # practice answer keeps the rubric's reading (practice counts nothing; the queue is the teachers' time).
+        "QUIZ_PRACTICE_REVIEWS": _int("QUIZ_PRACTICE_REVIEWS", 3),
         "LOGIN_LIMIT": os.environ.get("LOGIN_LIMIT", "5 per minute"),
         "LOGIN_LIMIT_ADDRESS": os.environ.get("LOGIN_LIMIT_ADDRESS", "30 per minute"),
+        # Wrong passwords for one account from anywhere (many addresses): looser, and passed by a browser or an
+        # address the owner signed in from before, so guessing cannot lock the owner out (server/auth/throttle.py).
+        "LOGIN_LIMIT_ACCOUNT": os.environ.get("LOGIN_LIMIT_ACCOUNT", "30 per hour"),
         # Reverse proxies in front of the web server whose X-Forwarded-* headers are believed (0: none, so a
         # client cannot claim an address); behind nginx set 1, or every student shares the proxy's address.
         "TRUSTED_PROXIES": _int("TRUSTED_PROXIES", 0),

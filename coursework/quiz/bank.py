@@ -72,6 +72,10 @@ class Quiz:
     closes_at: str | None = None
     description: Text = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict)
+    # When a graded quiz shows its reference answers (and explanations): "after_close" (once
+    # closes_at has passed; never while the quiz has no closing time), "never", or "at_once" (right
+    # after answering; a question whose text never changes only in the student's last attempt).
+    reference_answers: str = "after_close"
 
 
 def _load_generator(folder: Path, qid: str) -> ModuleType | None:
@@ -114,7 +118,16 @@ def load_quiz(quiz_id: str, root: Path = QUIZ_ROOT) -> Quiz:
     return Quiz(id=quiz_id, title=d["title"], question_ids=list(d["questions"]), mode=d.get("mode", "practice"),
                 attempt_limit=d.get("attempt_limit"), score_policy=d.get("score_policy", "best"),
                 opens_at=d.get("opens_at"), closes_at=d.get("closes_at"), description=d.get("description", {}),
-                raw=d)
+                raw=d, reference_answers=_reference_policy(quiz_id, d.get("reference_answers", "after_close")))
+
+
+REFERENCE_POLICIES = ("after_close", "never", "at_once")
+
+
+def _reference_policy(quiz_id: str, value: str) -> str:
+    if value not in REFERENCE_POLICIES:
+        raise BankError(f"{quiz_id}: reference_answers must be one of {REFERENCE_POLICIES}")
+    return value
 
 
 def all_quiz_ids(root: Path = QUIZ_ROOT) -> list[str]:

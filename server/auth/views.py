@@ -11,12 +11,15 @@ from flask import Blueprint, current_app, flash, redirect, render_template, requ
 from flask_babel import gettext as _
 from flask_babel import lazy_gettext as _l
 from flask_babel import refresh
+from flask_limiter.util import get_remote_address
 from flask_login import current_user, login_required, login_user, logout_user
 from flask_wtf import FlaskForm
 from sqlalchemy import bindparam, select, update
 from wtforms import PasswordField, StringField
 from wtforms.validators import DataRequired, EqualTo, Length
 
+from server.auth import devices
+from server.auth.throttle import account_name
 from server.extensions import db
 from server.models import User
 
@@ -144,11 +147,24 @@ def login():
                 db.session.commit()
             elif user.locale:
                 session["lang"] = user.locale
-            return redirect(safe_next(request.args.get("next")))
+            refresh()
+            _tell_owner(devices.signed_in(account_name(), get_remote_address() or "-"))
+            response = redirect(safe_next(request.args.get("next")))
+            devices.remember(response, account_name())  # a known browser from now on
+            return response
+        if user is not None:
+            devices.failed(account_name())  # told to the owner at their next sign-in
         flash(_("Wrong username or password."), "error")
     elif request.method == "POST":
         flash(_("Enter your username and password."), "error")
     return render_template("auth/login.html", form=form), (401 if request.method == "POST" else 200)
+
+
+def _tell_owner(failed: int) -> None:
+    """Say how many wrong passwords were tried since the last sign-in (someone may be guessing)."""
+    if failed:
+        flash(_("%(n)d failed sign-in attempts for your account since your last sign-in. If that was not "
+                "you, change your password.", n=failed), "info")
 
 
 @bp.route("/logout", methods=["POST"])

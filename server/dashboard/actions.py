@@ -14,6 +14,7 @@ from typing import Any
 
 from server.dashboard.models import (AnnotationReviewRequest, AuditEntry, Extension, ManualCellScore, Regrade,
                                      ScoreOverride)
+from server.dashboard.hand_scores import submission_scores
 from server.extensions import db
 from server.grading import lifecycle
 from server.grading.queue import try_enqueue
@@ -30,24 +31,42 @@ class ActionError(ValueError):
         self.code = code
 
 
-def regrade(subs: list[Submission], actor_id: int) -> str:
-    """Put finished submissions back in the queue, remembering their scores; returns the batch id.
+def decided_submissions(submission_ids: list[int]) -> set[int]:
+    """The submissions carrying a teacher's annotation decision (``field.*``), which a regrade
+    would clear: it leaves them out unless the teacher says otherwise."""
+    if not submission_ids:
+        return set()
+    return set(db.session.scalars(db.select(ManualCellScore.submission_id).where(
+        ManualCellScore.submission_id.in_(submission_ids), ManualCellScore.cell_id.like("field.%"))))
+
+
+def regrade(subs: list[Submission], actor_id: int, clear_decisions: bool = False) -> str | None:
+    """Put finished submissions back in the queue, remembering their scores; returns the batch id
+    (None when nothing was put back).
 
     Submissions still queued or running are left alone (they will be graded by the current
-    grader anyway).
+    grader anyway). A submission carrying a teacher's annotation decision is left out too unless
+    ``clear_decisions``: regrading clears the decision (it judged the old reading), and the
+    teacher must have said so (a regrade once dropped a student's counted score unannounced).
     """
     batch = uuid.uuid4().hex[:12]
     requeued = []
-    for sub in subs:
-        if sub.status not in FINISHED_STATUSES:
+    finished = [s for s in subs if s.status in FINISHED_STATUSES]
+    keep = set() if clear_decisions else decided_submissions([s.id for s in finished])
+    counted = submission_scores([s.id for s in finished])
+    for sub in finished:
+        if sub.id in keep:
             continue
         db.session.add(Regrade(batch=batch, submission_id=sub.id, course_id=sub.course_id,
                                assignment_id=sub.assignment_id, old_status=sub.status, old_score=sub.score,
-                               old_max_score=sub.max_score, requested_by=actor_id))
+                               old_max_score=sub.max_score, old_counted=counted[sub.id].counted,
+                               requested_by=actor_id))
         if lifecycle.reset_for_regrade(sub.id):
             _clear_annotation_decisions(sub, actor_id)
             requeued.append(sub)
     db.session.commit()
+    if not requeued:
+        return None
     # A whole class can be thousands of submissions: hand the first ones to Redis now and leave
     # the rest queued in the database, where every worker's reconciler enqueues them within
     # seconds. The web request stays short whatever the class size.
@@ -105,6 +124,9 @@ def pending_regrades(submission_ids: list[int]) -> dict[int, Regrade]:
 
 @dataclass
 class RegradeResult:
+    """One regraded submission: its status and the score that counts (grader's + hand-given)
+    before and now; ``old_score`` / ``score`` are the grader's alone."""
+
     submission_id: int
     username: str
     old_status: str
@@ -112,6 +134,8 @@ class RegradeResult:
     status: str
     score: float | None
     max_score: float | None
+    old_counted: float | None = None
+    counted: float | None = None
 
     @property
     def done(self) -> bool:
@@ -119,7 +143,9 @@ class RegradeResult:
 
     @property
     def changed(self) -> bool:
-        return self.done and (self.status != self.old_status or self.score != self.old_score)
+        """The status or the counted score changed (what the gradebook shows, not only the grader's)."""
+        return self.done and (self.status != self.old_status or self.score != self.old_score
+                              or self.counted != self.old_counted)
 
 
 def regrade_results(course_id: int, batch: str) -> list[RegradeResult]:
@@ -128,7 +154,10 @@ def regrade_results(course_id: int, batch: str) -> list[RegradeResult]:
         db.select(Regrade, Submission.status, Submission.score, Submission.max_score, User.username)
         .join(Submission, Submission.id == Regrade.submission_id).join(User, User.id == Submission.user_id)
         .where(Regrade.batch == batch, Regrade.course_id == course_id).order_by(Regrade.submission_id)).all()
-    out = [RegradeResult(r.submission_id, username, r.old_status, r.old_score, status, score, top)
+    counted = submission_scores([r.submission_id for r, *_ in rows])
+    out = [RegradeResult(r.submission_id, username, r.old_status, r.old_score, status, score, top,
+                         r.old_score if r.old_counted is None else r.old_counted,  # (rows from before the column)
+                         counted[r.submission_id].counted)
            for r, status, score, top, username in rows]
     return sorted(out, key=lambda r: (not r.changed, r.submission_id))
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from typing import Any, Iterator
 
 from coursework.report import GradeReport
@@ -36,9 +37,28 @@ def _column(item, lang: str) -> str:
     return f"{title} [{item.key}]"  # the key keeps two same-titled items apart
 
 
+# A cell starting with one of these is a formula to Excel, LibreOffice and Google Sheets (tab and
+# CR too: some strip them first). OWASP's advice: prefix such a cell with a single quote, which the
+# spreadsheet shows as text, and quote every field.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER = re.compile(r"[+-]?\d+(\.\d+)?([eE][+-]?\d+)?")
+
+
+def neutralise(cell: str) -> str:
+    """``cell`` as inert text for a spreadsheet: a leading formula character gets a ``'`` in front.
+
+    Numbers we wrote ourselves (a negative score) stay numbers; a name, an email or a title never
+    starts a formula, whoever typed it (students choose their display names).
+    """
+    if cell[:1] in _FORMULA_START and not _NUMBER.fullmatch(cell):
+        return "'" + cell
+    return cell
+
+
 def _write(rows: list[list[str]]) -> str:
     buf = io.StringIO()
-    csv.writer(buf, lineterminator="\r\n").writerows(rows)
+    csv.writer(buf, lineterminator="\r\n", quoting=csv.QUOTE_ALL).writerows(
+        [[neutralise(str(c)) for c in row] for row in rows])
     return "\ufeff" + buf.getvalue()  # BOM: spreadsheet programs then read UTF-8 names correctly
 
 

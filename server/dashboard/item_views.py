@@ -108,12 +108,30 @@ def regrade_all(code: str, assignment_id: str):
         flash(_("Nothing to regrade: no finished submissions."), "info")
         return redirect(url_for("dashboard.homework_stats", code=code, assignment_id=assignment_id))
     if request.form.get("confirm", type=int) != len(subs):
-        graders = _live_graders()
-        mean = actions.mean_grading_s(course.id, assignment_id)
-        return render_template("dashboard/regrade_confirm.html", course=course, ca=ca, count=len(subs),
-                               students=len({s.user_id for s in subs}), graders=graders, mean_s=mean,
-                               estimate_s=actions.estimate_seconds(len(subs), mean, graders))
-    batch = actions.regrade(list(subs), current_user.id)
+        return _confirm_regrade(course, ca, list(subs))
+    return _regraded(code, assignment_id, actions.regrade(list(subs), current_user.id, _clears()))
+
+
+def _clears() -> bool:
+    return request.form.get("clear_decisions") == "1"
+
+
+def _confirm_regrade(course, ca, subs: list[Submission]):
+    """The page that asks before a regrade: how many, how long, and whether the submissions that
+    carry the teacher's annotation decisions are regraded too (clearing them) or left as they are."""
+    graders = _live_graders()
+    mean = actions.mean_grading_s(course.id, ca.assignment_id)
+    return render_template("dashboard/regrade_confirm.html", course=course, ca=ca, count=len(subs),
+                           students=len({s.user_id for s in subs}), graders=graders, mean_s=mean,
+                           estimate_s=actions.estimate_seconds(len(subs), mean, graders),
+                           decided=len(actions.decided_submissions([s.id for s in subs])))
+
+
+def _regraded(code: str, assignment_id: str, batch: str | None):
+    if batch is None:
+        flash(_("Nothing was regraded: every submission chosen carries your annotation decisions, which you kept."),
+              "info")
+        return redirect(url_for("dashboard.homework_stats", code=code, assignment_id=assignment_id))
     return redirect(url_for("dashboard.regrade_batch", code=code, batch=batch))
 
 
@@ -125,8 +143,9 @@ def regrade_one(code: str, submission_id: int):
     if sub.status not in FINISHED_STATUSES:
         flash(_("This submission is still waiting or running; it will be graded anyway."), "info")
         return redirect(url_for("dashboard.student", code=code, username=sub.user.username))
-    batch = actions.regrade([sub], current_user.id)
-    return redirect(url_for("dashboard.regrade_batch", code=code, batch=batch))
+    if actions.decided_submissions([sub.id]) and request.form.get("confirm") != "1":
+        return _confirm_regrade(course, settings_or_404(course.id, sub.assignment_id), [sub])  # ask first
+    return _regraded(code, sub.assignment_id, actions.regrade([sub], current_user.id, _clears()))
 
 
 @bp.route("/<code>/regrades/<batch>")

@@ -27,6 +27,8 @@ class Regrade(db.Model):
     old_status: Mapped[str] = mapped_column(String(20))
     old_score: Mapped[float | None] = mapped_column(Float, nullable=True)
     old_max_score: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # the score that counted before (grader's + hand-given, ``hand_scores``): what the summary compares
+    old_counted: Mapped[float | None] = mapped_column(Float, nullable=True)
     requested_by: Mapped[int] = mapped_column(ForeignKey("user.id"))
     requested_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 

@@ -7,6 +7,8 @@ so a Redis outage delays grading but never loses a submission.
 """
 from __future__ import annotations
 
+import re
+
 from pathlib import Path
 
 from flask import (Blueprint, abort, current_app, flash, redirect, render_template, request,
@@ -58,6 +60,17 @@ def _timing_filter(timings):
 @bp.app_template_filter("check_titles")
 def _titles_filter(text: str, checks):
     return readable.titles_for_ids(text, checks, lang_key())
+
+
+# The graders open their summary with the score they gave ("得分 62.86/100。", "Score 62.86/100.").
+# The page's headline is the score that counts (with the teacher's hand-given points), so the
+# summary's copy of the grader's number goes: one page, one score.
+_SCORE_LEAD = re.compile(r"^\s*(?:得分|Score)\s*[-+\d.]+\s*/\s*[\d.]+\s*[。.]\s*")
+
+
+@bp.app_template_filter("without_score")
+def _without_score_filter(text: str) -> str:
+    return _SCORE_LEAD.sub("", text or "", count=1)
 
 
 @bp.app_template_filter("student_log")

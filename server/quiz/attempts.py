@@ -2,16 +2,17 @@
 and the score that reaches the gradebook (best or last finished attempt)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
 from flask import current_app
 from sqlalchemy import func
+from sqlalchemy.exc import IntegrityError
 
 from coursework.quiz.bank import Quiz, load_question
-from coursework.quiz.grading import grade_variant, make_variant
+from coursework.quiz.grading import REVIEW_NOTE, grade_variant, make_variant
 from coursework.quiz.result import AnswerStatus, QuestionResult
 from coursework.quiz.seeds import variant_seed
 from server.extensions import db
@@ -67,7 +68,18 @@ def start_attempt(quiz: Quiz, user_id: int, course_id: int | None) -> QuizAttemp
                           question_ids=list(quiz.question_ids), closes_at=_parse_time(quiz.closes_at),
                           max_score=max_score)
     db.session.add(attempt)
-    db.session.commit()
+    try:
+        db.session.commit()
+    except IntegrityError:
+        # A double-clicked "Start": the other request inserted this attempt number first
+        # (UNIQUE(user, quiz, attempt_no)). Open the attempt that won instead of failing.
+        db.session.rollback()
+        won = db.session.scalar(db.select(QuizAttempt).where(
+            QuizAttempt.user_id == user_id, QuizAttempt.quiz_id == quiz.id,
+            QuizAttempt.attempt_no == attempt.attempt_no))
+        if won is None:
+            raise
+        return won
     return attempt
 
 
@@ -76,8 +88,10 @@ def _expired(attempt: Any) -> bool:
 
 
 def seed_for(attempt: Any, question_id: str) -> int:
-    """The variant this student sees for this question in this attempt (reproducible)."""
-    return variant_seed(attempt.user_id, question_id, attempt.attempt_no, key=current_app.config["QUIZ_SEED_KEY"])
+    """The variant this student sees for this question in this attempt of this quiz (reproducible;
+    a practice attempt never has a graded attempt's variant)."""
+    return variant_seed(attempt.user_id, question_id, attempt.attempt_no, key=current_app.config["QUIZ_SEED_KEY"],
+                        quiz=attempt.quiz_id)
 
 
 def variant_for(attempt: Any, question_id: str):
@@ -121,6 +135,9 @@ def answer_question(attempt: Any, question_id: str, raw: str, lang: str, variant
         variant = variant_for(attempt, question_id)
     seed = variant.seed
     result = grade_variant(variant, raw)
+    if result.needs_review and attempt.mode != "graded" and _open_practice_reviews(attempt.user_id) >= \
+            current_app.config["QUIZ_PRACTICE_REVIEWS"]:
+        result = _reading_stands(result)
     if result.status == AnswerStatus.FORMAT_ERROR:
         _count_format_error(attempt, question_id)
         return AnswerOutcome(result, None, attempt.score)
@@ -138,6 +155,21 @@ def answer_question(attempt: Any, question_id: str, raw: str, lang: str, variant
         raise QuizRuleError(err.code) from None
     _pending_format_errors.pop(key, None)
     return AnswerOutcome(result, answer, round(attempt.score + result.score, 4))
+
+
+def _open_practice_reviews(user_id: int) -> int:
+    """The student's practice answers waiting for a teacher (asked only when the rubric is unsure)."""
+    return db.session.scalar(db.select(func.count(QuizAnswer.id)).join(QuizAttempt, QuizAttempt.id == QuizAnswer.attempt_id)
+                             .where(QuizAnswer.user_id == user_id, QuizAnswer.review_state == ReviewState.PENDING.value,
+                                    QuizAttempt.mode != "graded")) or 0
+
+
+def _reading_stands(result: QuestionResult) -> QuestionResult:
+    """An unsure practice answer graded by the rubric's own reading, without a teacher: practice
+    counts nothing, and unlimited practice attempts must not fill the teachers' queue."""
+    fraction = result.provisional_fraction
+    return replace(result, status=AnswerStatus.GRADED, score=round(fraction * result.max_score, 4),
+                   feedback=[f for f in result.feedback if f is not REVIEW_NOTE and f != REVIEW_NOTE])
 
 
 # Format errors are counted per process until the real answer arrives (statistics only; losing

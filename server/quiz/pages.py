@@ -26,9 +26,9 @@ from flask_wtf.csrf import generate_csrf
 from jinja2 import pass_context
 from markupsafe import Markup
 
-from coursework.quiz.bank import Quiz, load_question
+from coursework.quiz.bank import BankError, Quiz, load_question, load_quiz
 from server.quiz import attempts as rules
-from server.quiz import store
+from server.quiz import reveal, store
 from server.quiz.models import AttemptStatus
 
 _SCORE_SLOT, _CARDS_SLOT = "\x00score\x00", "\x00cards\x00"
@@ -65,7 +65,7 @@ def _caches() -> tuple[FragmentCache, FragmentCache]:
 
 def _ident(att: Any) -> tuple:
     """What fixes an attempt's questions and variants (its row id alone could be reused by a new database)."""
-    return att.id, att.user_id, att.attempt_no, att.quiz_id
+    return att.id, att.user_id, att.attempt_no, att.quiz_id, att.mode
 
 
 def _fragments() -> Any:
@@ -98,9 +98,15 @@ def render_card(att: Any, pos: int, lang: str, answer: Any = None, error: str | 
     # an answer keeps the variant it was graded on, even after the secret (and so seed_for) changed
     variant = rules.cached_variant(qid, stored if stored is not None else rules.seed_for(att, qid))
     c = {"pos": pos, "q": variant.public(lang), "draft": draft,
-         "answer": answer, "error": error}
+         "answer": answer, "error": error, "reveal": True, "held": ""}
     if answer is not None:
-        c.update(explanation=load_question(qid).text("explanation", lang), reference=variant.reference_text(lang))
+        c["held"] = _held(att, qid)
+        c["reveal"] = not c["held"]
+        # feedback ("Missed: ...") names the answer of a question whose text never changes; a
+        # generated question's feedback is about its own numbers, which the next attempt changes
+        c["feedback"] = c["reveal"] or not reveal.fixed_text(qid)
+        if c["reveal"]:
+            c.update(explanation=load_question(qid).text("explanation", lang), reference=variant.reference_text(lang))
     template = _fragments().get_template("quiz/_card.html")
     return Markup(template.render(c=c, attempt_id=att.id, is_open=att.status == AttemptStatus.OPEN.value,
                                   gettext=_card_gettext()))
@@ -126,8 +132,23 @@ def _card_gettext() -> Callable[..., str]:
     return gettext
 
 
+def _held(att: Any, qid: str) -> str:
+    """Why an answered card keeps its reference to itself: "" (it does not), "never" (the quiz's
+    setting), "graded" (until the quiz closes, or the last attempt) or "practice" (a graded quiz
+    holds the question)."""
+    if reveal.reference_shown(att, qid):
+        return ""
+    if att.mode != "graded":
+        return "practice"
+    try:
+        return "never" if load_quiz(att.quiz_id).reference_answers == "never" else "graded"
+    except BankError:
+        return "never"
+
+
 def _answered_key(att: Any, pos: int, answer_id: int, lang: str, state: str = "") -> tuple:
-    return "answered", _ident(att), pos, answer_id, lang, state
+    # whether (and why not) the reference is shown is in the key: it changes when the quiz closes
+    return "answered", _ident(att), pos, answer_id, lang, state, _held(att, att.question_ids[pos])
 
 
 @lru_cache(maxsize=4096)
@@ -137,11 +158,11 @@ def _is_text(qid: str) -> bool:
 
 
 def review_form(att: Any, pos: int, state: str, secret: str | None = None) -> str:
-    """The "ask a teacher" form beside an auto-graded free-text answer not yet sent for review
-    (empty otherwise). Kept apart from the answered card, which must not carry a CSRF token;
+    """The "ask a teacher" form beside an auto-graded free-text answer of a graded attempt not yet
+    sent for review (empty otherwise). Kept apart from the answered card, which must not carry a CSRF token;
     cached per session secret like an open card (``secret``: the caller's, read once per page)."""
-    if state or not _is_text(att.question_ids[pos]):
-        return ""
+    if state or not _is_text(att.question_ids[pos]) or att.mode != "graded":
+        return ""  # practice counts nothing: its answers never go to the teachers' queue
 
     def build() -> str:
         template = _fragments().get_template("quiz/_ask_review.html")

@@ -84,7 +84,8 @@ def _open_answers(course_id: int | None, question_id: str | None = None) -> list
 
     q = (select(QuizAnswer.id, QuizAnswer.question_id, QuizAnswer.raw_answer, QuizAnswer.details_json,
                 QuizAnswer.feedback_json, QuizAnswer.review_state, QuizAnswer.review_comment, QuizAnswer.score,
-                QuizAnswer.max_score, QuizAnswer.auto_score, QuizAnswer.lang, QuizAnswer.attempt_id, User.username)
+                QuizAnswer.max_score, QuizAnswer.auto_score, QuizAnswer.lang, QuizAnswer.attempt_id, User.username,
+                QuizAnswer.user_id, QuizAnswer.quiz_id)
          .join(QuizAttempt, QuizAttempt.id == QuizAnswer.attempt_id).join(User, User.id == QuizAnswer.user_id)
          .where(QuizAnswer.review_state.in_(OPEN_STATES), QuizAttempt.course_id == course_id)
          .order_by(QuizAnswer.id))
@@ -133,13 +134,22 @@ def decide(course_id: int | None, question_id: str, answer_ids: list[int], fract
     rows = [r for r in _open_answers(course_id, question_id) if r.id in set(answer_ids)]
     if not rows:
         raise ReviewError("nothing_open")
+    from server.dashboard.models import AuditEntry  # here: the dashboard package imports quiz modules
+
     now = utcnow()
     attempts = set()
     for r in rows:
         score = round(fraction * r.max_score, 4)
-        db.session.execute(update(QuizAnswer).where(QuizAnswer.id == r.id, QuizAnswer.review_state.in_(OPEN_STATES))
-                           .values(score=score, fraction=fraction, correct=fraction >= 1 - 1e-9,
-                                   review_state=ReviewState.REVIEWED.value, reviewed_by=teacher_id, reviewed_at=now))
+        changed = db.session.execute(update(QuizAnswer).where(QuizAnswer.id == r.id, QuizAnswer.review_state.in_(OPEN_STATES))
+                                     .values(score=score, fraction=fraction, correct=fraction >= 1 - 1e-9,
+                                             review_state=ReviewState.REVIEWED.value, reviewed_by=teacher_id,
+                                             reviewed_at=now)).rowcount
+        if changed and course_id is not None:  # like every hand-given score: who, when, from what to what
+            asked = r.review_state == ReviewState.REQUESTED.value
+            db.session.add(AuditEntry(course_id=course_id, user_id=r.user_id, actor_id=teacher_id,
+                                      target=f"quiz:{r.quiz_id}/attempt:{r.attempt_id}/{question_id}", old=r.score,
+                                      new=score, reason="quiz free-text review (asked by the student)" if asked
+                                      else "quiz free-text review"))
         attempts.add(r.attempt_id)
     total = (select(func.coalesce(func.sum(QuizAnswer.score), 0.0)).where(QuizAnswer.attempt_id == QuizAttempt.id)
              .scalar_subquery())
@@ -155,21 +165,34 @@ def decide(course_id: int | None, question_id: str, answer_ids: list[int], fract
     return len(rows)
 
 
-def request_review(answer: QuizAnswer, comment: str) -> None:
-    """A student asks a teacher to look at an auto-graded free-text answer, once."""
+def request_review(answer: QuizAnswer, comment: str, limit: int) -> None:
+    """A student asks a teacher to look at an auto-graded free-text answer of a graded attempt,
+    once per answer and at most ``limit`` answers per attempt.
+
+    Practice counts nothing, so its answers never reach the course's queue (unlimited practice
+    attempts would flood it); the per-attempt bound keeps one student's graded attempts to a few
+    requests. The bound is checked in the same statement that files the request, so two tabs
+    cannot both pass it.
+    """
     comment = (comment or "").strip()
+    if answer.attempt.mode != "graded":
+        raise ReviewError("practice")
     if load_question(answer.question_id).type != "text":
         raise ReviewError("not_text")
     if answer.review_state is not None:
         raise ReviewError("already_requested")
     if not comment:
         raise ReviewError("empty_comment")
-    changed = db.session.execute(update(QuizAnswer).where(QuizAnswer.id == answer.id, QuizAnswer.review_state.is_(None))
+    asked = (select(func.count(QuizAnswer.id)).where(QuizAnswer.attempt_id == answer.attempt_id,
+                                                     QuizAnswer.review_comment.is_not(None)).scalar_subquery())
+    changed = db.session.execute(update(QuizAnswer).where(QuizAnswer.id == answer.id, QuizAnswer.review_state.is_(None),
+                                                          asked < limit)
                                  .values(review_state=ReviewState.REQUESTED.value,
                                          review_comment=comment[:MAX_COMMENT])).rowcount
     db.session.commit()
     if not changed:
-        raise ReviewError("already_requested")
+        db.session.refresh(answer)
+        raise ReviewError("already_requested" if answer.review_state is not None else "too_many")
 
 
 def decisions_as_examples(question_id: str) -> list[dict[str, Any]]:

@@ -28,7 +28,7 @@ _att, _ans, _user, _member = (QuizAttempt.__table__, QuizAnswer.__table__, User.
 _owner = _user.alias("owner")  # not the page query's joined user table: that one would be correlated away
 _CURRENT = exists().where(_owner.c.id == _att.c.user_id, _owner.c.session_version == bindparam("sv"))
 _OWNED = (_att.c.id == bindparam("aid"), _att.c.user_id == bindparam("uid"), _CURRENT)
-_ATTEMPT_COLUMNS = (_att.c.id, _att.c.user_id, _att.c.quiz_id, _att.c.attempt_no, _att.c.status, _att.c.question_ids,
+_ATTEMPT_COLUMNS = (_att.c.id, _att.c.user_id, _att.c.quiz_id, _att.c.attempt_no, _att.c.mode, _att.c.status, _att.c.question_ids,
                     _att.c.closes_at, _att.c.score, _att.c.max_score)
 # The attempt (only its owner's), for answering it.
 _ATTEMPT = select(*_ATTEMPT_COLUMNS).where(*_OWNED)

@@ -19,7 +19,7 @@ from server.auth.views import checks_session_version, session_auth, session_is_c
 from server.extensions import db
 from server.models import Role
 from server.quiz import attempts as rules
-from server.quiz import pages, review, store
+from server.quiz import pages, reveal, review, store
 from server.quiz.models import QuizAttempt
 from server.ui import lang_key
 
@@ -105,14 +105,39 @@ def overview(quiz_id: str):
     open_attempt = next((a for a in history if a.is_open), None)
     return render_template("quiz/overview.html", quiz=quiz, history=list(reversed(history)),
                            refusal=_messages().get(refusal or "", ""), open_attempt=open_attempt,
+                           courses=_course_choices(),
                            score=_quiz_scores(current_user.id).get(quiz_id))
+
+
+def _course_choices() -> list[Any]:
+    """The courses the signed-in user can take a quiz in: where they study (any course they belong
+    to if they study in none), by course code."""
+    studying = [m.course for m in current_user.memberships if m.role == Role.STUDENT.value]
+    return sorted(studying or [m.course for m in current_user.memberships], key=lambda c: c.code)
+
+
+def _attempt_course(choices: list[Any]) -> Any:
+    """The course an attempt is filed under: the one the form names (one of the user's), or the
+    only one; None when the user belongs to several and named none of them (they must choose:
+    filing it under the first membership put it in the wrong gradebook and review queue)."""
+    named = request.form.get("course", "")
+    chosen = next((c for c in choices if c.code == named), None)
+    if chosen is None and len(choices) == 1 and not named:
+        chosen = choices[0]
+    return chosen
 
 
 @bp.post("/<quiz_id>/start")
 def start(quiz_id: str):
     """Start (or resume) an attempt and go to its first question."""
     quiz = _quiz_or_404(quiz_id)
-    course_id = current_user.memberships[0].course_id if current_user.memberships else None
+    choices = _course_choices()
+    open_attempt = next((a for a in rules.attempts_of(current_user.id, quiz_id) if a.is_open), None)
+    course = _attempt_course(choices)
+    if course is None and choices and open_attempt is None:
+        flash(_("Choose the course you are taking this quiz for."), "error")
+        return redirect(url_for("quiz.overview", quiz_id=quiz_id))
+    course_id = course.id if course is not None else None
     try:
         attempt = rules.start_attempt(quiz, current_user.id, course_id)
     except rules.QuizRuleError as err:
@@ -174,8 +199,11 @@ def answer(attempt_id: int, pos: int):
         body = {"status": result.status.value, "score": result.score, "max_score": result.max_score,
                 "correct": result.correct, "feedback": result.feedback_text(lang), "attempt_score": outcome.attempt_score}
         if outcome.answer is not None:
-            body["explanation"] = variant.question.text("explanation", lang)
-            body["reference"] = variant.reference_text(lang)
+            if reveal.reference_shown(att, qid):  # a graded quiz's answers stay hidden until it says so
+                body["explanation"] = variant.question.text("explanation", lang)
+                body["reference"] = variant.reference_text(lang)
+            elif reveal.fixed_text(qid):
+                body["feedback"] = []  # "Missed: ..." names the right answer of a fixed question
             # the answered card as the page shows it: quiz.js swaps it in without a reload, and
             # the next full page load finds it rendered already
             body["card_html"] = pages.answered_card(att, pos, lang, outcome.answer["id"], lambda: outcome.answer,
@@ -200,10 +228,15 @@ def request_review(attempt_id: int, pos: int):
     if answer is None:
         abort(404)
     try:
-        review.request_review(answer, request.form.get("comment", ""))
+        review.request_review(answer, request.form.get("comment", ""),
+                              current_app.config["QUIZ_REVIEW_REQUESTS_PER_ATTEMPT"])
         flash(_("A teacher will look at this answer."), "ok")
     except review.ReviewError as err:
+        limit = current_app.config["QUIZ_REVIEW_REQUESTS_PER_ATTEMPT"]
         flash({"already_requested": _("This answer has already been sent for review."),
+               "practice": _("Practice answers count nothing, so they are not sent to a teacher. "
+                             "Compare yours with the reference answer shown."),
+               "too_many": _("You can ask a teacher to review at most %(n)d answers per attempt.", n=limit),
                "empty_comment": _("Say in a few words why you think the answer is right."),
                "not_text": _("Only written answers can be reviewed.")}.get(err.code, err.code), "error")
     return redirect(url_for("quiz.attempt", attempt_id=att.id, _anchor=f"q{pos}"))

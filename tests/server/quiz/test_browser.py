@@ -147,3 +147,33 @@ def test_review_queue_grouped_decision_updates_every_student_and_the_gradebook(s
         assert "Nothing is waiting for review." in page.inner_text("main")
     finally:
         context.close()
+
+
+def test_a_partial_score_typed_in_the_review_queue_saves_that_score(service, browser) -> None:
+    """The page's own hint: P, type points, Enter. Enter submitted the form's first button ("full
+    marks"), so 0.5 saved as 1 / 1 "confirmed by a teacher". In Chinese (alice) and English (bob)."""
+    service.start_web()
+    for user, pw in (("alice", "alice-pass"), ("bob", "bob-pass")):
+        _student_answers_unsure(browser, service.url, user, pw)
+    for lang, locale, hint, typed, user, total in (
+            ("zh_CN", "zh-CN", "P 输入部分分（回车保存）", "0.5", "alice", "0.5"),
+            ("en", "en-US", "P partial points (Enter saves)", "0.25", "bob", "0.25")):
+        context = browser.new_context(locale=locale)
+        page = context.new_page()
+        try:
+            _login(page, service.url, "teacher", "teacher-pass")
+            page.goto(f"{service.url}/dashboard/DIST101/review/?lang={lang}")
+            page.click("#review-queue a")
+            page.wait_for_selector(".rgroup")
+            assert hint in page.inner_text("#review-keys")
+            other = page.locator(".rgroup .ritems input[type=checkbox]")
+            if other.count() > 1:  # grade alice alone first
+                page.locator(".rgroup .ritems label:has-text('bob') input[type=checkbox]").uncheck()
+            page.keyboard.press("p")
+            page.keyboard.type(typed)
+            with page.expect_navigation():
+                page.keyboard.press("Enter")
+            page.goto(f"{service.url}/dashboard/DIST101/?lang=en")
+            assert page.inner_text(f"tr:has(a:text-is('{user}')) td.total").strip() == total
+        finally:
+            context.close()

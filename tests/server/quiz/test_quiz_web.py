@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from coursework.quiz.bank import load_question, load_quiz
 from server.extensions import db
 from server.quiz.attempts import variant_for
@@ -32,7 +34,14 @@ def test_anonymous_is_sent_to_login(client) -> None:
     assert client.get("/quiz/").status_code in (302, 401)
 
 
-def test_self_test_end_to_end_with_instant_feedback(app, client, auth) -> None:
+@pytest.fixture
+def graded_quiz_closed(monkeypatch):
+    """The graded quiz has closed: the practice bank shows the references of its questions too
+    (before that they are held: tests/server/quiz/test_graded_secrecy.py)."""
+    monkeypatch.setattr(load_quiz("ch7_3_graded"), "closes_at", "2020-01-01T00:00:00")
+
+
+def test_self_test_end_to_end_with_instant_feedback(app, client, auth, graded_quiz_closed) -> None:
     auth.login()
     attempt_id = _start(client, "ch7_3_selftest")
     code, body = _answer(client, attempt_id, 0, answer="数据并行解决吞吐，模型并行解决容量")
@@ -288,7 +297,7 @@ def test_finish_counts_an_answer_stored_after_finish_read_the_attempt(app, clien
     assert _answer(client, attempt_id, 1, answer="等价于大 batch")[1]["error"] == "attempt_closed"
 
 
-def test_pages_show_option_text_units_and_progress(app, client, auth) -> None:
+def test_pages_show_option_text_units_and_progress(app, client, auth, graded_quiz_closed) -> None:
     """Reference answers show option text (never ids), times as "about 2.2 ms"; a bare number
     where the unit matters is a format error naming a unit of the right kind; the page has a
     jump list and asks before finishing with questions left open."""

@@ -108,7 +108,7 @@ def test_students_see_only_their_own_queue_and_cannot_decide(app, client, auth) 
 
 def test_a_student_may_ask_for_review_once_with_a_comment(app, client, auth) -> None:
     auth.login()
-    attempt_id = _start(client, "ch7_3_selftest")
+    attempt_id = _start(client, "ch7_3_graded")  # practice answers cannot be asked about
     code, body = _answer(client, attempt_id, 0, "数据并行解决容量")  # graded at once: zero
     assert code == 200 and body["status"] == "graded" and body["score"] == 0
     assert "ask a teacher" in body["review_html"] and "ask a teacher" not in body["card_html"]
@@ -187,3 +187,87 @@ def test_a_teacher_can_leave_one_answer_out_of_a_group_decision(app, client, aut
         states = sorted(db.session.scalar(db.select(QuizAnswer.review_state).where(
             QuizAnswer.attempt_id == attempts[name], QuizAnswer.position == POS)) for name in ("alice", "bob"))
     assert states == ["pending", "reviewed"], states
+
+
+def _queue_requested(app) -> int:
+    from server.quiz import review
+
+    with app.app_context():
+        course = db.session.scalar(db.select(Course).where(Course.code == "DIST101"))
+        return sum(c["requested"] for c in review.queue_counts(course.id).values())
+
+
+def test_practice_answers_cannot_be_sent_to_the_teachers_queue(app, client, auth) -> None:
+    """Practice counts nothing: "ask the teacher" on practice answers flooded the course queue
+    (unlimited attempts, a request per answer). It is neither offered nor accepted there."""
+    auth.login()
+    for round_ in range(2):
+        attempt_id = _start(client, "ch7_3_selftest")
+        code, body = _answer(client, attempt_id, 0, "数据并行解决容量")  # graded at once: zero
+        assert code == 200 and body["status"] == "graded"
+        assert body["review_html"] == ""
+        for lang in ("en", "zh_CN"):
+            page = client.get(f"/quiz/attempt/{attempt_id}?lang={lang}").get_data(as_text=True)
+            assert f"/quiz/attempt/{attempt_id}/review/0" not in page
+        resp = client.post(f"/quiz/attempt/{attempt_id}/review/0?lang=en", data={"comment": "please"})
+        assert resp.status_code == 302
+        page = client.get(resp.headers["Location"].split("#")[0] + "?lang=en").get_data(as_text=True)
+        assert "Practice answers count nothing" in page
+        client.post(f"/quiz/attempt/{attempt_id}/finish")
+    assert _queue_requested(app) == 0
+    with app.app_context():
+        assert db.session.scalar(db.select(db.func.count(QuizAnswer.id)).where(QuizAnswer.review_state.is_not(None))) == 0
+
+
+def test_review_requests_are_bounded_per_attempt(app, client, auth) -> None:
+    app.config["QUIZ_REVIEW_REQUESTS_PER_ATTEMPT"] = 1
+    auth.login()
+    attempt_id = _start(client, "ch7_3_graded")
+    assert _answer(client, attempt_id, 0, "数据并行解决容量")[1]["status"] == "graded"
+    assert _answer(client, attempt_id, 1, "等价于单卡大 batch，前提是梯度同步。")[1]["status"] == "graded"
+    client.post(f"/quiz/attempt/{attempt_id}/review/0", data={"comment": "typo"})
+    resp = client.post(f"/quiz/attempt/{attempt_id}/review/1?lang=zh_CN", data={"comment": "again"})
+    page = client.get(resp.headers["Location"].split("#")[0] + "?lang=zh_CN").get_data(as_text=True)
+    assert "本次作答最多可请老师复核 1 个回答" in page
+    assert _queue_requested(app) == 1
+
+
+def test_quiz_review_decisions_are_in_the_audit_log(app, client, auth) -> None:
+    """Annotation, manual-cell and integrity decisions were audited; quiz free-text ones were not."""
+    from server.dashboard.models import AuditEntry
+
+    attempts = _student_answers(app, client, auth, [("alice", "alice-pass", UNSURE), ("bob", "bob-pass", UNSURE_TOO)])
+    auth.login("teacher", "teacher-pass")
+    page = client.get("/dashboard/DIST101/review/ch7_3/selftest_4?lang=en").get_data(as_text=True)
+    ids = [int(x.split('"')[0]) for x in page.split('name="answer_id" value="')[1:]]
+    client.post("/dashboard/DIST101/review/ch7_3/selftest_4/decide",
+                data={"answer_id": ids, "verdict": "partial", "points": "0.5", "group": "g"})
+    with app.app_context():
+        rows = db.session.scalars(db.select(AuditEntry).order_by(AuditEntry.id)).all()
+        assert sorted(r.target for r in rows) == sorted(f"quiz:ch7_3_selftest/attempt:{attempts[n]}/ch7_3/selftest_4"
+                                                        for n in ("alice", "bob"))
+        assert {(r.old, r.new) for r in rows} == {(0.0, 0.5)} and all("review" in r.reason for r in rows)
+    for lang in ("en", "zh_CN"):
+        audit = client.get(f"/dashboard/DIST101/audit?lang={lang}").get_data(as_text=True)
+        assert audit.count("ch7_3/selftest_4</code>") == 2
+
+
+def test_unsure_practice_answers_reach_the_queue_only_a_few_at_a_time(app, client, auth) -> None:
+    """The other door of the practice flood: unlimited practice attempts, each with answers the
+    rubric is unsure of. Past QUIZ_PRACTICE_REVIEWS open ones per student, a practice answer keeps
+    the rubric's own reading (practice counts nothing) instead of waiting for a teacher."""
+    app.config["QUIZ_PRACTICE_REVIEWS"] = 2
+    auth.login()
+    states = []
+    for _ in range(4):
+        attempt_id = _start(client, "ch7_3_selftest")
+        code, body = _answer(client, attempt_id, POS, UNSURE)
+        states.append(body["status"])
+        if body["status"] == "graded":
+            assert "Waiting for the teacher" not in body["card_html"] and "teacher will confirm" not in body["card_html"]
+        client.post(f"/quiz/attempt/{attempt_id}/finish")
+    assert states == ["needs_review", "needs_review", "graded", "graded"]
+    with app.app_context():
+        course = db.session.scalar(db.select(Course).where(Course.code == "DIST101"))
+        from server.quiz import review
+        assert review.queue_counts(course.id)["ch7_3/selftest_4"]["pending"] == 2
