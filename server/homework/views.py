@@ -19,6 +19,7 @@ from flask_wtf.file import FileField, FileRequired
 from coursework.assignments import load
 from coursework.exceptions import AssignmentNotFound, SubmissionRejected
 from server.access import is_instructor_of, submission_or_404
+from server import release
 from server.extensions import db
 from server.homework import asking, chart_labels, markdown, readable
 from server.homework.charts import charts_for
@@ -192,15 +193,30 @@ def report_context(sub: Submission) -> dict:
     report = merged_report(sub.id, sub.report_json or {})
     staff = is_instructor_of(sub.course_id)
     owner = sub.user_id == current_user.id
-    return dict(sub=sub, course=db.session.get(Course, sub.course_id), report=report, checks=report.get("checks", []), charts=charts_for(report.get("plots"), chart_labels.for_page()),
+    hold = held_back(sub.course_id, f"hw:{sub.assignment_id}", staff)
+    if hold is not None:  # graded, not released: nothing of the score reaches the page (server.release)
+        return dict(sub=sub, course=db.session.get(Course, sub.course_id), report={"logs": report.get("logs")},
+                    checks=[], charts=[], sub_score=None, asked={}, askable=set(), staff=False, traceback=None,
+                    elapsed=elapsed_s(sub), released=False, releases_at=hold)
+    return dict(released=True, sub=sub, course=db.session.get(Course, sub.course_id), report=report, checks=report.get("checks", []), charts=charts_for(report.get("plots"), chart_labels.for_page()),
                 sub_score=submission_score(sub).counted, asked=asking.requests_for(sub.id),
                 askable=asking.askable_checks(sub) if owner else set(),
                 staff=staff, traceback=(sub.error_detail or report.get("staff_traceback")) if staff else None,
                 elapsed=elapsed_s(sub))
 
 
+def held_back(course_id: int, item: str, staff: bool):
+    """None when the viewer may see the item's results; else when they will be released
+    (a datetime, or False: when the teacher publishes). Staff always see them."""
+    if staff or release.is_released(course_id, item):
+        return None
+    return release.state(course_id, item)["releases_at"] or False
+
+
 def counted_for(sub: Submission) -> dict:
     """The score that counts for the submission's homework (the owner's gradebook cell) and its maximum."""
+    if held_back(sub.course_id, f"hw:{sub.assignment_id}", is_instructor_of(sub.course_id)) is not None:
+        return dict(counted=None, counted_max=None, counted_policy="best")
     from server.dashboard.gradebook import build_gradebook  # the dashboard package imports this module
 
     book = build_gradebook(db.session.get(Course, sub.course_id), sub.user_id)

@@ -27,6 +27,7 @@ from jinja2 import pass_context
 from markupsafe import Markup
 
 from coursework.quiz.bank import Quiz, load_question
+from server import release
 from server.quiz import attempts as rules
 from server.quiz import store
 from server.quiz.models import AttemptStatus
@@ -85,8 +86,14 @@ def csrf_secret() -> str:
     return session["csrf_token"]
 
 
+def held_back(att: Any) -> bool:
+    """True while the attempt's quiz keeps scores and feedback from its students (``server.release``):
+    its answered cards then say only that the answer was recorded."""
+    return not release.mode_releases(att.release_mode, att.course_id, f"quiz:{att.quiz_id}")
+
+
 def render_card(att: Any, pos: int, lang: str, answer: Any = None, error: str | None = None,
-                draft: str = "") -> Markup:
+                draft: str = "", hidden: bool = False) -> Markup:
     """One question card: its form while open, its feedback once answered.
 
     Rendered from the template itself rather than through ``render_template``: the context
@@ -99,7 +106,9 @@ def render_card(att: Any, pos: int, lang: str, answer: Any = None, error: str | 
     variant = rules.cached_variant(qid, stored if stored is not None else rules.seed_for(att, qid))
     c = {"pos": pos, "q": variant.public(lang), "draft": draft,
          "answer": answer, "error": error}
-    if answer is not None:
+    if answer is not None and hidden:
+        c["hidden"] = True  # neither the verdict nor the reference answer goes into the card
+    elif answer is not None:
         c.update(explanation=load_question(qid).text("explanation", lang), reference=variant.reference_text(lang))
     template = _fragments().get_template("quiz/_card.html")
     return Markup(template.render(c=c, attempt_id=att.id, is_open=att.status == AttemptStatus.OPEN.value,
@@ -126,8 +135,8 @@ def _card_gettext() -> Callable[..., str]:
     return gettext
 
 
-def _answered_key(att: Any, pos: int, answer_id: int, lang: str, state: str = "") -> tuple:
-    return "answered", _ident(att), pos, answer_id, lang, state
+def _answered_key(att: Any, pos: int, answer_id: int, lang: str, state: str = "", hidden: bool = False) -> tuple:
+    return "answered", _ident(att), pos, answer_id, lang, state, hidden
 
 
 @lru_cache(maxsize=4096)
@@ -136,11 +145,12 @@ def _is_text(qid: str) -> bool:
     return load_question(qid).type == "text"
 
 
-def review_form(att: Any, pos: int, state: str, secret: str | None = None) -> str:
+def review_form(att: Any, pos: int, state: str, secret: str | None = None, hidden: bool = False) -> str:
     """The "ask a teacher" form beside an auto-graded free-text answer not yet sent for review
-    (empty otherwise). Kept apart from the answered card, which must not carry a CSRF token;
-    cached per session secret like an open card (``secret``: the caller's, read once per page)."""
-    if state or not _is_text(att.question_ids[pos]):
+    (empty otherwise, and while the quiz's results are held back). Kept apart from the answered
+    card, which must not carry a CSRF token; cached per session secret like an open card
+    (``secret``: the caller's, read once per page)."""
+    if state or hidden or not _is_text(att.question_ids[pos]):
         return ""
 
     def build() -> str:
@@ -150,11 +160,12 @@ def review_form(att: Any, pos: int, state: str, secret: str | None = None) -> st
     return _caches()[0].get(("review", _ident(att), pos, secret or csrf_secret()), build)
 
 
-def answered_card(att: Any, pos: int, lang: str, answer_id: int, answer: Callable[[], Any], state: str = "") -> str:
-    """The card of a stored answer (it changes only by a review, whose state is in the key);
-    ``answer`` reads it on a miss."""
-    return _caches()[0].get(_answered_key(att, pos, answer_id, lang, state),
-                            lambda: render_card(att, pos, lang, answer=answer()))
+def answered_card(att: Any, pos: int, lang: str, answer_id: int, answer: Callable[[], Any], state: str = "",
+                  hidden: bool = False) -> str:
+    """The card of a stored answer (it changes only by a review, whose state is in the key, or by
+    its quiz's release, ``hidden``); ``answer`` reads it on a miss."""
+    return _caches()[0].get(_answered_key(att, pos, answer_id, lang, state, hidden),
+                            lambda: render_card(att, pos, lang, answer=answer(), hidden=hidden))
 
 
 def _open_card(att: Any, pos: int, lang: str, secret: str) -> str:
@@ -169,13 +180,15 @@ def _page(att: Any, quiz: Quiz, score_html: str, cards_html: str, focus: int | N
 def attempt_page(att: Any, quiz: Quiz, lang: str, override: tuple[int, str, str] | None = None) -> str:
     """The whole attempt page; ``override`` is (position, error, draft) after a format error."""
     secret = csrf_secret()
+    hidden = held_back(att)
+    score = "—" if hidden else f"{att.score:g}"
     states = store.answered_states(att)
     answered = {pos: i for pos, (i, _) in states.items()}
     cached = _caches()[0]
     # answers this process has not rendered yet (after a restart, or served by another worker)
     # are read in one query, not one per card
     missing = store.answer_rows([i for pos, (i, st) in states.items()
-                                 if _answered_key(att, pos, i, lang, st) not in cached])
+                                 if _answered_key(att, pos, i, lang, st, hidden) not in cached])
     cards = []
     for pos in range(len(att.question_ids)):
         if override and override[0] == pos:
@@ -185,16 +198,16 @@ def attempt_page(att: Any, quiz: Quiz, lang: str, override: tuple[int, str, str]
             # (read again only if its card was evicted since ``missing`` was taken)
             cards.append(answered_card(att, pos, lang, answer_id,
                                        lambda: missing.get(answer_id) or store.answer_rows([answer_id])[answer_id],
-                                       states[pos][1]))
-            cards.append(review_form(att, pos, states[pos][1], secret))
+                                       states[pos][1], hidden))
+            cards.append(review_form(att, pos, states[pos][1], secret, hidden))
         else:
             cards.append(_open_card(att, pos, lang, secret))
     if override or session.get("_flashes"):
-        return _page(att, quiz, f"{att.score:g}", "".join(cards), override[0] if override else None)
+        return _page(att, quiz, score, "".join(cards), override[0] if override else None)
     key = (att.id, att.attempt_no, att.quiz_id, att.status, att.max_score, att.user_id, att.username,
            att.display_name, att.is_instructor, lang, request.full_path, secret)
     head, middle, tail = _caches()[1].get(key, lambda: _split_shell(att, quiz))
-    return "".join((head, f"{att.score:g}", middle, *cards, tail))
+    return "".join((head, score, middle, *cards, tail))
 
 
 def _split_shell(att: Any, quiz: Quiz) -> tuple[str, str, str]:
