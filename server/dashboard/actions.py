@@ -14,6 +14,7 @@ from typing import Any
 
 from server.dashboard.models import (AnnotationReviewRequest, AuditEntry, Extension, ManualCellScore, Regrade,
                                      ScoreOverride)
+from server import regrade_requests
 from server.extensions import db
 from server.grading import lifecycle
 from server.grading.queue import try_enqueue
@@ -46,6 +47,7 @@ def regrade(subs: list[Submission], actor_id: int) -> str:
                                old_max_score=sub.max_score, requested_by=actor_id))
         if lifecycle.reset_for_regrade(sub.id):
             _clear_annotation_decisions(sub, actor_id)
+            regrade_requests.clear_decisions(sub, actor_id)
             requeued.append(sub)
     db.session.commit()
     # A whole class can be thousands of submissions: hand the first ones to Redis now and leave

@@ -1,4 +1,4 @@
-"""release control: when students see a homework's or quiz's scores, and its audit log
+"""release control (when students see a homework's or quiz's scores, and its log) and regrade requests per check
 
 Revision ID: lti
 Revises: annotation_review_requests
@@ -45,9 +45,41 @@ def upgrade():
     )
     with op.batch_alter_table('release_event', schema=None) as batch_op:
         batch_op.create_index('ix_release_event_course_id', ['course_id'])
+    op.create_table(
+        'regrade_request',
+        sa.Column('id', sa.Integer(), nullable=False),
+        sa.Column('course_id', sa.Integer(), nullable=False),
+        sa.Column('submission_id', sa.Integer(), nullable=False),
+        sa.Column('user_id', sa.Integer(), nullable=False),
+        sa.Column('check_id', sa.String(length=120), nullable=False),
+        sa.Column('reason', sa.Text(), nullable=False),
+        sa.Column('auto_points', sa.Float(), nullable=False),
+        sa.Column('max_points', sa.Float(), nullable=False),
+        sa.Column('state', sa.String(length=12), nullable=False),
+        sa.Column('reply', sa.Text(), nullable=False),
+        sa.Column('new_points', sa.Float(), nullable=True),
+        sa.Column('created_at', sa.DateTime(), nullable=False),
+        sa.Column('decided_by', sa.Integer(), nullable=True),
+        sa.Column('decided_at', sa.DateTime(), nullable=True),
+        sa.ForeignKeyConstraint(['course_id'], ['course.id'], name='fk_regrade_request_course'),
+        sa.ForeignKeyConstraint(['submission_id'], ['submission.id'], name='fk_regrade_request_submission'),
+        sa.ForeignKeyConstraint(['user_id'], ['user.id'], name='fk_regrade_request_user'),
+        sa.ForeignKeyConstraint(['decided_by'], ['user.id'], name='fk_regrade_request_decided_by'),
+        sa.PrimaryKeyConstraint('id'),
+        sa.UniqueConstraint('submission_id', 'check_id', name='uq_regrade_request_submission_check'),
+    )
+    with op.batch_alter_table('regrade_request', schema=None) as batch_op:
+        batch_op.create_index('ix_regrade_request_course_id', ['course_id'])
+        batch_op.create_index('ix_regrade_request_submission_id', ['submission_id'])
+        batch_op.create_index('ix_regrade_request_user_id', ['user_id'])
+        batch_op.create_index('ix_regrade_request_state', ['state'])
 
 
 def downgrade():
+    with op.batch_alter_table('regrade_request', schema=None) as batch_op:
+        for name in ('state', 'user_id', 'submission_id', 'course_id'):
+            batch_op.drop_index(f'ix_regrade_request_{name}')
+    op.drop_table('regrade_request')
     with op.batch_alter_table('release_event', schema=None) as batch_op:
         batch_op.drop_index('ix_release_event_course_id')
     op.drop_table('release_event')
