@@ -20,6 +20,7 @@ BLUEPRINTS = (
     "server.dashboard",
     "server.homework",
     "server.dashboard.roster_views",
+    "server.lti",
     "server.quiz",
     "server.ui",
 )

@@ -1,4 +1,4 @@
-"""release control (when students see a homework's or quiz's scores, and its log) and regrade requests per check
+"""release control (when students see a homework's or quiz's scores, and its log), regrade requests per check, LTI 1.3 tables
 
 Revision ID: lti
 Revises: annotation_review_requests
@@ -75,7 +75,61 @@ def upgrade():
         batch_op.create_index('ix_regrade_request_state', ['state'])
 
 
+    op.create_table(
+        'lti_platform',
+        sa.Column('id', sa.Integer(), nullable=False),
+        sa.Column('issuer', sa.String(length=255), nullable=False),
+        sa.Column('client_id', sa.String(length=255), nullable=False),
+        sa.Column('auth_login_url', sa.String(length=500), nullable=False),
+        sa.Column('auth_token_url', sa.String(length=500), nullable=False),
+        sa.Column('key_set_url', sa.String(length=500), nullable=False),
+        sa.Column('deployment_ids', sa.JSON(), nullable=False),
+        sa.Column('created_at', sa.DateTime(), nullable=False),
+        sa.PrimaryKeyConstraint('id'),
+        sa.UniqueConstraint('issuer', 'client_id', name='uq_lti_platform_issuer_client'),
+    )
+    op.create_table(
+        'lti_context',
+        sa.Column('id', sa.Integer(), nullable=False),
+        sa.Column('platform_id', sa.Integer(), nullable=False),
+        sa.Column('context_id', sa.String(length=255), nullable=False),
+        sa.Column('course_id', sa.Integer(), nullable=False),
+        sa.Column('services', sa.JSON(), nullable=False),
+        sa.ForeignKeyConstraint(['platform_id'], ['lti_platform.id'], name='fk_lti_context_platform'),
+        sa.ForeignKeyConstraint(['course_id'], ['course.id'], name='fk_lti_context_course'),
+        sa.PrimaryKeyConstraint('id'),
+        sa.UniqueConstraint('platform_id', 'context_id', name='uq_lti_context_platform_context'),
+    )
+    op.create_table(
+        'lti_user',
+        sa.Column('id', sa.Integer(), nullable=False),
+        sa.Column('platform_id', sa.Integer(), nullable=False),
+        sa.Column('sub', sa.String(length=255), nullable=False),
+        sa.Column('user_id', sa.Integer(), nullable=False),
+        sa.ForeignKeyConstraint(['platform_id'], ['lti_platform.id'], name='fk_lti_user_platform'),
+        sa.ForeignKeyConstraint(['user_id'], ['user.id'], name='fk_lti_user_user'),
+        sa.PrimaryKeyConstraint('id'),
+        sa.UniqueConstraint('platform_id', 'sub', name='uq_lti_user_platform_sub'),
+    )
+    op.create_table(
+        'lti_nonce',
+        sa.Column('id', sa.Integer(), nullable=False),
+        sa.Column('issuer', sa.String(length=255), nullable=False),
+        sa.Column('nonce', sa.String(length=255), nullable=False),
+        sa.Column('used_at', sa.DateTime(), nullable=False),
+        sa.PrimaryKeyConstraint('id'),
+        sa.UniqueConstraint('issuer', 'nonce', name='uq_lti_nonce_issuer_nonce'),
+    )
+    for table, cols in (('lti_context', ('platform_id', 'course_id')), ('lti_user', ('platform_id', 'user_id')),
+                        ('lti_nonce', ('used_at',))):
+        with op.batch_alter_table(table, schema=None) as batch_op:
+            for col in cols:
+                batch_op.create_index(f'ix_{table}_{col}', [col])
+
+
 def downgrade():
+    for table in ('lti_nonce', 'lti_user', 'lti_context', 'lti_platform'):
+        op.drop_table(table)
     with op.batch_alter_table('regrade_request', schema=None) as batch_op:
         for name in ('state', 'user_id', 'submission_id', 'course_id'):
             batch_op.drop_index(f'ix_regrade_request_{name}')
