@@ -175,6 +175,10 @@ def answer_with_score(course_id: int, request_id: int, points: Any, reply: Any, 
     row.state, row.new_points, row.reply = RequestState.ANSWERED.value, new, reply
     row.decided_by, row.decided_at = actor_id, utcnow()
     db.session.commit()
+    from server.lti import passback  # the LTI package imports the dashboard's gradebook
+
+    sub = db.session.get(Submission, row.submission_id)
+    passback.notify(course_id, row.user_id, f"hw:{sub.assignment_id}")
     return row
 
 

@@ -184,6 +184,9 @@ def publish(course_id: int, item: str, actor_id: int) -> None:
         row.published_at, row.published_by = utcnow(), actor_id
         _log(course_id, item, "publish", actor_id)
     db.session.commit()
+    from server.lti import passback  # released scores reach the LMS now (they were held back)
+
+    passback.notify(course_id, item=item)
 
 
 def withdraw(course_id: int, item: str, actor_id: int) -> None:

@@ -21,6 +21,7 @@ from rq import Queue, Worker
 
 from graders.gpu_slots import host_gpus
 from server.grading.queue import queues_for_host, redis_conn
+from server.lti.passback import QUEUE as lti_queue
 from server.grading.reconcile import reconcile
 from server.grading.task import worker_app
 from server.process import die_with_parent
@@ -70,7 +71,8 @@ def main() -> None:
     app = worker_app()
     with app.app_context():
         conn = redis_conn()
-        names = queues_for_host(host_gpus().count)
+        # LTI grade passback last: a grading never waits behind an LMS call (server.lti.passback)
+        names = queues_for_host(host_gpus().count) + [lti_queue]
     stop = threading.Event()
     threading.Thread(target=reconcile_forever, args=(stop,), daemon=True).start()
     if os.environ.get("DISTGRADE_CALIBRATE", "1") != "0":  # the reference's speed, measured outside any student's job

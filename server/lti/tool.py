@@ -101,9 +101,15 @@ def context_course(platform: LtiPlatform, launch: dict[str, Any]) -> Course | No
                                                         LtiContext.context_id == str(context.get("id", ""))))
     if row is None:
         return None
-    row.services = {k: v for k, v in (("nrps", launch.get("https://purl.imsglobal.org/spec/lti-nrps/claim/namesroleservice")),
-                                      ("ags", launch.get("https://purl.imsglobal.org/spec/lti-ags/claim/endpoint"))) if v}
+    row.services = services(launch) or row.services
     return db.session.get(Course, row.course_id)
+
+
+def services(launch: dict[str, Any]) -> dict[str, Any]:
+    """The service endpoints a launch names: NRPS (roster) and AGS (line items, scopes)."""
+    return {k: v for k, v in (("nrps", launch.get("https://purl.imsglobal.org/spec/lti-nrps/claim/namesroleservice")),
+                              ("ags", launch.get("https://purl.imsglobal.org/spec/lti-ags/claim/endpoint")))
+            if isinstance(v, dict)}
 
 
 def create_course(platform: LtiPlatform, launch: dict[str, Any]) -> Course:
@@ -112,14 +118,15 @@ def create_course(platform: LtiPlatform, launch: dict[str, Any]) -> Course:
     context_id = str(context.get("id", ""))
     if not context_id:
         raise LaunchRefused("no_context")
+    from server.roster import ensure_course
+
     base = "".join(ch for ch in str(context.get("label") or "LTI") if ch.isalnum() or ch in "-_")[:24] or "LTI"
     code = base
     while db.session.scalar(db.select(Course.id).where(Course.code == code)) is not None:
         code = f"{base}-{secrets.token_hex(2)}"
-    course = Course(code=code, title=str(context.get("title") or code)[:200])
-    db.session.add(course)
-    db.session.flush()
-    db.session.add(LtiContext(platform_id=platform.id, context_id=context_id, course_id=course.id, services={}))
+    course = ensure_course(code, str(context.get("title") or code)[:200])  # every homework published, as seeded
+    db.session.add(LtiContext(platform_id=platform.id, context_id=context_id, course_id=course.id,
+                              services=services(launch)))
     return course
 
 

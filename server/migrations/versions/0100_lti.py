@@ -120,7 +120,34 @@ def upgrade():
         sa.PrimaryKeyConstraint('id'),
         sa.UniqueConstraint('issuer', 'nonce', name='uq_lti_nonce_issuer_nonce'),
     )
-    for table, cols in (('lti_context', ('platform_id', 'course_id')), ('lti_user', ('platform_id', 'user_id')),
+    op.create_table(
+        'lti_line_item',
+        sa.Column('id', sa.Integer(), nullable=False),
+        sa.Column('context_id', sa.Integer(), nullable=False),
+        sa.Column('item', sa.String(length=200), nullable=False),
+        sa.Column('url', sa.String(length=500), nullable=False),
+        sa.ForeignKeyConstraint(['context_id'], ['lti_context.id'], name='fk_lti_line_item_context'),
+        sa.PrimaryKeyConstraint('id'),
+        sa.UniqueConstraint('context_id', 'item', name='uq_lti_line_item_context_item'),
+    )
+    op.create_table(
+        'lti_grade_sync',
+        sa.Column('id', sa.Integer(), nullable=False),
+        sa.Column('context_id', sa.Integer(), nullable=False),
+        sa.Column('user_id', sa.Integer(), nullable=False),
+        sa.Column('item', sa.String(length=200), nullable=False),
+        sa.Column('sent_score', sa.Float(), nullable=True),
+        sa.Column('state', sa.String(length=12), nullable=False),
+        sa.Column('tries', sa.Integer(), nullable=False),
+        sa.Column('error', sa.Text(), nullable=False),
+        sa.Column('updated_at', sa.DateTime(), nullable=False),
+        sa.ForeignKeyConstraint(['context_id'], ['lti_context.id'], name='fk_lti_grade_sync_context'),
+        sa.ForeignKeyConstraint(['user_id'], ['user.id'], name='fk_lti_grade_sync_user'),
+        sa.PrimaryKeyConstraint('id'),
+        sa.UniqueConstraint('context_id', 'user_id', 'item', name='uq_lti_grade_sync_context_user_item'),
+    )
+    for table, cols in (('lti_line_item', ('context_id',)), ('lti_grade_sync', ('context_id', 'user_id', 'state')),
+                        ('lti_context', ('platform_id', 'course_id')), ('lti_user', ('platform_id', 'user_id')),
                         ('lti_nonce', ('used_at',))):
         with op.batch_alter_table(table, schema=None) as batch_op:
             for col in cols:
@@ -128,7 +155,7 @@ def upgrade():
 
 
 def downgrade():
-    for table in ('lti_nonce', 'lti_user', 'lti_context', 'lti_platform'):
+    for table in ('lti_grade_sync', 'lti_line_item', 'lti_nonce', 'lti_user', 'lti_context', 'lti_platform'):
         op.drop_table(table)
     with op.batch_alter_table('regrade_request', schema=None) as batch_op:
         for name in ('state', 'user_id', 'submission_id', 'course_id'):

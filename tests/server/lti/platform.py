@@ -33,6 +33,13 @@ class Platform:
         self.user: dict[str, Any] = {}  # who the next authorisation is for (the "signed-in LMS user")
         self.context = {"id": "ctx-42", "label": "DDP101", "title": "Distributed training"}
         self.custom: dict[str, str] = {}
+        self.tool_jwks: dict = {}  # the tool's public key, pasted at registration as an LMS allows
+        self.tokens: set[str] = set()
+        self.lineitems: dict[str, dict] = {}  # id (url) -> line item
+        self.scores: dict[str, dict[str, dict]] = {}  # line item url -> user id -> last score posted
+        self.members: list[dict] = []  # the course roster NRPS returns
+        self.fail_scores = 0  # answer this many score posts with 503 (an LMS outage)
+        self.lock = threading.Lock()
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     def start(self) -> "Platform":
@@ -55,7 +62,15 @@ class Platform:
                 CLAIM + "deployment_id": self.deployment, CLAIM + "message_type": "LtiResourceLinkRequest",
                 CLAIM + "version": "1.3.0", CLAIM + "roles": [ROLE + self.user.get("role", "Learner")],
                 CLAIM + "context": self.context, CLAIM + "resource_link": {"id": "rl-1"},
-                CLAIM + "target_link_uri": "", CLAIM + "custom": dict(self.custom)}
+                CLAIM + "target_link_uri": "", CLAIM + "custom": dict(self.custom),
+                "https://purl.imsglobal.org/spec/lti-ags/claim/endpoint": {
+                    "scope": ["https://purl.imsglobal.org/spec/lti-ags/scope/lineitem",
+                              "https://purl.imsglobal.org/spec/lti-ags/scope/result.readonly",
+                              "https://purl.imsglobal.org/spec/lti-ags/scope/score"],
+                    "lineitems": f"{self.url}/ctx/{self.context['id']}/lineitems"},
+                "https://purl.imsglobal.org/spec/lti-nrps/claim/namesroleservice": {
+                    "context_memberships_url": f"{self.url}/ctx/{self.context['id']}/memberships",
+                    "service_versions": ["2.0"]}}
         body.update(over)
         return {k: v for k, v in body.items() if v is not None}
 
@@ -89,6 +104,67 @@ class Platform:
                             f'<input name="id_token" value="{token}"><input name="state" value="{html.escape(q["state"])}">'
                             "</form>")
                     return self._send(200, page.encode(), "text/html")
+                if not self._authorised():
+                    return self._send(401, b"no token", "text/plain")
+                if url.path.endswith("/lineitems"):
+                    items = list(platform.lineitems.values())
+                    q = {k: v[0] for k, v in parse_qs(url.query).items()}
+                    for key in ("tag", "resource_id"):
+                        if key in q:
+                            items = [i for i in items if i.get({"tag": "tag", "resource_id": "resourceId"}[key]) == q[key]]
+                    return self._json(200, items)
+                if url.path.endswith("/results"):
+                    line = platform.url + url.path.removesuffix("/results")
+                    return self._json(200, [{"userId": u, "resultScore": s["scoreGiven"], "resultMaximum": s["scoreMaximum"]}
+                                            for u, s in platform.scores.get(line, {}).items()])
+                if url.path.endswith("/memberships"):
+                    return self._json(200, {"id": platform.url + url.path, "context": platform.context,
+                                            "members": platform.members})
+                self._send(404, b"", "text/plain")
+
+            def _json(self, code: int, body: Any) -> None:
+                self._send(code, json.dumps(body).encode(), "application/json")
+
+            def _authorised(self) -> bool:
+                auth = self.headers.get("Authorization", "")
+                return auth.startswith("Bearer ") and auth[7:] in platform.tokens
+
+            def _body(self) -> bytes:
+                return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+            def do_POST(self) -> None:
+                url = urlparse(self.path)
+                if url.path == "/token":  # OAuth2 client credentials with a JWT client assertion (RFC 7523)
+                    form = {k: v[0] for k, v in parse_qs(self._body().decode()).items()}
+                    try:
+                        key = RSAAlgorithm.from_jwk(json.dumps(platform.tool_jwks["keys"][0]))
+                        claims = jwt.decode(form.get("client_assertion", ""), key, algorithms=["RS256"],
+                                            audience=platform.url + "/token")
+                    except (jwt.InvalidTokenError, KeyError, IndexError) as err:
+                        return self._json(401, {"error": "invalid_client", "detail": str(err)})
+                    if claims.get("iss") != platform.client_id:
+                        return self._json(401, {"error": "invalid_client"})
+                    token = uuid.uuid4().hex
+                    platform.tokens.add(token)
+                    return self._json(200, {"access_token": token, "token_type": "Bearer", "expires_in": 3600})
+                if not self._authorised():
+                    return self._send(401, b"no token", "text/plain")
+                body = json.loads(self._body() or b"{}")
+                if url.path.endswith("/lineitems"):
+                    with platform.lock:
+                        line_id = f"{platform.url}{url.path}/{len(platform.lineitems) + 1}"
+                        platform.lineitems[line_id] = {**body, "id": line_id}
+                    return self._json(201, platform.lineitems[line_id])
+                if url.path.endswith("/scores"):
+                    line = platform.url + url.path.removesuffix("/scores")
+                    if line not in platform.lineitems:
+                        return self._send(404, b"no such line item", "text/plain")
+                    with platform.lock:
+                        if platform.fail_scores > 0:
+                            platform.fail_scores -= 1
+                            return self._send(503, b"maintenance", "text/plain")
+                        platform.scores.setdefault(line, {})[body["userId"]] = body
+                    return self._send(204, b"", "text/plain")
                 self._send(404, b"", "text/plain")
 
         return Handler
