@@ -8,7 +8,10 @@ from flask_login import current_user
 
 from server.access import course_or_404
 from server.extensions import db
-from server.lti import bp, passback, tool
+import requests
+from pylti1p3.exception import LtiException, LtiServiceException
+
+from server.lti import bp, passback, roster, tool
 from server.lti.models import LtiContext, LtiPlatform
 
 
@@ -39,7 +42,14 @@ def passback_page(code: str):
     """What reached the LMS for this course; POST ``retry`` (failed ones) or ``send`` (everything changed)."""
     course = course_or_404(code, instructor=True)
     if request.method == "POST":
-        if request.form.get("action") == "retry":
+        if request.form.get("action") == "roster":
+            try:
+                n = roster.sync(course.id)
+            except (LtiException, LtiServiceException, requests.RequestException) as err:
+                flash(_("The LMS did not answer the roster request: %(err)s", err=str(err)[:300]), "error")
+            else:
+                flash(_("Roster synced: %(s)d students and %(i)d instructors.", s=n["student"], i=n["instructor"]), "ok")
+        elif request.form.get("action") == "retry":
             failed = passback.failures(course.id)
             for row in failed:
                 passback.notify(course.id, row.user_id, row.item)
