@@ -11,11 +11,14 @@ from flask import abort, current_app, redirect, render_template, request, sessio
 from flask_babel import gettext as _
 from flask_login import login_user
 from pylti1p3.contrib.flask import FlaskCacheDataStorage, FlaskMessageLaunch, FlaskOIDCLogin, FlaskRequest
+from pylti1p3.deep_link_resource import DeepLinkResource
 from pylti1p3.exception import LtiException
+from pylti1p3.lineitem import LineItem
 
 from server.extensions import csrf, db
 from server.grading.queue import redis_conn
 from server.lti import bp, keys, tool
+from coursework.text import pick
 
 
 class RedisCache:
@@ -115,7 +118,42 @@ def _sign_in(platform, data: dict[str, Any], course, message):
     db.session.commit()
     login_user(user)
     session["_sv"] = user.session_version
+    if message.is_deep_link_launch() and tool.is_instructor(data):
+        session["lti_deep_link"] = message.get_launch_id()
+        return redirect(url_for("lti.deep_link", code=course.code))
     return redirect(_target(data, course))
+
+
+@bp.route("/<code>/deep-link", methods=["GET", "POST"])
+def deep_link(code: str):
+    """Deep Linking: the instructor picks a homework or quiz; the signed reply (the tool's key)
+    places it in the LMS with its line item (tag = the gradebook's item key, maximum = its points),
+    which the grade passback then finds and reuses."""
+    from server.dashboard.gradebook import build_gradebook  # the dashboard package imports homework views
+    from server.access import course_or_404
+
+    course = course_or_404(code, instructor=True)
+    launch_id = session.get("lti_deep_link")
+    if not launch_id:
+        return refused("expired_launch")
+    try:
+        message = FlaskMessageLaunch.from_cache(launch_id, FlaskRequest(), tool.tool_conf(),
+                                                launch_data_storage=_storage())
+    except LtiException:
+        return refused("expired_launch")
+    items = {i.key: i for i in build_gradebook(course).items}
+    if request.method == "GET":
+        return render_template("lti/deep_link.html", course=course, items=list(items.values()))
+    chosen = [items[k] for k in request.form.getlist("item") if k in items]
+    if not chosen:
+        return render_template("lti/deep_link.html", course=course, items=list(items.values()),
+                               error=_("Choose at least one homework or quiz.")), 400
+    resources = [DeepLinkResource().set_url(url_for("lti.launch", _external=True)).set_title(pick(i.title, "en") or i.ref)
+                 .set_custom_params({"item": i.key})
+                 .set_lineitem(LineItem().set_tag(i.key).set_resource_id(i.key).set_score_maximum(i.max_score)
+                               .set_label(pick(i.title, "en") or i.ref)) for i in chosen]
+    session.pop("lti_deep_link", None)
+    return message.get_deep_link().output_response_form(resources)
 
 
 @bp.post("/create-course")

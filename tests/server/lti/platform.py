@@ -39,6 +39,8 @@ class Platform:
         self.scores: dict[str, dict[str, dict]] = {}  # line item url -> user id -> last score posted
         self.members: list[dict] = []  # the course roster NRPS returns
         self.fail_scores = 0  # answer this many score posts with 503 (an LMS outage)
+        self.placed: list[dict] = []
+        self.next_deep_link = False  # the next authorisation answers with a deep-linking request  # content items the tool returned by deep linking
         self.lock = threading.Lock()
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
@@ -54,6 +56,14 @@ class Platform:
         jwk = json.loads(RSAAlgorithm.to_jwk(self.key.public_key()))
         jwk.update(kid=self.kid, alg="RS256", use="sig")
         return {"keys": [jwk]}
+
+    def deep_link_claims(self, nonce: str) -> dict[str, Any]:
+        """An LtiDeepLinkingRequest: where the tool's reply goes and what it may place."""
+        return self.claims(nonce, **{
+            CLAIM + "message_type": "LtiDeepLinkingRequest", CLAIM + "resource_link": None,
+            "https://purl.imsglobal.org/spec/lti-dl/claim/deep_linking_settings": {
+                "deep_link_return_url": self.url + "/deeplink/return", "accept_types": ["ltiResourceLink"],
+                "accept_presentation_document_targets": ["iframe", "window"], "data": "opaque-42"}})
 
     def claims(self, nonce: str, **over: Any) -> dict[str, Any]:
         now = int(time.time())
@@ -99,7 +109,10 @@ class Platform:
                     q = {k: v[0] for k, v in parse_qs(url.query).items()}
                     if q.get("client_id") != platform.client_id or q.get("response_mode") != "form_post":
                         return self._send(400, b"bad authorisation request", "text/plain")
-                    token = platform.sign(platform.claims(q["nonce"]))
+                    body = (platform.deep_link_claims(q["nonce"]) if platform.next_deep_link
+                            else platform.claims(q["nonce"]))
+                    platform.next_deep_link = False
+                    token = platform.sign(body)
                     page = (f'<form method="post" action="{html.escape(q["redirect_uri"])}">'
                             f'<input name="id_token" value="{token}"><input name="state" value="{html.escape(q["state"])}">'
                             "</form>")
@@ -134,6 +147,22 @@ class Platform:
 
             def do_POST(self) -> None:
                 url = urlparse(self.path)
+                if url.path == "/deeplink/return":  # the tool's signed LtiDeepLinkingResponse
+                    form = {k: v[0] for k, v in parse_qs(self._body().decode()).items()}
+                    try:
+                        key = RSAAlgorithm.from_jwk(json.dumps(platform.tool_jwks["keys"][0]))
+                        claims = jwt.decode(form.get("JWT", ""), key, algorithms=["RS256"], audience=platform.issuer)
+                    except (jwt.InvalidTokenError, KeyError, IndexError) as err:
+                        return self._json(401, {"error": str(err)})
+                    items = claims.get("https://purl.imsglobal.org/spec/lti-dl/claim/content_items", [])
+                    with platform.lock:
+                        platform.placed.extend(items)
+                        for it in items:  # an LMS makes the declared line item with the link
+                            li = it.get("lineItem")
+                            if li:
+                                line_id = f"{platform.url}/ctx/{platform.context['id']}/lineitems/{len(platform.lineitems) + 1}"
+                                platform.lineitems[line_id] = {**li, "id": line_id}
+                    return self._json(200, {"placed": len(items)})
                 if url.path == "/token":  # OAuth2 client credentials with a JWT client assertion (RFC 7523)
                     form = {k: v[0] for k, v in parse_qs(self._body().decode()).items()}
                     try:

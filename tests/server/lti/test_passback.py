@@ -6,6 +6,7 @@ as a failure the instructor sees, and the retry sends it."""
 from __future__ import annotations
 
 import pytest
+import requests
 from rq import Queue, SimpleWorker
 
 from coursework.assignments import all_assignments
@@ -133,3 +134,25 @@ def test_roster_sync_enrols_the_lms_members(app, client, platform, lms_course) -
         assert set(by_sub) == {"t-1", "s-7", "s-8", "ta-1"}  # no second account for s-7, none for the inactive one
         assert by_sub["s-8"].role_in(course_id).value == "student" and by_sub["s-8"].display_name == "Han Meimei"
         assert by_sub["ta-1"].role_in(course_id).value == "instructor"
+
+
+def test_deep_linking_places_a_homework_whose_line_item_passback_reuses(app, client, platform, lms_course) -> None:  # noqa: F811
+    course_id, student, hw = lms_course
+    platform.next_deep_link = True
+    resp, _ = launch(client, platform, TEACHER)
+    assert resp.status_code == 302 and resp.headers["Location"].endswith("/lti/DDP101/deep-link")
+    page = client.get("/lti/DDP101/deep-link?lang=en").get_data(as_text=True)
+    assert f'value="hw:{hw}"' in page
+    assert client.post("/lti/DDP101/deep-link", data={}).status_code == 400  # nothing chosen: nothing sent
+    form = client.post("/lti/DDP101/deep-link", data={"item": f"hw:{hw}"}).get_data(as_text=True)
+    action = form.split('action="')[1].split('"')[0]
+    jwt_value = form.split('name="JWT" value="')[1].split('"')[0]
+    assert action == platform.url + "/deeplink/return"
+    assert requests.post(action, data={"JWT": jwt_value}, timeout=10).json() == {"placed": 1}  # the browser's post
+    placed = platform.placed[0]
+    assert placed["custom"] == {"item": f"hw:{hw}"} and placed["url"].endswith("/lti/launch")
+    assert len(platform.lineitems) == 1
+    with app.app_context():
+        passback.grade_changed(course_id, student, f"hw:{hw}")
+    _drain(app)
+    assert len(platform.lineitems) == 1 and "s-7" in _sent(platform)  # the placed line item got the score
