@@ -115,7 +115,7 @@ class Platform:
                     token = platform.sign(body)
                     page = (f'<form method="post" action="{html.escape(q["redirect_uri"])}">'
                             f'<input name="id_token" value="{token}"><input name="state" value="{html.escape(q["state"])}">'
-                            "</form>")
+                            "</form><script>document.forms[0].submit()</script>")  # form_post, as an LMS does
                     return self._send(200, page.encode(), "text/html")
                 if not self._authorised():
                     return self._send(401, b"no token", "text/plain")
