@@ -92,6 +92,27 @@ def notify(course_id: int, user_id: int | None = None, item: str | None = None) 
         current_app.logger.warning("LTI passback not queued for course %s: %s", course_id, err)
 
 
+def notify_submissions(submission_ids) -> None:
+    """``notify`` for the students and homework of these submissions (a grouped decision)."""
+    from server.models import Submission
+
+    for course_id, user_id, assignment_id in set(db.session.execute(
+            db.select(Submission.course_id, Submission.user_id, Submission.assignment_id)
+            .where(Submission.id.in_(list(submission_ids))))):
+        notify(course_id, user_id, f"hw:{assignment_id}")
+
+
+def notify_attempts(attempt_ids) -> None:
+    """``notify`` for the students and quizzes of these attempts (a finished attempt, a review decision)."""
+    from server.quiz.models import QuizAttempt
+
+    for course_id, user_id, quiz_id in set(db.session.execute(
+            db.select(QuizAttempt.course_id, QuizAttempt.user_id, QuizAttempt.quiz_id)
+            .where(QuizAttempt.id.in_(list(attempt_ids))))):
+        if course_id is not None:
+            notify(course_id, user_id, f"quiz:{quiz_id}")
+
+
 def passback_job(course_id: int, context_id: int, user_id: int, item: str) -> str:
     """RQ entry point (``distgrade-lti`` queue): one push in the worker's app."""
     from flask import has_app_context

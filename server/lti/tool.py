@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from datetime import timedelta
 from typing import Any
 
 from flask import current_app
@@ -19,7 +20,7 @@ from sqlalchemy.exc import IntegrityError
 from server.extensions import db
 from server.lti import keys
 from server.lti.models import LtiContext, LtiNonce, LtiPlatform, LtiUser
-from server.models import Course, Membership, Role, User
+from server.models import Course, Membership, Role, User, utcnow
 
 CLAIM = "https://purl.imsglobal.org/spec/lti/claim/"
 INSTRUCTOR_ROLES = ("membership#Instructor", "membership#ContentDeveloper", "membership#Administrator",
@@ -87,6 +88,8 @@ def is_instructor(launch: dict[str, Any]) -> bool:
 def use_nonce(launch: dict[str, Any]) -> None:
     """Record the launch's nonce; a second launch with it is a replay. Flushed, not committed:
     the caller commits it with whatever the launch changes."""
+    # an id_token older than a day is refused for its expiry anyway: its nonce need not be kept
+    db.session.execute(db.delete(LtiNonce).where(LtiNonce.used_at < utcnow() - timedelta(days=1)))
     db.session.add(LtiNonce(issuer=str(launch.get("iss")), nonce=str(launch.get("nonce"))[:255]))
     try:
         db.session.flush()

@@ -153,7 +153,14 @@ def deep_link(code: str):
                  .set_lineitem(LineItem().set_tag(i.key).set_resource_id(i.key).set_score_maximum(i.max_score)
                                .set_label(pick(i.title, "en") or i.ref)) for i in chosen]
     session.pop("lti_deep_link", None)
-    return message.get_deep_link().output_response_form(resources)
+    deep = message.get_deep_link()
+    # PyLTI1p3's own form puts the platform's return URL into the HTML unescaped: escaped here
+    return_url = (data_settings(message) or {}).get("deep_link_return_url", "")
+    return render_template("lti/deep_link_post.html", action=return_url, jwt=deep.get_response_jwt(resources))
+
+
+def data_settings(message) -> dict:
+    return message.get_launch_data().get("https://purl.imsglobal.org/spec/lti-dl/claim/deep_linking_settings") or {}
 
 
 @bp.post("/create-course")

@@ -227,6 +227,9 @@ def finish(attempt_id: int):
     """Hand the attempt in; unanswered questions score zero."""
     att = _own_attempt_or_404(attempt_id)
     rules.finish_attempt(att)
+    from server.lti import passback  # a course from an LMS gets the quiz's counted score (issue 24)
+
+    passback.notify_attempts([att.id])
     return redirect(url_for("quiz.results", attempt_id=att.id))
 
 

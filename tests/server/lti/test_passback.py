@@ -156,3 +156,17 @@ def test_deep_linking_places_a_homework_whose_line_item_passback_reuses(app, cli
         passback.grade_changed(course_id, student, f"hw:{hw}")
     _drain(app)
     assert len(platform.lineitems) == 1 and "s-7" in _sent(platform)  # the placed line item got the score
+
+
+def test_a_finished_quiz_reaches_its_own_line_item(app, platform, lms_course) -> None:  # noqa: F811
+    student = app.test_client()
+    launch(student, platform, STUDENT)  # signed in from the LMS
+    start = student.post("/quiz/ch7_3_graded/start")
+    attempt = int(start.headers["Location"].rstrip("/").split("/")[-1])
+    student.post(f"/quiz/attempt/{attempt}/answer/0", data={"answer": "数据并行解决吞吐，模型并行解决容量"},
+                 headers={"Accept": "application/json"})
+    student.post(f"/quiz/attempt/{attempt}/finish")
+    _drain(app)
+    tags = {line["tag"]: url for url, line in platform.lineitems.items()}
+    assert "quiz:ch7_3_graded" in tags
+    assert platform.scores[tags["quiz:ch7_3_graded"]]["s-7"]["scoreGiven"] > 0
