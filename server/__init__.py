@@ -20,6 +20,7 @@ BLUEPRINTS = (
     "server.dashboard",
     "server.homework",
     "server.dashboard.roster_views",
+    "server.lti",
     "server.quiz",
     "server.ui",
 )
@@ -58,7 +59,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
                    default_translation_directories=os.path.join(os.path.dirname(__file__), "translations"))
     login_manager.login_view = "auth.login"
 
-    from server import commands, models  # noqa: F401  (models register tables)
+    from server import commands, models, regrade_requests, release  # noqa: F401  (models register tables)
 
     @login_manager.user_loader
     def load_user(user_id: str) -> models.User | None:

@@ -132,6 +132,8 @@ def from_env() -> dict[str, Any]:
         "GRADE_TIMEOUT_S": _int("GRADE_TIMEOUT_S", 900),  # outer limit on one grading process
         "LEASE_S": _int("LEASE_S", 60),  # a running job's lease; renewed while it is alive
         "MAX_INFRA_RETRIES": _int("MAX_INFRA_RETRIES", 1),
+        # days a student may ask for a regrade of a check after its result reached them (0: never)
+        "REGRADE_REQUEST_DAYS": _int("REGRADE_REQUEST_DAYS", 14),
         "MAX_CONTENT_LENGTH": _int("MAX_UPLOAD_BYTES", 2 * 1024 * 1024),  # whole request
         "BABEL_DEFAULT_LOCALE": os.environ.get("DEFAULT_LOCALE", "zh_CN"),
         "LANGUAGES": ["zh_CN", "en"],

@@ -15,6 +15,7 @@ from server.extensions import db
 from server.homework.rules import elapsed_s
 from server.models import FINISHED_STATUSES, STATUS_COLUMNS, Membership, Role, Submission, User, status_dict
 from server.grading.queue import queue_place
+from server.release import is_released
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
@@ -68,4 +69,18 @@ def submission_status(submission_id: int):
         if not session_is_current():  # only a miss pays a second query: revoked (401) or not yours (404)
             return {"error": "login required"}, 401
         abort(404)  # 404, not 403: other students' ids reveal nothing
-    return status_payload(row), 200, {"Cache-Control": "no-store"}
+    data = status_payload(row)
+    if row.status in FINISHED_STATUSES:
+        # Only a finished poll pays for this: a held-back score stays off the wire (server.release).
+        data["released"] = row.user_id != int(session_user_id()) or is_released(row.course_id, f"hw:{row.assignment_id}")
+        if not data["released"] and not _teaches(row.course_id):
+            data["score"] = data["max_score"] = None
+        else:
+            data["released"] = True
+    return data, 200, {"Cache-Control": "no-store"}
+
+
+def _teaches(course_id: int) -> bool:
+    return db.session.scalar(select(Membership.id).where(
+        Membership.user_id == int(session_user_id()), Membership.course_id == course_id,
+        Membership.role == Role.INSTRUCTOR.value)) is not None

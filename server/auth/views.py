@@ -26,7 +26,9 @@ from server.models import User
 bp = Blueprint("auth", __name__)
 
 # Endpoints reachable without signing in: the login page itself and static files.
-PUBLIC_ENDPOINTS = {"auth.login", "auth.set_language", "static"}
+# LTI: the LMS reaches these before anyone is signed in (each verifies the launch itself)
+PUBLIC_ENDPOINTS = {"auth.login", "auth.set_language", "static", "lti.login", "lti.launch", "lti.jwks",
+                    "lti.create_course"}
 
 
 @bp.record_once

@@ -12,5 +12,7 @@ from server.dashboard import admin_views, item_views  # noqa: F401,E402  (routes
 from server.dashboard import review_views  # noqa: F401,E402  (the free-text review queue, issue 12)
 from server.dashboard import integrity  # noqa: F401,E402  (integrity review routes)
 from server.dashboard import similarity  # noqa: F401,E402  (similarity pairs and clusters, issue 25)
+from server.dashboard import release_views  # noqa: F401,E402  (release control, issue 24)
+from server.dashboard import regrade_request_views  # noqa: F401,E402  (regrade requests per check, issue 24)
 
 __all__ = ["bp"]

@@ -15,6 +15,8 @@ from typing import Any
 from server.dashboard.models import (AnnotationReviewRequest, AuditEntry, Extension, ManualCellScore, Regrade,
                                      ScoreOverride)
 from server.dashboard.hand_scores import submission_scores
+from server import regrade_requests
+from server.lti import passback as lti_passback
 from server.extensions import db
 from server.grading import lifecycle
 from server.grading.queue import try_enqueue
@@ -63,6 +65,7 @@ def regrade(subs: list[Submission], actor_id: int, clear_decisions: bool = False
                                requested_by=actor_id))
         if lifecycle.reset_for_regrade(sub.id):
             _clear_annotation_decisions(sub, actor_id)
+            regrade_requests.clear_decisions(sub, actor_id)
             requeued.append(sub)
     db.session.commit()
     if not requeued:
@@ -208,6 +211,7 @@ def set_override(course_id: int, user_id: int, item: str, value: Any, reason: st
     row.score, row.reason, row.set_by, row.set_at = score, reason, actor_id, utcnow()
     _audit(course_id, user_id, item, old, score, reason, actor_id)
     db.session.commit()
+    lti_passback.notify(course_id, user_id, item)
     return row
 
 
@@ -224,6 +228,7 @@ def clear_override(course_id: int, user_id: int, item: str, reason: str, actor_i
     _audit(course_id, user_id, item, row.score, computed, reason, actor_id)
     db.session.delete(row)
     db.session.commit()
+    lti_passback.notify(course_id, user_id, item)
 
 
 def manual_cells(report: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -254,6 +259,7 @@ def set_cell_score(sub: Submission, cell_id: str, value: Any, comment: str, acto
     _audit(sub.course_id, sub.user_id, f"sub:{sub.id}/cell:{cell_id}", old, score,
            comment.strip() or "manual grading", actor_id)
     db.session.commit()
+    lti_passback.notify(sub.course_id, sub.user_id, f"hw:{sub.assignment_id}")
     return row
 
 

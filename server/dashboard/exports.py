@@ -24,6 +24,7 @@ from server.dashboard.hand_scores import merged_report, submission_score, submis
 from server.extensions import db
 from server.homework.points import item_total
 from server.models import FINISHED_STATUSES, Submission, User
+from server.release import hidden_items
 
 CANVAS_FIXED = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 
@@ -62,24 +63,33 @@ def _write(rows: list[list[str]]) -> str:
     return "\ufeff" + buf.getvalue()  # BOM: spreadsheet programs then read UTF-8 names correctly
 
 
+def _cell(book: Gradebook, row, item, hidden: set[str]) -> str:
+    """One exported grade: empty while the item is not released (an LMS would show it to the student)."""
+    if item.key in hidden or item.key not in row.cells:
+        return ""
+    return _fmt(row.cells[item.key].score)
+
+
 def canvas_csv(book: Gradebook, lang: str = "en") -> str:
-    """The gradebook in Canvas's import layout (students by SIS User ID = username)."""
-    items = book.counted_items
+    """The gradebook in Canvas's import layout (students by SIS User ID = username); an item whose
+    results are not released yet (``server.release``) goes out with empty cells."""
+    items, hidden = book.counted_items, hidden_items(book.course.id)
     rows = [CANVAS_FIXED + [_column(i, lang) for i in items]]
     rows.append(["Points Possible", "", "", "", ""] + [_fmt(i.max_score) for i in items])
     for r in book.rows:
         rows.append([r.name or r.username, "", r.username, r.email or r.username, book.course.code]
-                    + [_fmt(r.cells[i.key].score if i.key in r.cells else None) for i in items])
+                    + [_cell(book, r, i, hidden) for i in items])
     return _write(rows)
 
 
 def moodle_csv(book: Gradebook, lang: str = "en") -> str:
-    """The gradebook for Moodle's "Import grades from CSV": map "Email address" (or "Username")."""
-    items = book.counted_items  # Moodle has no maxima row: each header says what the column is out of
+    """The gradebook for Moodle's "Import grades from CSV": map "Email address" (or "Username");
+    unreleased items go out empty, as for Canvas."""
+    items, hidden = book.counted_items, hidden_items(book.course.id)  # Moodle has no maxima row: each header says what the column is out of
     rows = [["Email address", "Username", "Full name"] + [f"{_column(i, lang)} (/ {_fmt(i.max_score)})" for i in items]]
     for r in book.rows:
         rows.append([r.email, r.username, r.name or r.username]
-                    + [_fmt(r.cells[i.key].score if i.key in r.cells else None) for i in items])
+                    + [_cell(book, r, i, hidden) for i in items])
     return _write(rows)
 
 
@@ -106,9 +116,12 @@ def reports_jsonl(course_id: int, assignment_id: str | None = None, batch: int =
     the score the grader stored and ``hand_given_points`` the difference; ``report`` is the
     grader's report as stored, without the hand-given points (they are in the database's manual
     scores and audit log). A submission without a score (a grading error) has ``null`` scores.
+    ``released`` says whether its student may see the score yet (``server.release``): the archive
+    keeps every score, marked.
     Streams in id order a batch at a time, so the archive of a large class never sits in memory.
     """
     last = 0
+    hidden = hidden_items(course_id)
     while True:
         q = (db.select(Submission, User.username).join(User, User.id == Submission.user_id)
              .where(Submission.course_id == course_id, Submission.id > last,
@@ -129,5 +142,6 @@ def reports_jsonl(course_id: int, assignment_id: str | None = None, batch: int =
                               "hand_given_points": score.added, "max_score": sub.max_score,
                               "points_possible": item_total("hw", sub.assignment_id),
                               "created_at": sub.created_at.isoformat() + "Z", "sha256": sub.sha256,
+                              "released": f"hw:{sub.assignment_id}" not in hidden,
                               "report": sub.report_json}, ensure_ascii=False, sort_keys=True) + "\n"
         db.session.expunge_all()

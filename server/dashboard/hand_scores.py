@@ -97,8 +97,11 @@ def merged_report(submission_id: int, report: dict[str, Any]) -> dict[str, Any]:
     the teacher's comment (asked fields say their automatic points were replaced). For display:
     the total comes from ``submission_scores``. A cell the report no longer has (it was regraded)
     leaves the report as graded, logged."""
+    # a regrade request's answer ("regrade.<check>", server.regrade_requests) is shown beside its
+    # check by the report page, not merged: it is a difference of points, not a manual cell
     scores = {r.cell_id: r for r in db.session.scalars(
-        db.select(ManualCellScore).where(ManualCellScore.submission_id == submission_id))}
+        db.select(ManualCellScore).where(ManualCellScore.submission_id == submission_id))
+        if not r.cell_id.startswith("regrade.")}
     if not scores or not any(str(c.get("id", "")).startswith(("manual.", "field."))
                              for c in report.get("checks", [])):
         return report

@@ -74,6 +74,9 @@ def decide(sub: Submission, decision: str, reason: str, actor_id: int, seen_run:
         raise ActionError("stale")
     _audit(sub.course_id, sub.user_id, f"sub:{sub.id}/integrity", old, new, f"{decision}: {reason}", actor_id)
     db.session.commit()
+    from server.lti import passback  # the decided grade reaches the LMS (issue 24)
+
+    passback.notify(sub.course_id, sub.user_id, f"hw:{sub.assignment_id}")
 
 
 def _seen_run(value: str | None) -> int | None:

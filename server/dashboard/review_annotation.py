@@ -184,6 +184,9 @@ def decide(course_id: int, items: list[tuple[int, str]], fraction: float, teache
                         "verdict": first.verdict, "confidence": first.confidence, **first.facts},
         answers=len(rows), decided_by=teacher_id, decided_at=now))
     db.session.commit()
+    from server.lti import passback  # the decided grades reach the LMS (issue 24)
+
+    passback.notify_submissions({r.submission_id for r in rows})
     return len(rows)
 
 

@@ -41,6 +41,7 @@ from graders import gpu_slots, preflight, workspace
 from server.extensions import db
 from server.grading import lifecycle
 from server.grading.queue import enqueue, try_dispatch
+from server.lti import passback as lti_passback
 from server.models import Submission, utcnow
 from server.process import die_with_parent
 
@@ -102,6 +103,8 @@ def _grade_submission(submission_id: int) -> str:
         heartbeat.stop()
         result = lifecycle.store_report(submission_id, token, report)
         try_dispatch(resource)
+        sub = db.session.get(Submission, submission_id)
+        lti_passback.notify(sub.course_id, sub.user_id, f"hw:{sub.assignment_id}")  # a course from an LMS: send it
         return result
 
 

@@ -21,6 +21,7 @@ from rq import Queue, Worker
 
 from graders.gpu_slots import host_gpus
 from server.grading.queue import queues_for_host, redis_conn
+from server.lti.passback import QUEUE as lti_queue
 from server.grading.reconcile import reconcile
 from server.grading.task import worker_app
 from server.similarity import jobs as similarity_jobs
@@ -73,8 +74,9 @@ def main() -> None:
     app = worker_app()
     with app.app_context():
         conn = redis_conn()
-        # the similarity queue last: RQ takes a job from it only when no grading job waits
-        names = queues_for_host(host_gpus().count) + [similarity_jobs.QUEUE]
+        # LTI grade passback after every grading queue (a grading never waits behind an LMS call,
+        # server.lti.passback), the similarity queue last (only when no grading job waits)
+        names = queues_for_host(host_gpus().count) + [lti_queue, similarity_jobs.QUEUE]
     stop = threading.Event()
     threading.Thread(target=reconcile_forever, args=(stop,), daemon=True).start()
     if os.environ.get("DISTGRADE_CALIBRATE", "1") != "0":  # the reference's speed, measured outside any student's job

@@ -19,6 +19,7 @@ from coursework.assignments import Assignment, load
 from coursework.exceptions import AssignmentNotFound
 from server.extensions import db
 from server.homework.points import natural_key
+from server.release import is_released
 from server.models import PENDING_STATUSES, Course, CourseAssignment, Role, Submission, SubmissionStatus, User, utcnow
 
 
@@ -35,6 +36,7 @@ class Homework:
     max_score: float | None = None  # what the homework is out of (its definition)
     extension: datetime | None = None  # this student's own later deadline, if granted
     counted: Any = None  # the gradebook's Cell for this student: the score that counts, override and reason
+    released: bool = True  # the student may see its scores now (``server.release``; staff always may)
 
     @property
     def deadline(self) -> datetime | None:
@@ -94,6 +96,8 @@ def homework_for(user: User) -> list[Homework]:
                 hw.max_score = item.max_score
             if row is not None:
                 hw.counted = row.cells.get(f"hw:{ca.assignment_id}")
+            if m.role == Role.STUDENT.value and not is_released(m.course.id, f"hw:{ca.assignment_id}"):
+                hw.released, hw.best, hw.counted = False, None, None  # graded, not yet released
             hw.extension = db.session.scalar(db.select(Extension.deadline).where(
                 Extension.course_assignment_id == ca.id, Extension.user_id == user.id))
             out.append(hw)

@@ -21,6 +21,7 @@ from flask_wtf.file import FileField, FileRequired
 from coursework.assignments import load
 from coursework.exceptions import AssignmentNotFound, SubmissionRejected
 from server.access import is_instructor_of, submission_or_404
+from server import regrade_requests, release
 from server.extensions import db
 from server.homework import asking, chart_labels, markdown, readable
 from server.homework.charts import charts_for
@@ -205,15 +206,31 @@ def report_context(sub: Submission) -> dict:
     report = merged_report(sub.id, sub.report_json or {})
     staff = is_instructor_of(sub.course_id)
     owner = sub.user_id == current_user.id
-    return dict(sub=sub, course=db.session.get(Course, sub.course_id), report=report, checks=report.get("checks", []), charts=charts_for(report.get("plots"), chart_labels.for_page()),
+    hold = held_back(sub.course_id, f"hw:{sub.assignment_id}", staff)
+    if hold is not None:  # graded, not released: nothing of the score reaches the page (server.release)
+        return dict(sub=sub, course=db.session.get(Course, sub.course_id), report={"logs": report.get("logs")},
+                    checks=[], charts=[], sub_score=None, asked={}, askable=set(), staff=False, traceback=None,
+                    elapsed=elapsed_s(sub), released=False, releases_at=hold)
+    return dict(released=True, regrade_asked=regrade_requests.for_submission(sub.id),
+                regrade_askable=regrade_requests.askable(sub) if owner else set(), sub=sub, course=db.session.get(Course, sub.course_id), report=report, checks=report.get("checks", []), charts=charts_for(report.get("plots"), chart_labels.for_page()),
                 sub_score=submission_score(sub).counted, asked=asking.requests_for(sub.id),
                 askable=asking.askable_checks(sub) if owner else set(),
                 staff=staff, traceback=(sub.error_detail or report.get("staff_traceback")) if staff else None,
                 elapsed=elapsed_s(sub))
 
 
+def held_back(course_id: int, item: str, staff: bool):
+    """None when the viewer may see the item's results; else when they will be released
+    (a datetime, or False: when the teacher publishes). Staff always see them."""
+    if staff or release.is_released(course_id, item):
+        return None
+    return release.state(course_id, item)["releases_at"] or False
+
+
 def counted_for(sub: Submission) -> dict:
     """The score that counts for the submission's homework (the owner's gradebook cell) and its maximum."""
+    if held_back(sub.course_id, f"hw:{sub.assignment_id}", is_instructor_of(sub.course_id)) is not None:
+        return dict(counted=None, counted_max=None, counted_policy="best")
     from server.dashboard.gradebook import build_gradebook  # the dashboard package imports this module
 
     book = build_gradebook(db.session.get(Course, sub.course_id), sub.user_id)
@@ -271,6 +288,29 @@ def ask_teacher(submission_id: int):
         flash(ASK_ERRORS[err.code]() + " " + _("Nothing was stored."), "error")
     anchor = "ask-" + check_id if check_id.startswith("field.") and len(check_id) < 200 else None
     return redirect(url_for("homework.submission", submission_id=sub.id, _anchor=anchor))
+
+
+REGRADE_ERRORS = {
+    "not_owner": lambda: _("Only the student who submitted this work can ask for a regrade."),
+    "already_asked": lambda: _("You have already asked for a regrade of this check (once per check)."),
+    "not_askable": lambda: _("This check cannot be regraded on request now: only checks worth points of a graded, "
+                             "released submission, while the course's regrade window is open."),
+    "empty_reason": lambda: _("Write a reason: say in a few words why the check should be looked at again."),
+    "long_reason": lambda: _("The reason is too long: at most 1000 characters."),
+}
+
+
+@bp.post("/submissions/<int:submission_id>/regrade-request")
+def regrade_request(submission_id: int):
+    """The owner asks for a regrade of one check, with a reason, once per check."""
+    sub = submission_or_404(submission_id)
+    check_id = request.form.get("check", "")
+    try:
+        regrade_requests.ask(sub, current_user.id, check_id, request.form.get("reason", ""))
+        flash(_("Regrade requested. The teacher's answer will appear here, beside the check."), "ok")
+    except regrade_requests.RequestError as err:
+        flash(REGRADE_ERRORS[err.code]() + " " + _("Nothing was stored."), "error")
+    return redirect(url_for("homework.submission", submission_id=sub.id))
 
 
 def _assignment_title(sub: Submission) -> dict:

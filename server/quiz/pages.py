@@ -27,6 +27,7 @@ from jinja2 import pass_context
 from markupsafe import Markup
 
 from coursework.quiz.bank import BankError, Quiz, load_question, load_quiz
+from server import release
 from server.quiz import attempts as rules
 from server.quiz import reveal, store
 from server.quiz.models import AttemptStatus
@@ -85,8 +86,14 @@ def csrf_secret() -> str:
     return session["csrf_token"]
 
 
+def held_back(att: Any) -> bool:
+    """True while the attempt's quiz keeps scores and feedback from its students (``server.release``):
+    its answered cards then say only that the answer was recorded."""
+    return not release.mode_releases(att.release_mode, att.course_id, f"quiz:{att.quiz_id}")
+
+
 def render_card(att: Any, pos: int, lang: str, answer: Any = None, error: str | None = None,
-                draft: str = "") -> Markup:
+                draft: str = "", hidden: bool = False) -> Markup:
     """One question card: its form while open, its feedback once answered.
 
     Rendered from the template itself rather than through ``render_template``: the context
@@ -99,7 +106,10 @@ def render_card(att: Any, pos: int, lang: str, answer: Any = None, error: str | 
     variant = rules.cached_variant(qid, stored if stored is not None else rules.seed_for(att, qid))
     c = {"pos": pos, "q": variant.public(lang), "draft": draft,
          "answer": answer, "error": error, "reveal": True, "held": ""}
-    if answer is not None:
+    if answer is not None and hidden:  # the quiz's results are held back (server.release)
+        c["hidden"] = True  # neither the verdict nor the reference answer goes into the card
+        c["reveal"] = False
+    elif answer is not None:
         c["held"] = _held(att, qid)
         c["reveal"] = not c["held"]
         # feedback ("Missed: ...") names the answer of a question whose text never changes; a
@@ -146,9 +156,10 @@ def _held(att: Any, qid: str) -> str:
         return "never"
 
 
-def _answered_key(att: Any, pos: int, answer_id: int, lang: str, state: str = "") -> tuple:
-    # whether (and why not) the reference is shown is in the key: it changes when the quiz closes
-    return "answered", _ident(att), pos, answer_id, lang, state, _held(att, att.question_ids[pos])
+def _answered_key(att: Any, pos: int, answer_id: int, lang: str, state: str = "", hidden: bool = False) -> tuple:
+    # whether (and why not) the reference is shown is in the key: it changes when the quiz closes,
+    # and so does whether the quiz's results are held back at all
+    return "answered", _ident(att), pos, answer_id, lang, state, _held(att, att.question_ids[pos]), hidden
 
 
 @lru_cache(maxsize=4096)
@@ -157,11 +168,12 @@ def _is_text(qid: str) -> bool:
     return load_question(qid).type == "text"
 
 
-def review_form(att: Any, pos: int, state: str, secret: str | None = None) -> str:
+def review_form(att: Any, pos: int, state: str, secret: str | None = None, hidden: bool = False) -> str:
     """The "ask a teacher" form beside an auto-graded free-text answer of a graded attempt not yet
-    sent for review (empty otherwise). Kept apart from the answered card, which must not carry a CSRF token;
-    cached per session secret like an open card (``secret``: the caller's, read once per page)."""
-    if state or not _is_text(att.question_ids[pos]) or att.mode != "graded":
+    sent for review (empty otherwise, and while the quiz's results are held back). Kept apart from
+    the answered card, which must not carry a CSRF token; cached per session secret like an open card
+    (``secret``: the caller's, read once per page)."""
+    if state or hidden or not _is_text(att.question_ids[pos]) or att.mode != "graded":
         return ""  # practice counts nothing: its answers never go to the teachers' queue
 
     def build() -> str:
@@ -171,11 +183,12 @@ def review_form(att: Any, pos: int, state: str, secret: str | None = None) -> st
     return _caches()[0].get(("review", _ident(att), pos, secret or csrf_secret()), build)
 
 
-def answered_card(att: Any, pos: int, lang: str, answer_id: int, answer: Callable[[], Any], state: str = "") -> str:
-    """The card of a stored answer (it changes only by a review, whose state is in the key);
-    ``answer`` reads it on a miss."""
-    return _caches()[0].get(_answered_key(att, pos, answer_id, lang, state),
-                            lambda: render_card(att, pos, lang, answer=answer()))
+def answered_card(att: Any, pos: int, lang: str, answer_id: int, answer: Callable[[], Any], state: str = "",
+                  hidden: bool = False) -> str:
+    """The card of a stored answer (it changes only by a review, whose state is in the key, or by
+    its quiz's release, ``hidden``); ``answer`` reads it on a miss."""
+    return _caches()[0].get(_answered_key(att, pos, answer_id, lang, state, hidden),
+                            lambda: render_card(att, pos, lang, answer=answer(), hidden=hidden))
 
 
 def _open_card(att: Any, pos: int, lang: str, secret: str) -> str:
@@ -190,13 +203,15 @@ def _page(att: Any, quiz: Quiz, score_html: str, cards_html: str, focus: int | N
 def attempt_page(att: Any, quiz: Quiz, lang: str, override: tuple[int, str, str] | None = None) -> str:
     """The whole attempt page; ``override`` is (position, error, draft) after a format error."""
     secret = csrf_secret()
+    hidden = held_back(att)
+    score = "—" if hidden else f"{att.score:g}"
     states = store.answered_states(att)
     answered = {pos: i for pos, (i, _) in states.items()}
     cached = _caches()[0]
     # answers this process has not rendered yet (after a restart, or served by another worker)
     # are read in one query, not one per card
     missing = store.answer_rows([i for pos, (i, st) in states.items()
-                                 if _answered_key(att, pos, i, lang, st) not in cached])
+                                 if _answered_key(att, pos, i, lang, st, hidden) not in cached])
     cards = []
     for pos in range(len(att.question_ids)):
         if override and override[0] == pos:
@@ -206,16 +221,16 @@ def attempt_page(att: Any, quiz: Quiz, lang: str, override: tuple[int, str, str]
             # (read again only if its card was evicted since ``missing`` was taken)
             cards.append(answered_card(att, pos, lang, answer_id,
                                        lambda: missing.get(answer_id) or store.answer_rows([answer_id])[answer_id],
-                                       states[pos][1]))
-            cards.append(review_form(att, pos, states[pos][1], secret))
+                                       states[pos][1], hidden))
+            cards.append(review_form(att, pos, states[pos][1], secret, hidden))
         else:
             cards.append(_open_card(att, pos, lang, secret))
     if override or session.get("_flashes"):
-        return _page(att, quiz, f"{att.score:g}", "".join(cards), override[0] if override else None)
+        return _page(att, quiz, score, "".join(cards), override[0] if override else None)
     key = (att.id, att.attempt_no, att.quiz_id, att.status, att.max_score, att.user_id, att.username,
            att.display_name, att.is_instructor, lang, request.full_path, secret)
     head, middle, tail = _caches()[1].get(key, lambda: _split_shell(att, quiz))
-    return "".join((head, f"{att.score:g}", middle, *cards, tail))
+    return "".join((head, score, middle, *cards, tail))
 
 
 def _split_shell(att: Any, quiz: Quiz) -> tuple[str, str, str]:

@@ -162,6 +162,9 @@ def decide(course_id: int | None, question_id: str, answer_ids: list[int], fract
                                                        "provisional_fraction")},
                                       answers=len(rows), decided_by=teacher_id, decided_at=now))
     db.session.commit()
+    from server.lti import passback  # the decided grades reach the LMS (issue 24)
+
+    passback.notify_attempts(attempts)
     return len(rows)
 
 

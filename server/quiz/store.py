@@ -19,6 +19,7 @@ from sqlalchemy.exc import IntegrityError
 from server.extensions import db
 from server.models import Membership, Role, User, utcnow
 from server.quiz.models import AttemptStatus, QuizAnswer, QuizAttempt
+from server.release import ReleaseMode, ReleaseSetting
 
 _att, _ans, _user, _member = (QuizAttempt.__table__, QuizAnswer.__table__, User.__table__,
                               Membership.__table__)
@@ -28,8 +29,15 @@ _att, _ans, _user, _member = (QuizAttempt.__table__, QuizAnswer.__table__, User.
 _owner = _user.alias("owner")  # not the page query's joined user table: that one would be correlated away
 _CURRENT = exists().where(_owner.c.id == _att.c.user_id, _owner.c.session_version == bindparam("sv"))
 _OWNED = (_att.c.id == bindparam("aid"), _att.c.user_id == bindparam("uid"), _CURRENT)
-_ATTEMPT_COLUMNS = (_att.c.id, _att.c.user_id, _att.c.quiz_id, _att.c.attempt_no, _att.c.mode, _att.c.status, _att.c.question_ids,
-                    _att.c.closes_at, _att.c.score, _att.c.max_score)
+# The quiz's release rule while it holds results back (``server.release``; NULL: shown), read in the
+# same statement so the hot paths pay no query of their own for it.
+_rel = ReleaseSetting.__table__
+_HOLDING = (select(_rel.c.mode).where(_rel.c.course_id == _att.c.course_id, _rel.c.item == "quiz:" + _att.c.quiz_id,
+                                      _rel.c.mode != ReleaseMode.IMMEDIATE.value, _rel.c.published_at.is_(None))
+            .scalar_subquery())
+_ATTEMPT_COLUMNS = (_att.c.id, _att.c.user_id, _att.c.quiz_id, _att.c.attempt_no, _att.c.mode, _att.c.status,
+                    _att.c.question_ids, _att.c.closes_at, _att.c.score, _att.c.max_score, _att.c.course_id,
+                    _HOLDING.label("release_mode"))
 # The attempt (only its owner's), for answering it.
 _ATTEMPT = select(*_ATTEMPT_COLUMNS).where(*_OWNED)
 # The same with what the page shows besides: the owner's name and role (page header) and the

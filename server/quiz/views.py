@@ -16,6 +16,7 @@ from flask_login import current_user
 from coursework.quiz.bank import BankError, all_quiz_ids, load_question, load_quiz, sections
 from coursework.quiz.result import AnswerStatus
 from server.auth.views import checks_session_version, session_auth, session_is_current, session_user_id
+from server import release
 from server.extensions import db
 from server.models import Role
 from server.quiz import attempts as rules
@@ -82,17 +83,24 @@ def _quiz_scores(user_id: int) -> dict[str, QuizScore]:
         for row in book.rows[:1]:
             for item in book.items:
                 cell = row.cells.get(item.key)
-                if item.kind == "quiz" and cell is not None and cell.score is not None:
+                if item.kind == "quiz" and cell is not None and cell.score is not None \
+                        and release.is_released(m.course_id, item.key):
                     out.setdefault(item.ref, QuizScore(cell, item.max_score or cell.max_score, item.counted))
     return out
+
+
+def _held(quiz_id: str) -> bool:
+    """True while a course the student studies in holds this quiz's results back (``server.release``)."""
+    return any(m.role == Role.STUDENT.value and not release.is_released(m.course_id, f"quiz:{quiz_id}")
+               for m in current_user.memberships)
 
 
 @bp.route("/")
 def index():
     """Every quiz with its mode, attempts used and its score (the gradebook cell)."""
     scores = _quiz_scores(current_user.id)
-    rows = [{"quiz": quiz, "used": len(rules.attempts_of(current_user.id, quiz.id)), "score": scores.get(quiz.id)}
-            for quiz in map(load_quiz, all_quiz_ids())]
+    rows = [{"quiz": quiz, "used": len(rules.attempts_of(current_user.id, quiz.id)), "score": scores.get(quiz.id),
+             "held": _held(quiz.id)} for quiz in map(load_quiz, all_quiz_ids())]
     return render_template("quiz/index.html", rows=rows)
 
 
@@ -106,7 +114,7 @@ def overview(quiz_id: str):
     return render_template("quiz/overview.html", quiz=quiz, history=list(reversed(history)),
                            refusal=_messages().get(refusal or "", ""), open_attempt=open_attempt,
                            courses=_course_choices(),
-                           score=_quiz_scores(current_user.id).get(quiz_id))
+                           score=_quiz_scores(current_user.id).get(quiz_id), held=_held(quiz_id))
 
 
 def _course_choices() -> list[Any]:
@@ -195,6 +203,11 @@ def answer(attempt_id: int, pos: int):
         flash(_messages().get(err.code, err.code), "error")
         return redirect(url_for("quiz.attempt", attempt_id=att.id, _anchor=f"q{pos}"))
     result = outcome.result
+    if _wants_json() and outcome.answer is not None and pages.held_back(att):
+        # results held back (server.release): the answer is stored, nothing of its grading goes out
+        return jsonify({"status": "recorded", "card_html": pages.answered_card(
+            att, pos, lang, outcome.answer["id"], lambda: outcome.answer, outcome.answer.get("review_state") or "",
+            hidden=True), "review_html": ""}), 200
     if _wants_json():
         body = {"status": result.status.value, "score": result.score, "max_score": result.max_score,
                 "correct": result.correct, "feedback": result.feedback_text(lang), "attempt_score": outcome.attempt_score}
@@ -247,6 +260,9 @@ def finish(attempt_id: int):
     """Hand the attempt in; unanswered questions score zero."""
     att = _own_attempt_or_404(attempt_id)
     rules.finish_attempt(att)
+    from server.lti import passback  # a course from an LMS gets the quiz's counted score (issue 24)
+
+    passback.notify_attempts([att.id])
     return redirect(url_for("quiz.results", attempt_id=att.id))
 
 
@@ -262,5 +278,7 @@ def results(attempt_id: int):
              "points": load_question(qid).points, "section": load_question(qid).section}
             for pos, qid in enumerate(att.question_ids)]
     titles = sections()
+    if not release.is_released(att.course_id, f"quiz:{att.quiz_id}"):  # held back: server.release
+        return render_template("quiz/results.html", attempt=att, quiz=quiz, rows=rows, reread=[], held=True)
     reread = [(s, titles.get(s, {}).get(lang, s)) for s in rules.sections_to_reread(att)]
-    return render_template("quiz/results.html", attempt=att, quiz=quiz, rows=rows, reread=reread)
+    return render_template("quiz/results.html", attempt=att, quiz=quiz, rows=rows, reread=reread, held=False)

@@ -48,7 +48,8 @@
     var graded = card.nextElementSibling;
     card.remove();
     if (body.review_html) { graded.insertAdjacentHTML("afterend", body.review_html); }
-    if (score) { score.textContent = String(Number(body.attempt_score.toPrecision(6))); }
+    // no attempt_score while the quiz's results are held back: the score line keeps its dash
+    if (score && typeof body.attempt_score === "number") { score.textContent = String(Number(body.attempt_score.toPrecision(6))); }
     var feedback = graded.querySelector(".feedback");
     if (feedback) { feedback.tabIndex = -1; feedback.focus(); }  // Tab goes on to the next question
     refreshProgress();

@@ -21,5 +21,6 @@ def test_every_module_that_declares_a_blueprint_is_listed():
 
 
 def test_the_app_has_the_listed_blueprints_in_order(app):
-    assert list(app.blueprints) == ["api", "auth", "calculator", "dashboard", "homework", "instructor", "quiz", "ui"]
+    assert list(app.blueprints) == ["api", "auth", "calculator", "dashboard", "homework", "instructor", "lti", "quiz",
+                                      "ui"]
     assert app.jinja_env.globals["FINISHED_STATUSES"] == ("graded", "error")

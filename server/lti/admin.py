@@ -1,0 +1,67 @@
+"""The instructor's LTI pages: platform registration (the values the LMS asks for, and the form
+for what it gives back) and each course's grade passback, with failures and a retry button."""
+from __future__ import annotations
+
+from flask import abort, flash, redirect, render_template, request, url_for
+from flask_babel import gettext as _
+from flask_login import current_user
+
+from server.access import course_or_404
+from server.extensions import db
+import requests
+from pylti1p3.exception import LtiException, LtiServiceException
+
+from server.lti import bp, passback, roster, tool
+from server.lti.models import LtiContext, LtiPlatform
+
+
+@bp.route("/platforms", methods=["GET", "POST"])
+def platforms():
+    """Register an LMS (instructors only); the page also lists the tool's URLs to paste into it."""
+    if not current_user.is_instructor_anywhere:
+        abort(404)
+    status = 200
+    if request.method == "POST":
+        f = request.form
+        try:
+            tool.register_platform(f.get("issuer", "").strip(), f.get("client_id", "").strip(),
+                                   f.get("login_url", "").strip(), f.get("token_url", "").strip(),
+                                   f.get("jwks_url", "").strip(), f.get("deployments", "").replace(",", " ").split())
+            flash(_("Platform registered."), "ok")
+            return redirect(url_for("lti.platforms"))
+        except tool.LaunchRefused as err:
+            flash(_("The registration is incomplete or a URL is not http(s).") + f" ({err.detail}) "
+                  + _("Nothing was changed."), "error")
+            status = 400
+    rows = db.session.scalars(db.select(LtiPlatform).order_by(LtiPlatform.id)).all()
+    return render_template("lti/platforms.html", platforms=rows, base=request.host_url.rstrip("/")), status
+
+
+@bp.route("/<code>/passback", methods=["GET", "POST"])
+def passback_page(code: str):
+    """What reached the LMS for this course; POST ``retry`` (failed ones) or ``send`` (everything changed)."""
+    course = course_or_404(code, instructor=True)
+    if request.method == "POST":
+        if request.form.get("action") == "roster":
+            try:
+                n = roster.sync(course.id)
+            except (LtiException, LtiServiceException, requests.RequestException) as err:
+                flash(_("The LMS did not answer the roster request: %(err)s", err=str(err)[:300]), "error")
+            else:
+                flash(_("Roster synced: %(s)d students and %(i)d instructors.", s=n["student"], i=n["instructor"]), "ok")
+        elif request.form.get("action") == "retry":
+            failed = passback.failures(course.id)
+            for row in failed:
+                passback.notify(course.id, row.user_id, row.item)
+            flash(_("%(n)d failed grades queued again.", n=len(failed)), "ok")
+        else:
+            passback.notify(course.id)
+            flash(_("Every changed grade is queued for the LMS."), "ok")
+        return redirect(url_for("lti.passback_page", code=code))
+    linked = db.session.scalar(db.select(db.func.count()).select_from(LtiContext)
+                               .where(LtiContext.course_id == course.id))
+    rows = db.session.execute(
+        db.select(passback.LtiGradeSync.state, db.func.count()).join(LtiContext, LtiContext.id == passback.LtiGradeSync.context_id)
+        .where(LtiContext.course_id == course.id).group_by(passback.LtiGradeSync.state)).all()
+    return render_template("lti/passback.html", course=course, linked=linked, counts=dict(rows),
+                           failures=passback.failures(course.id))

@@ -1,0 +1,167 @@
+"""What a verified launch means in distgrade: the platform's configuration for PyLTI1p3, and the
+account, course and role a launch signs in as.
+
+PyLTI1p3 checks the OIDC state, the id_token's signature against the platform's JWKS, its
+expiry, audience (client id), deployment and message claims. What it does not do, this module
+does: a nonce is used once (PyLTI1p3 keeps it in the session and would accept the same id_token
+again), and nothing is created for a launch that fails any check.
+"""
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import timedelta
+from typing import Any
+
+from flask import current_app
+from pylti1p3.tool_config import ToolConfDict
+from sqlalchemy.exc import IntegrityError
+
+from server.extensions import db
+from server.lti import keys
+from server.lti.models import LtiContext, LtiNonce, LtiPlatform, LtiUser
+from server.models import Course, Membership, Role, User, utcnow
+
+CLAIM = "https://purl.imsglobal.org/spec/lti/claim/"
+INSTRUCTOR_ROLES = ("membership#Instructor", "membership#ContentDeveloper", "membership#Administrator",
+                    "membership/Instructor#TeachingAssistant", "institution/person#Administrator")
+
+
+class LaunchRefused(ValueError):
+    """A launch distgrade will not act on; ``code`` picks the message. Nothing was changed."""
+
+    def __init__(self, code: str, detail: str = ""):
+        super().__init__(code)
+        self.code, self.detail = code, detail
+
+
+def tool_conf() -> ToolConfDict:
+    """Every registered platform as PyLTI1p3's configuration, with the tool's key pair."""
+    platforms = db.session.scalars(db.select(LtiPlatform)).all()
+    data: dict[str, list[dict[str, Any]]] = {}
+    for p in platforms:
+        data.setdefault(p.issuer, []).append({
+            "default": not data.get(p.issuer), "client_id": p.client_id, "auth_login_url": p.auth_login_url,
+            "auth_token_url": p.auth_token_url, "auth_audience": None, "key_set_url": p.key_set_url,
+            "key_set": None, "deployment_ids": list(p.deployment_ids or [])})
+    conf = ToolConfDict(data)
+    var = current_app.config["VAR_DIR"]
+    for p in platforms:
+        conf.set_private_key(p.issuer, keys.private_pem(var), client_id=p.client_id)
+        conf.set_public_key(p.issuer, keys.public_pem(var), client_id=p.client_id)
+    return conf
+
+
+def register_platform(issuer: str, client_id: str, auth_login_url: str, auth_token_url: str, key_set_url: str,
+                      deployment_ids: list[str]) -> LtiPlatform:
+    """Add or update one platform registration (the page and ``flask lti register`` both call this)."""
+    for name, url in (("login", auth_login_url), ("token", auth_token_url), ("jwks", key_set_url)):
+        if not url.startswith(("https://", "http://")):
+            raise LaunchRefused("bad_registration", name)
+    if not issuer or not client_id or not any(d.strip() for d in deployment_ids):
+        raise LaunchRefused("bad_registration", "issuer, client id and a deployment id are required")
+    row = db.session.scalar(db.select(LtiPlatform).where(LtiPlatform.issuer == issuer,
+                                                         LtiPlatform.client_id == client_id))
+    if row is None:
+        row = LtiPlatform(issuer=issuer, client_id=client_id)
+        db.session.add(row)
+    row.auth_login_url, row.auth_token_url, row.key_set_url = auth_login_url, auth_token_url, key_set_url
+    row.deployment_ids = sorted({d.strip() for d in deployment_ids if d.strip()})
+    db.session.commit()
+    return row
+
+
+def platform_of(launch: dict[str, Any]) -> LtiPlatform:
+    aud = launch.get("aud")
+    client_id = aud[0] if isinstance(aud, list) else aud
+    row = db.session.scalar(db.select(LtiPlatform).where(LtiPlatform.issuer == launch.get("iss"),
+                                                         LtiPlatform.client_id == client_id))
+    if row is None:  # PyLTI1p3 found it a moment ago: only a concurrent removal gets here
+        raise LaunchRefused("unknown_platform")
+    return row
+
+
+def is_instructor(launch: dict[str, Any]) -> bool:
+    return any(r.endswith(INSTRUCTOR_ROLES) for r in launch.get(CLAIM + "roles", []) if isinstance(r, str))
+
+
+def use_nonce(launch: dict[str, Any]) -> None:
+    """Record the launch's nonce; a second launch with it is a replay. Flushed, not committed:
+    the caller commits it with whatever the launch changes."""
+    # an id_token older than a day is refused for its expiry anyway: its nonce need not be kept
+    db.session.execute(db.delete(LtiNonce).where(LtiNonce.used_at < utcnow() - timedelta(days=1)))
+    db.session.add(LtiNonce(issuer=str(launch.get("iss")), nonce=str(launch.get("nonce"))[:255]))
+    try:
+        db.session.flush()
+    except IntegrityError:
+        db.session.rollback()
+        raise LaunchRefused("replayed") from None
+
+
+def context_course(platform: LtiPlatform, launch: dict[str, Any]) -> Course | None:
+    context = launch.get(CLAIM + "context") or {}
+    row = db.session.scalar(db.select(LtiContext).where(LtiContext.platform_id == platform.id,
+                                                        LtiContext.context_id == str(context.get("id", ""))))
+    if row is None:
+        return None
+    row.services = services(launch) or row.services
+    return db.session.get(Course, row.course_id)
+
+
+def services(launch: dict[str, Any]) -> dict[str, Any]:
+    """The service endpoints a launch names: NRPS (roster) and AGS (line items, scopes)."""
+    return {k: v for k, v in (("nrps", launch.get("https://purl.imsglobal.org/spec/lti-nrps/claim/namesroleservice")),
+                              ("ags", launch.get("https://purl.imsglobal.org/spec/lti-ags/claim/endpoint")))
+            if isinstance(v, dict)}
+
+
+def create_course(platform: LtiPlatform, launch: dict[str, Any]) -> Course:
+    """A new course for the launch's context (an instructor chose to create it)."""
+    context = launch.get(CLAIM + "context") or {}
+    context_id = str(context.get("id", ""))
+    if not context_id:
+        raise LaunchRefused("no_context")
+    from server.roster import ensure_course
+
+    base = "".join(ch for ch in str(context.get("label") or "LTI") if ch.isalnum() or ch in "-_")[:24] or "LTI"
+    code = base
+    while db.session.scalar(db.select(Course.id).where(Course.code == code)) is not None:
+        code = f"{base}-{secrets.token_hex(2)}"
+    course = ensure_course(code, str(context.get("title") or code)[:200])  # every homework published, as seeded
+    db.session.add(LtiContext(platform_id=platform.id, context_id=context_id, course_id=course.id,
+                              services=services(launch)))
+    return course
+
+
+def account(platform: LtiPlatform, launch: dict[str, Any]) -> User:
+    """The account of the launch's user, made on the first launch. Its password is random and
+    never shown: an LTI account signs in through its LMS (a local password can be set by an
+    administrator with ``flask users set-password``, and then both ways work)."""
+    sub = str(launch.get("sub", ""))
+    if not sub:
+        raise LaunchRefused("no_user")
+    link = db.session.scalar(db.select(LtiUser).where(LtiUser.platform_id == platform.id, LtiUser.sub == sub))
+    if link is not None:
+        user = db.session.get(User, link.user_id)
+    else:
+        digest = hashlib.sha256(f"{platform.id}:{sub}".encode()).hexdigest()[:12]
+        user = User(username=f"lti-{digest}", password_hash="")
+        user.set_password(secrets.token_urlsafe(32))
+        db.session.add(user)
+        db.session.flush()
+        db.session.add(LtiUser(platform_id=platform.id, sub=sub, user_id=user.id))
+    user.display_name = str(launch.get("name") or user.display_name or "")[:120]
+    user.email = str(launch.get("email") or user.email or "")[:200]
+    return user
+
+
+def enrol(user: User, course: Course, instructor: bool) -> Role:
+    """The user's membership in the course with the platform's role (an instructor stays one)."""
+    member = db.session.scalar(db.select(Membership).where(Membership.user_id == user.id,
+                                                           Membership.course_id == course.id))
+    role = Role.INSTRUCTOR if instructor else Role.STUDENT
+    if member is None:
+        db.session.add(Membership(user_id=user.id, course_id=course.id, role=role.value))
+    elif instructor and member.role != Role.INSTRUCTOR.value:
+        member.role = Role.INSTRUCTOR.value
+    return role

@@ -1,0 +1,193 @@
+"""LTI 1.3 endpoints: OIDC login initiation, the launch, the tool's JWKS, and creating a course
+for an unknown context. Launch state (OIDC state, nonce, launch data) lives in Redis, not in the
+session cookie: the launch is a cross-site POST from the LMS, which a SameSite=Lax session cookie
+does not accompany."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from flask import abort, current_app, redirect, render_template, request, session, url_for
+from flask_babel import gettext as _
+from flask_login import login_user
+from pylti1p3.contrib.flask import FlaskCacheDataStorage, FlaskMessageLaunch, FlaskOIDCLogin, FlaskRequest
+from pylti1p3.deep_link_resource import DeepLinkResource
+from pylti1p3.exception import LtiException
+from pylti1p3.lineitem import LineItem
+
+from server.extensions import csrf, db
+from server.grading.queue import redis_conn
+from server.lti import bp, keys, tool
+from coursework.text import pick
+
+
+class RedisCache:
+    """The get/set cache PyLTI1p3's launch data storage expects, over the service's Redis (JSON values)."""
+
+    prefix = "distgrade:lti:"
+
+    def get(self, key: str) -> Any:
+        raw = redis_conn().get(self.prefix + key)
+        return None if raw is None else json.loads(raw)
+
+    def set(self, key: str, value: Any, exp: int | None = None) -> None:
+        redis_conn().set(self.prefix + key, json.dumps(value), ex=exp or 3600)
+
+    def delete(self, key: str) -> None:
+        redis_conn().delete(self.prefix + key)
+
+
+def _messages() -> dict[str, str]:
+    return {"invalid": _("The launch could not be verified (its signature, expiry, audience, state or nonce is wrong)."),
+            "replayed": _("This launch was already used. Open the tool again from your course in the LMS."),
+            "unknown_deployment": _("This LMS deployment is not registered with distgrade. Ask the administrator to add its deployment id."),
+            "unknown_platform": _("This LMS is not registered with distgrade."),
+            "unknown_course": _("This course is not set up in distgrade yet. Ask your instructor to open the tool once from the course."),
+            "no_context": _("The launch names no course."),
+            "no_user": _("The launch names no user."),
+            "expired_launch": _("The launch has expired. Open the tool again from your course in the LMS."),
+            "bad_registration": _("The registration is incomplete or a URL is not http(s).")}
+
+
+def refused(code: str, detail: str = "", status: int = 400):
+    """A clear error page for a refused launch; nothing was created or changed."""
+    db.session.rollback()
+    return render_template("lti/refused.html", message=_messages()[code], detail=detail, code=code), status
+
+
+def _storage() -> FlaskCacheDataStorage:
+    return FlaskCacheDataStorage(RedisCache())
+
+
+@bp.route("/login", methods=["GET", "POST"])
+@csrf.exempt
+def login():
+    """OIDC third-party initiated login: redirect to the platform's authorisation endpoint."""
+    try:
+        oidc = FlaskOIDCLogin(FlaskRequest(), tool.tool_conf(), launch_data_storage=_storage())
+        return oidc.disable_check_cookies().redirect(url_for("lti.launch", _external=True))
+    except LtiException as err:
+        return refused("unknown_platform", str(err))
+
+
+def _target(launch: dict[str, Any], course) -> str:
+    """Where a resource launch lands: the placed homework or quiz (custom ``item``), else the course's homework."""
+    item = str((launch.get(tool.CLAIM + "custom") or {}).get("item", ""))
+    kind, _sep, ref = item.partition(":")
+    if kind == "hw" and ref:
+        return url_for("homework.assignment", code=course.code, assignment_id=ref)
+    if kind == "quiz" and ref:
+        return url_for("quiz.overview", quiz_id=ref)
+    return url_for("homework.index")
+
+
+@bp.post("/launch")
+@csrf.exempt
+def launch():
+    """Verify the id_token (PyLTI1p3), use its nonce once, then sign the user in to the right
+    course with the platform's role. An unknown course: an instructor may create it."""
+    message = FlaskMessageLaunch(FlaskRequest(), tool.tool_conf(), launch_data_storage=_storage())
+    try:
+        data = message.get_launch_data()
+    except LtiException as err:
+        detail = str(err)
+        return refused("unknown_deployment" if "deployment" in detail.lower() else "invalid", detail)
+    except Exception as err:  # noqa: BLE001  PyLTI1p3's config raises a plain Exception for an unknown client id
+        if "not found in settings" not in str(err):
+            raise
+        return refused("invalid", str(err))
+    try:
+        tool.use_nonce(data)
+        platform = tool.platform_of(data)
+        course = tool.context_course(platform, data)
+        if course is None:
+            if not tool.is_instructor(data):
+                raise tool.LaunchRefused("unknown_course")
+            db.session.commit()  # the nonce: this id_token is spent even if nobody creates the course
+            session["lti_pending"] = message.get_launch_id()
+            context = data.get(tool.CLAIM + "context") or {}
+            return render_template("lti/create_course.html", context=context, launch_id=message.get_launch_id())
+        return _sign_in(platform, data, course, message)
+    except tool.LaunchRefused as err:
+        return refused(err.code, err.detail)
+
+
+def _sign_in(platform, data: dict[str, Any], course, message):
+    user = tool.account(platform, data)
+    tool.enrol(user, course, tool.is_instructor(data))
+    db.session.commit()
+    login_user(user)
+    session["_sv"] = user.session_version
+    if message.is_deep_link_launch() and tool.is_instructor(data):
+        session["lti_deep_link"] = message.get_launch_id()
+        return redirect(url_for("lti.deep_link", code=course.code))
+    return redirect(_target(data, course))
+
+
+@bp.route("/<code>/deep-link", methods=["GET", "POST"])
+def deep_link(code: str):
+    """Deep Linking: the instructor picks a homework or quiz; the signed reply (the tool's key)
+    places it in the LMS with its line item (tag = the gradebook's item key, maximum = its points),
+    which the grade passback then finds and reuses."""
+    from server.dashboard.gradebook import build_gradebook  # the dashboard package imports homework views
+    from server.access import course_or_404
+
+    course = course_or_404(code, instructor=True)
+    launch_id = session.get("lti_deep_link")
+    if not launch_id:
+        return refused("expired_launch")
+    try:
+        message = FlaskMessageLaunch.from_cache(launch_id, FlaskRequest(), tool.tool_conf(),
+                                                launch_data_storage=_storage())
+    except LtiException:
+        return refused("expired_launch")
+    items = {i.key: i for i in build_gradebook(course).items}
+    if request.method == "GET":
+        return render_template("lti/deep_link.html", course=course, items=list(items.values()))
+    chosen = [items[k] for k in request.form.getlist("item") if k in items]
+    if not chosen:
+        return render_template("lti/deep_link.html", course=course, items=list(items.values()),
+                               error=_("Choose at least one homework or quiz.")), 400
+    resources = [DeepLinkResource().set_url(url_for("lti.launch", _external=True)).set_title(pick(i.title, "en") or i.ref)
+                 .set_custom_params({"item": i.key})
+                 .set_lineitem(LineItem().set_tag(i.key).set_resource_id(i.key).set_score_maximum(i.max_score)
+                               .set_label(pick(i.title, "en") or i.ref)) for i in chosen]
+    session.pop("lti_deep_link", None)
+    deep = message.get_deep_link()
+    # PyLTI1p3's own form puts the platform's return URL into the HTML unescaped: escaped here
+    return_url = (data_settings(message) or {}).get("deep_link_return_url", "")
+    return render_template("lti/deep_link_post.html", action=return_url, jwt=deep.get_response_jwt(resources))
+
+
+def data_settings(message) -> dict:
+    return message.get_launch_data().get("https://purl.imsglobal.org/spec/lti-dl/claim/deep_linking_settings") or {}
+
+
+@bp.post("/create-course")
+@csrf.exempt  # the form carries the launch id, which only the instructor's own launch revealed
+def create_course():
+    """Create the course an instructor's launch named and sign them in as its instructor."""
+    launch_id = request.form.get("launch_id", "")
+    if not launch_id or session.get("lti_pending") != launch_id:
+        return refused("expired_launch")
+    try:
+        message = FlaskMessageLaunch.from_cache(launch_id, FlaskRequest(), tool.tool_conf(),
+                                                launch_data_storage=_storage())
+    except LtiException:
+        return refused("expired_launch")
+    data = message.get_launch_data()
+    if not tool.is_instructor(data):
+        abort(404)
+    try:
+        platform = tool.platform_of(data)
+        course = tool.context_course(platform, data) or tool.create_course(platform, data)
+        session.pop("lti_pending", None)
+        return _sign_in(platform, data, course, message)
+    except tool.LaunchRefused as err:
+        return refused(err.code, err.detail)
+
+
+@bp.route("/jwks.json")
+def jwks():
+    """The tool's public key set (the platform verifies the tool's messages and token requests)."""
+    return keys.jwks(current_app.config["VAR_DIR"]), 200, {"Cache-Control": "public, max-age=3600"}
