@@ -27,6 +27,7 @@ from jinja2 import pass_context
 from markupsafe import Markup
 
 from coursework.quiz.bank import Quiz, load_question
+from coursework.text import score_text
 from server.quiz import attempts as rules
 from server.quiz import store
 from server.quiz.models import AttemptStatus
@@ -97,13 +98,25 @@ def render_card(att: Any, pos: int, lang: str, answer: Any = None, error: str | 
     stored = None if answer is None else (answer.get("seed") if isinstance(answer, dict) else getattr(answer, "seed", None))
     # an answer keeps the variant it was graded on, even after the secret (and so seed_for) changed
     variant = rules.cached_variant(qid, stored if stored is not None else rules.seed_for(att, qid))
-    c = {"pos": pos, "q": variant.public(lang), "draft": draft,
+    c = {"pos": pos, "q": variant.public(lang), "draft": draft, "lang": lang,
          "answer": answer, "error": error}
     if answer is not None:
-        c.update(explanation=load_question(qid).text("explanation", lang), reference=variant.reference_text(lang))
+        c.update(explanation=load_question(qid).text("explanation", lang), reference=variant.reference_text(lang),
+                 chosen=chosen_texts(c["q"], answer))
     template = _fragments().get_template("quiz/_card.html")
     return Markup(template.render(c=c, attempt_id=att.id, is_open=att.status == AttemptStatus.OPEN.value,
                                   gettext=_card_gettext()))
+
+
+def chosen_texts(public: dict[str, Any], answer: Any) -> list[str] | None:
+    """A choice answer as the options' texts, in the order chosen (the stored answer is option ids,
+    which mean nothing to a student); None for other question types."""
+    if public["type"] not in ("single", "multiple", "ordering"):
+        return None
+    raw = answer.get("raw_answer") if isinstance(answer, dict) else getattr(answer, "raw_answer", "")
+    texts = {o["id"]: o["text"] for o in public["options"]}
+    ids = [p.strip() for p in str(raw or "").replace("，", ",").split(",") if p.strip()]
+    return [texts.get(i, i) for i in ids]
 
 
 def _card_gettext() -> Callable[..., str]:
@@ -136,10 +149,11 @@ def _is_text(qid: str) -> bool:
     return load_question(qid).type == "text"
 
 
-def review_form(att: Any, pos: int, state: str, secret: str | None = None) -> str:
-    """The "ask a teacher" form beside an auto-graded free-text answer not yet sent for review
-    (empty otherwise). Kept apart from the answered card, which must not carry a CSRF token;
-    cached per session secret like an open card (``secret``: the caller's, read once per page)."""
+def review_form(att: Any, pos: int, state: str, lang: str, secret: str | None = None) -> str:
+    """The "ask a teacher" form beside an auto-graded free-text answer not yet sent for review and
+    not already fully right (empty otherwise: ``state`` is then "full" or a review state). Kept
+    apart from the answered card, which must not carry a CSRF token; cached per session secret and
+    language like an open card (``secret``: the caller's, read once per page)."""
     if state or not _is_text(att.question_ids[pos]):
         return ""
 
@@ -147,7 +161,7 @@ def review_form(att: Any, pos: int, state: str, secret: str | None = None) -> st
         template = _fragments().get_template("quiz/_ask_review.html")
         return template.render(pos=pos, attempt_id=att.id, gettext=_card_gettext())
 
-    return _caches()[0].get(("review", _ident(att), pos, secret or csrf_secret()), build)
+    return _caches()[0].get(("review", _ident(att), pos, lang, secret or csrf_secret()), build)
 
 
 def answered_card(att: Any, pos: int, lang: str, answer_id: int, answer: Callable[[], Any], state: str = "") -> str:
@@ -186,15 +200,15 @@ def attempt_page(att: Any, quiz: Quiz, lang: str, override: tuple[int, str, str]
             cards.append(answered_card(att, pos, lang, answer_id,
                                        lambda: missing.get(answer_id) or store.answer_rows([answer_id])[answer_id],
                                        states[pos][1]))
-            cards.append(review_form(att, pos, states[pos][1], secret))
+            cards.append(review_form(att, pos, states[pos][1], lang, secret))
         else:
             cards.append(_open_card(att, pos, lang, secret))
     if override or session.get("_flashes"):
-        return _page(att, quiz, f"{att.score:g}", "".join(cards), override[0] if override else None)
+        return _page(att, quiz, score_text(att.score), "".join(cards), override[0] if override else None)
     key = (att.id, att.attempt_no, att.quiz_id, att.status, att.max_score, att.user_id, att.username,
            att.display_name, att.is_instructor, lang, request.full_path, secret)
     head, middle, tail = _caches()[1].get(key, lambda: _split_shell(att, quiz))
-    return "".join((head, f"{att.score:g}", middle, *cards, tail))
+    return "".join((head, score_text(att.score), middle, *cards, tail))
 
 
 def _split_shell(att: Any, quiz: Quiz) -> tuple[str, str, str]:

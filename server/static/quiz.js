@@ -48,7 +48,7 @@
     var graded = card.nextElementSibling;
     card.remove();
     if (body.review_html) { graded.insertAdjacentHTML("afterend", body.review_html); }
-    if (score) { score.textContent = String(Number(body.attempt_score.toPrecision(6))); }
+    if (score) { score.textContent = String(Math.round(body.attempt_score * 100) / 100); }  // as coursework.text.score_text
     var feedback = graded.querySelector(".feedback");
     if (feedback) { feedback.tabIndex = -1; feedback.focus(); }  // Tab goes on to the next question
     refreshProgress();
