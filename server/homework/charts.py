@@ -194,7 +194,7 @@ def line_chart(title: str, series: dict[str, list[float]], *, x_title: str = "",
             color = PALETTE[n % len(PALETTE)]
             parts.append(f'<rect x="{x}" y="{y - 5}" width="14" height="4" fill="{color}"/>')
             parts.append(_text(x + 18, y, label, anchor="start"))
-            x += 26 + 7 * len(label)
+            x += 26 + text_width(label)
     if x_title:
         parts.append(_text(PAD_L + plot_w / 2, bottom + 32, x_title, "axis"))
     return _svg(title, parts)
@@ -205,7 +205,7 @@ def _legend_rows(labels: list[str]) -> list[list[tuple[str, int]]]:
     rows: list[list[tuple[str, int]]] = [[]]
     used = 0
     for n, label in enumerate(labels):
-        width = 26 + 7 * len(label)
+        width = 26 + text_width(label)  # CJK characters are twice as wide: "2 个进程，rank 0"
         if rows[-1] and used + width > W - PAD_L - PAD_R:
             rows.append([])
             used = 0
