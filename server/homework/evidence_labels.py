@@ -28,7 +28,7 @@ LABELS: dict[str, tuple[str, str, str]] = {
     "loop_1": ("1 个进程的循环吞吐", "Loop throughput, 1 process", "sps"),
     "loop_n": ("多进程的循环吞吐", "Loop throughput, all processes", "sps"),
     "idle_1": ("1 个进程时主线程空闲的比例", "Share of time the 1-process run sat idle", "pct"),
-    "reference": ("参考解", "Reference solution", "plain"),
+    "reference": ("参考解", "Reference solution", "x"),  # a number: the reference's speed-up
     "ref_t1": ("参考解 1 个进程的吞吐", "Reference throughput, 1 process", "sps"),
     "ref_tn": ("参考解多进程的吞吐", "Reference throughput, all processes", "sps"),
     "ratio_1": ("1 个进程：你的吞吐 ÷ 参考解", "1 process: your throughput ÷ the reference's", "x"),
