@@ -8,6 +8,7 @@ $UI_SHOTS when set.
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -218,6 +219,7 @@ def test_ask_a_teacher_only_where_it_can_help_and_in_the_pages_language(site, br
 
 _OPTION_IDS = """
 import json
+import re
 from coursework.quiz.bank import all_question_ids, load_question
 ids = set()
 for qid in all_question_ids():
@@ -227,7 +229,7 @@ print(json.dumps(sorted(i for i in ids if len(i) > 2)))
 """
 
 
-STATES = {"zh_CN": {"waiting": "等待老师", "skipped": "已跳过", "replaced": "已被替换"},
+STATES = {"zh_CN": {"waiting": "等待老师", "skipped": "已跳过", "replaced": "已替换"},
           "en": {"waiting": "Waiting for the teacher", "skipped": "Skipped", "replaced": "Replaced"}}
 
 
@@ -250,6 +252,53 @@ def test_manual_cells_wait_and_evidence_reads_as_words(site, browser, lang):
         text = page.inner_text("main")
         for raw in ("Idle 1", "Ratio n", "Ref t1", "Normalised uncapped", "Allowed missing", "Load dependent"):
             assert raw not in text, raw
+        _fits(page)
+    finally:
+        context.close()
+
+
+ALLREDUCE = {"zh_CN": ("carol", "一次 all-reduce 要多久", "请带上单位"), "en": ("alice", "How long one all-reduce takes", "Add a unit")}
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_a_bare_number_of_seconds_is_an_answer(site, browser, lang):
+    """The question asks "约需多少秒" yet refused "0.56" with "请带上单位"."""
+    user, title, refusal = ALLREDUCE[lang]
+    context, page = _page(browser, site, user, lang)
+    try:
+        page.goto(f"{site.url}/quiz/ch7_3_graded/")
+        page.click("#start-quiz")
+        card = page.locator("section.quizq", has_text=title).first
+        field = card.locator("input[name=answer]")
+        field.fill("0.56")
+        field.press("Enter")
+        card = page.locator("section.quizq", has_text=title).first
+        card.locator(".feedback, [role=alert]").first.wait_for(timeout=8000)
+        assert card.locator(".feedback").count() == 1, card.inner_text()
+        assert refusal not in card.inner_text()
+        _fits(page)
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_scores_audit_reasons_and_queue_states_read_plainly(site, browser, lang):
+    """Scores with four decimals (0.8333) beside two-decimal means; the audit log's reasons and the
+    queue's "replaced" state were raw English on Chinese pages."""
+    context, page = _page(browser, site, "teacher", lang)
+    try:
+        for path in ("/dashboard/DIST101/students/bob", "/dashboard/DIST101/", "/dashboard/DIST101/quiz/ch7_3_graded"):
+            _open(page, site.url + path)
+            text = page.inner_text("main")
+            assert not re.search(r"(?<![\d.])\d+\.\d{3,}(?![\d.])", text), (path, re.findall(r"\d+\.\d{3,}", text))
+        _open(page, f"{site.url}/dashboard/DIST101/audit", f"audit-{lang}")
+        reasons = page.locator("table tbody tr td:nth-child(6)").all_inner_texts()
+        accepted = {"zh_CN": "已接受: ", "en": "Accepted: "}[lang]
+        assert any(r.startswith(accepted) for r in reasons), reasons
+        _open(page, f"{site.url}/dashboard/DIST101/queue", f"queue-{lang}")
+        states = [s.strip() for s in page.locator("#db-h ~ dl.facts dt").all_inner_texts()]
+        assert STATES[lang]["replaced"].lower() in [s.lower() for s in states], states
+        assert "replaced" not in [s.lower() for s in states] or lang == "en"
         _fits(page)
     finally:
         context.close()
