@@ -125,14 +125,16 @@ STUDENT = {"alice": ["/homework/", "/homework/DIST101/ddp_speedup", "/homework/D
                      "/homework/DIST101/fsdp_fit", "/submissions/{good}", "/submissions/{syntax}",
                      "/submissions/{fsdp}", "/submissions/{config}", "/quiz/", "/calculator/?params=7B&cards=8",
                      "/password"],
-           "bob": ["/submissions/{speed}", "/submissions/{notebook}", "/quiz/attempt/{quiz_attempt}",
-                   "/quiz/attempt/{quiz_attempt}/results"],
+           "bob": ["/homework/", "/submissions/{speed}", "/submissions/{notebook}", "/submissions/{fsdp_card}",
+                   "/quiz/attempt/{quiz_attempt}", "/quiz/attempt/{quiz_attempt}/results", "/quiz/ch7_3_graded/",
+                   "/quiz/ch7_3_selftest/"],
            "carol": ["/submissions/{held}", "/submissions/{replaced}", "/submissions/{waiting}"]}
 TEACHER = ["/dashboard/", "/dashboard/DIST101/", "/dashboard/DIST101/students/alice", "/dashboard/DIST101/students/bob",
            "/dashboard/DIST101/homework/ddp_speedup", "/dashboard/DIST101/homework/config_annotation",
            "/dashboard/DIST101/homework/fsdp_fit", "/dashboard/DIST101/quiz/ch7_3_graded", "/dashboard/DIST101/queue",
            "/dashboard/DIST101/audit", "/dashboard/DIST101/integrity", "/dashboard/DIST101/review/",
            "/dashboard/DIST101/review/annotations", "/dashboard/DIST101/submissions/{notebook}/manual",
+           "/dashboard/DIST101/review/ch7_3/selftest_2", "/dashboard/DIST101/quiz/ch7_3_selftest",
            "/submissions/{speed}", "/submissions/{config}", "/submissions/{notebook}", "/submissions/{held}",
            "/instructor/", "/instructor/DIST101/roster", "/instructor/DIST101/ddp_speedup"]
 
@@ -151,6 +153,14 @@ def test_every_page_speaks_one_language(app, seeded, lang):
             bad = untranslated(r.get_data(as_text=True), lang)
             if bad:
                 found[f"{user} {url}"] = bad
+    anonymous = app.test_client()
+    anonymous.get(f"/login?lang={lang}")
+    for url, code in (("/login", 200), ("/no/such/page", 404)):
+        r = anonymous.get(url)
+        assert r.status_code == code, url
+        bad = untranslated(r.get_data(as_text=True), lang)
+        if bad:
+            found[f"anonymous {url}"] = bad
     assert not found, json.dumps(found, ensure_ascii=False, indent=1)
 
 
