@@ -237,7 +237,7 @@ STATES = {"zh_CN": {"waiting": "等待老师", "skipped": "已跳过", "replaced
 def test_manual_cells_wait_and_evidence_reads_as_words(site, browser, lang):
     """Manual cells waiting for the teacher were badged "skipped"; evidence keys showed raw
     ("Idle 1", "Ratio n", "Normalised uncapped", "Allowed missing"); the kernel's log block was
-    titled "Kernel"; the homework 3 card read "T4 (15 GiB, scaled to small)" in Chinese."""
+    titled "Kernel" (the card's name in Chinese messages: tests/graders/test_fsdp_fit.py)."""
     t = STATES[lang]
     context, page = _page(browser, site, "bob", lang)
     try:
