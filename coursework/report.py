@@ -181,19 +181,33 @@ class GradeReport:
         visibility = "visible"
         tests = []
         for c in self.checks:
-            tests.append({
+            test = {
                 "name": f"{c.id}: {c.title.get(lang, c.id)}",
                 "score": c.points,
                 "max_score": c.max_points,
-                "status": "passed" if c.status in (CheckStatus.PASS, CheckStatus.INFO) else "failed",
                 "output": "\n".join(x for x in (c.message.get(lang, ""), c.hint.get(lang, "")) if x),
                 "visibility": visibility,
-            })
+            }
+            status = gradescope_status(c)
+            if status:
+                test["status"] = status
+            tests.append(test)
         out: dict[str, Any] = {"score": self.score, "tests": tests,
                                "execution_time": self.timings.get("total_s", 0.0)}
         if self.status == ReportStatus.ERROR:
             out["output"] = self.summary.get(lang, "")
         return out
+
+
+def gradescope_status(c: CheckResult) -> str | None:
+    """A check's Gradescope test status: a warning passed (its points say what it cost), a failure
+    or an error failed; a skipped check, or a manual cell waiting for the teacher, has none (the
+    test shows neutral: nothing was judged yet)."""
+    if c.status in (CheckStatus.PASS, CheckStatus.INFO, CheckStatus.WARN):
+        return "passed"
+    if c.status in (CheckStatus.FAIL, CheckStatus.ERROR):
+        return "failed"
+    return None
 
 
 def merge_manual_scores(report: dict[str, Any], scores: dict[str, dict[str, Any]]) -> dict[str, Any]:

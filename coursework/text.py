@@ -20,3 +20,15 @@ def pick(value: Any, lang: str, default: str = "") -> str:
     if isinstance(value, dict):
         return value.get(lang) or value.get("en") or value.get("zh") or default
     return default if value is None else str(value)
+
+
+SCORE_DECIMALS = 2  # scores are stored to 4 places; people read 2, everywhere (gradebook means are 2 too)
+
+
+def score_text(value: float | None) -> str:
+    """A score as every page shows it: at most two decimals, no trailing zeros (``7.5``, ``11.58``,
+    ``10``); ``—`` for none. The one rounding rule of the pages, so a cell and a mean agree."""
+    if value is None:
+        return "—"
+    shown = round(float(value), SCORE_DECIMALS)
+    return f"{shown + 0.0:g}"  # + 0.0: no "-0"

@@ -55,6 +55,15 @@ def capacity_bytes(card: dict[str, Any], size_params: int) -> float:
     return card["capacity_gib"] * 2 ** 30 * size_params / card["reference_params"]
 
 
+def card_label(card: dict[str, Any], size: str) -> dict[str, str]:
+    """The simulated card's name in both languages ("T4 (15 GiB, scaled to small)"): it goes into
+    messages of both languages, so a plain string would put English into the Chinese ones."""
+    label = card["label"]
+    if isinstance(label, str):
+        return {"zh": label.format(size=size), "en": label.format(size=size)}
+    return {lang: label[lang].format(size=size) for lang in ("zh", "en")}
+
+
 def estimates(params: int, cards: int, precision: str, optimizer: str) -> dict[int, dict[str, Any]]:
     """Analytic per-card model states for no sharding and ZeRO-1/2/3 (``coursework.memory_calc``)."""
     return {stage: memory_calc.estimate(memory_calc.TrainingSetup(
@@ -99,7 +108,7 @@ def grade(assignment: Assignment, job: Path, files: list[Path], mode: str = "cpu
     if plan["baseline"] and (run is None or run.all_finished):
         base = launch(1, int(cfg["baseline"]["steps"]), "baseline")
     est = estimates(size_params, nproc, cfg["precision"], cfg["optimizer"])
-    card = cfg["card"]["label"].format(size=size)
+    card = card_label(cfg["card"], size)
     findings = _findings(cfg, run, base, nproc, capacity, card, est, mode, plan["reason"])
     for check_id in cfg["checks"]:  # every check of assignment.json: the report is out of its total
         finding = findings.get(check_id) or Finding(CheckStatus.ERROR, "error")
@@ -158,7 +167,7 @@ def memory_plot(cfg, run, base, capacity, size, size_params, nproc, est) -> dict
     ref = cfg["card"]
     return {
         "unit": "bytes", "size": size, "model_params": size_params, "world": nproc,
-        "capacity": capacity, "card": cfg["card"]["label"].format(size=size),
+        "capacity": capacity, "card": card_label(cfg["card"], size)["en"],  # the chart names the card itself
         "ranks": bars(run), "baseline": {"nproc": 1, "ranks": bars(base)} if base else None,
         "estimates": [{"stage": s, "label": labels[str(s)], "params": e["params_bytes"], "grads": e["grads_bytes"],
                        "optimizer": e["optimizer_bytes"], "total": e["total_bytes"], "formula": e["formula"],

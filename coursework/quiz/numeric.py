@@ -30,7 +30,7 @@ UNITS: dict[str, dict[str, tuple[float, str]]] = {
 
 # What a unit of each kind looks like, for hints: a time question never suggests "GB".
 EXAMPLES: dict[str, tuple[str, str]] = {
-    "bytes": ("112 GB", "GB / GiB"), "seconds": ("2.2 ms", "s / ms"), "ratio": ("1.8x", "x"),
+    "bytes": ("112 GB", "GB / GiB"), "seconds": ("2.2 ms", "s / ms / 秒"), "ratio": ("1.8x", "x"),
     "count": ("128", ""), "number": ("0.0004", ""),
 }
 _UNIT_KIND = {"bytes": ("内存大小", "a memory size"), "seconds": ("时间", "a time"), "ratio": ("倍数", "a ratio"),
@@ -84,9 +84,12 @@ def parse_quantity(raw: str, dimension: str, default_unit: str, require_unit: bo
     unit = (m.group(2) or default_unit).strip().lower().rstrip(".")
     table = UNITS[dimension]
     if unit not in table:
-        expected = ", ".join(sorted({u for u in table if u.isascii()}))
-        raise _err(f"单位“{unit}”不适用于本题，可用：{expected}。",
-                   f"Unit \"{unit}\" does not fit this question; use one of: {expected}.", "wrong_unit")
+        # name the kind of quantity and every spelling that works, Chinese ones included (秒, 毫秒)
+        kind_zh, kind_en = _UNIT_KIND.get(dimension, ("数值", "a number"))
+        expected = ", ".join(sorted({u for u in table if u}, key=lambda u: (not u.isascii(), u)))
+        raise _err(f"单位“{unit}”不适用于本题：答案是{kind_zh}，可用：{expected}。",
+                   f"Unit \"{unit}\" does not fit this question: the answer is {kind_en}; use one of: {expected}.",
+                   "wrong_unit")
     factor, system = table[unit]
     return Quantity(base_value=number * factor, number=number, unit=unit, system=system)
 

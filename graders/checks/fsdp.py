@@ -59,7 +59,7 @@ def oom_of(run) -> tuple[int, dict] | None:
     return None
 
 
-def check_run(run, card: str) -> Finding:
+def check_run(run, card: str | dict[str, str]) -> Finding:
     """The DDP grader's run check, with an out-of-memory error explained by its numbers."""
     found = oom_of(run)
     if found and not run.tampering:
@@ -129,7 +129,7 @@ def check_wrap_units(run, max_fraction: float) -> Finding:
     return Finding(CheckStatus.PASS, "ok", params, ev)
 
 
-def check_fit(run, capacity: float, card: str, baseline=None) -> Finding:
+def check_fit(run, capacity: float, card: str | dict[str, str], baseline=None) -> Finding:
     """Does every rank's peak stay under the simulated card? ``baseline``: the 1-card run."""
     found = oom_of(run)
     ranks = peaks(run)

@@ -47,7 +47,11 @@ def _option_labels(question_id: str, lang: str) -> dict[str, str]:
         info = load_question(question_id).info
     except BankError:
         return {}
-    return {o["id"]: pick(o.get("text"), lang) or o["id"] for o in info.get("options") or []}
+    labels = {o["id"]: pick(o.get("text"), lang) or o["id"] for o in (info.get("options") or []) + (info.get("items") or [])}
+    for m in (info.get("numeric") or {}).get("mistakes") or []:  # a named mistake reads as what it means
+        if isinstance(m, dict) and m.get("id"):
+            labels[f"mistake:{m['id']}"] = (pick(m.get("feedback"), lang) or m["id"])[:80]
+    return labels
 
 
 def _wrong_label(qtype: str, raw: str, details: dict[str, Any], labels: dict[str, str]) -> str:
@@ -60,7 +64,7 @@ def _wrong_label(qtype: str, raw: str, details: dict[str, Any], labels: dict[str
     if details.get("unit_confusion"):
         return "GB ↔ GiB"
     if details.get("mistake"):
-        return str(details["mistake"])
+        return labels.get(f"mistake:{details['mistake']}", str(details["mistake"]))
     return " ".join(raw.split())[:80] or "∅"
 
 

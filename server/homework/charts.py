@@ -65,6 +65,13 @@ def tick_label(v: float, step: float) -> str:
     return f"{v:,.{decimals}f}"
 
 
+def value_text(v: float, step: float) -> str:
+    """A bar's value: a tenth of the axis step in precision, but like a score at most two decimals
+    (a facility of 1/3 reads 0.33, not 0.333, beside the tables' two-decimal numbers)."""
+    shown = tick_label(v, step / 10)
+    return f"{v:,.2f}" if len(shown.partition(".")[2]) > 2 else shown
+
+
 def _nice_max(v: float) -> float:
     """A round axis maximum at or above ``v`` (kept for callers that want one number)."""
     return nice_ticks(0, v)[-1] if v > 0 else 1.0
@@ -112,7 +119,7 @@ def bar_chart(title: str, series: dict[str, float], *, x_title: str = "", y_titl
         x = PAD_L + slot * i + slot * 0.18
         y = bottom - bh
         color = (colors or [PALETTE[0]])[i % len(colors or [PALETTE[0]])]
-        shown = f"{v:,.0f}" if float(v).is_integer() else tick_label(v, step / 10)
+        shown = f"{v:,.0f}" if float(v).is_integer() else value_text(v, step)
         parts.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{slot * 0.64:.1f}" height="{bh:.1f}" fill="{color}" '
                      f'rx="3"><title>{escape(label)}: {shown}</title></rect>')
         parts.append(_text(x + slot * 0.32, y - 4, shown, "val"))
@@ -194,7 +201,7 @@ def line_chart(title: str, series: dict[str, list[float]], *, x_title: str = "",
             color = PALETTE[n % len(PALETTE)]
             parts.append(f'<rect x="{x}" y="{y - 5}" width="14" height="4" fill="{color}"/>')
             parts.append(_text(x + 18, y, label, anchor="start"))
-            x += 26 + 7 * len(label)
+            x += 26 + text_width(label)
     if x_title:
         parts.append(_text(PAD_L + plot_w / 2, bottom + 32, x_title, "axis"))
     return _svg(title, parts)
@@ -205,7 +212,7 @@ def _legend_rows(labels: list[str]) -> list[list[tuple[str, int]]]:
     rows: list[list[tuple[str, int]]] = [[]]
     used = 0
     for n, label in enumerate(labels):
-        width = 26 + 7 * len(label)
+        width = 26 + text_width(label)  # CJK characters are twice as wide: "2 个进程，rank 0"
         if rows[-1] and used + width > W - PAD_L - PAD_R:
             rows.append([])
             used = 0
@@ -238,9 +245,9 @@ def hbar_chart(title: str, series: dict[str, float], *, x_title: str = "", line:
         w = plot_w * values[i] / hi
         color = (colors or [PALETTE[0]])[i % len(colors or [PALETTE[0]])]
         parts.append(f'<rect x="{left}" y="{y}" width="{w:.1f}" height="{row - 8}" fill="{color}" rx="3">'
-                     f'<title>{escape(label)}: {tick_label(values[i], step / 10)}</title></rect>')
+                     f'<title>{escape(label)}: {value_text(values[i], step)}</title></rect>')
         parts.append(_text(left - 6, y + row / 2, label, anchor="end"))
-        parts.append(_text(left + w + 4, y + row / 2, tick_label(values[i], step / 10), "val", anchor="start"))
+        parts.append(_text(left + w + 4, y + row / 2, value_text(values[i], step), "val", anchor="start"))
     if line:
         x = left + plot_w * line[0] / hi
         parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top - 6}" y2="{bottom}" class="limit"/>')

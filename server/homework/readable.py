@@ -18,58 +18,12 @@ from datetime import datetime, timezone
 from typing import Any
 
 from coursework.text import pick
+from server.homework.evidence_labels import LABELS, STAFF_ONLY, STAFF_PATTERN, generic_label, value_label
 
 MAX_ITEMS, MAX_TEXT, MAX_DEPTH = 16, 300, 2
 
-# key -> (zh, en, kind); kinds: bytes, s, sps (samples/s), x (ratio), pct (0..1), when, plain
-LABELS: dict[str, tuple[str, str, str]] = {
-    "exit_codes": ("各 rank 的退出码", "Exit code per rank", "plain"),
-    "returncode": ("退出码", "Exit code", "plain"),
-    "timed_out": ("超时", "Timed out", "plain"),
-    "wall_s": ("运行时间", "Wall time", "s"),
-    "speedup": ("加速比", "Speed-up", "x"),
-    "raw": ("实测加速比", "Measured speed-up", "x"),
-    "normalised": ("相对参考解的加速比", "Speed-up relative to the reference", "x"),
-    "threshold": ("及格线", "Threshold", "x"),
-    "throughput_1": ("1 个进程的吞吐", "Throughput, 1 process", "sps"),
-    "throughput_n": ("多进程的吞吐", "Throughput, all processes", "sps"),
-    "loop_1": ("1 个进程的循环吞吐", "Loop throughput, 1 process", "sps"),
-    "loop_n": ("多进程的循环吞吐", "Loop throughput, all processes", "sps"),
-    "unique_fraction": ("不重复样本比例", "Share of distinct samples", "pct"),
-    "expected_gpu": ("章节中 GPU 上的预期", "Chapter's expectation on GPUs", "plain"),
-    "reference": ("参考解", "Reference solution", "plain"),
-    "epochs": ("轮数", "Epochs", "plain"),
-    "epochs_checked": ("检查的轮数", "Epochs checked", "plain"),
-    "steps": ("步数", "Steps", "plain"),
-    "saves": ("保存次数", "Saves", "plain"),
-    "prints": ("打印次数", "Prints", "plain"),
-    "logging": ("日志记录次数", "Log records", "plain"),
-    "batchnorm": ("BatchNorm 层", "BatchNorm layers", "plain"),
-    "syncbatchnorm": ("SyncBatchNorm 层", "SyncBatchNorm layers", "plain"),
-    "micro_batches_per_step": ("每步的微批次", "Micro-batches per step", "plain"),
-    "synced_per_step": ("每步同步次数", "Gradient syncs per step", "plain"),
-    "max_rel_diff": ("参数最大相对差", "Largest relative parameter difference", "plain"),
-    "peak": ("峰值显存", "Peak memory", "bytes"),
-    "capacity": ("卡的容量", "Card capacity", "bytes"),
-    "local_param_bytes": ("本 rank 的参数", "Parameters on this rank", "bytes"),
-    "global_param_bytes": ("全部参数", "All parameters", "bytes"),
-    "per_rank_batch": ("每个 rank 的 batch", "Batch per rank", "plain"),
-    "nproc": ("进程数", "Processes", "plain"),
-    "exception": ("异常", "Exception", "plain"),
-    "exc_type": ("异常类型", "Exception type", "plain"),
-    "message": ("信息", "Message", "plain"),
-    "line": ("行号", "Line", "plain"),
-    "code": ("代码", "Code", "plain"),
-    "step": ("步", "Step", "plain"),
-    "stuck": ("卡住的位置", "Stuck in", "plain"),
-    "tampering": ("篡改迹象", "Signs of tampering", "plain"),
-    "rank": ("rank", "Rank", "plain"),
-    "exit_code": ("退出码", "Exit code", "plain"),
-}
-# Meaningless to a student (or internal): digests, the speed band's id, calibration internals.
-STAFF_ONLY = {"band", "key", "digests", "digest", "sha256", "solution", "host", "traceback", "calibration",
-              "measured_at", "pairs", "spread", "nbgrader_log_tail"}
-_STAFF_PATTERN = re.compile(r"(hash|digest|sha\d*|token|_id$)", re.I)
+# the labels, staff-only keys and value names live in evidence_labels (data, tested against the graders)
+_STAFF_PATTERN = STAFF_PATTERN
 UNITS = {"zh": {"s": "秒", "sps": "样本/秒", "yes": "是", "no": "否", "more": "另有 {n} 项"},
          "en": {"s": "s", "sps": "samples/s", "yes": "yes", "no": "no", "more": "{n} more"}}
 
@@ -81,11 +35,26 @@ class Item:
     label: str
     value: str = ""
     children: list["Item"] = field(default_factory=list)
+    ident: bool = False  # the value is an identifier (a field path, an API name): shown as code, not translated
+    quote: bool = False  # the value is what the student wrote: shown as written, not translated
 
 
 def process_label(n: int, lang: str) -> str:
     """``1 process`` / ``2 processes`` (``2 个进程``)."""
     return f"{n} 个进程" if lang == "zh" else f"{n} process{'es' if n != 1 else ''}"
+
+
+# Logs that are not a rank's: the notebook kernel's output (homework 2).
+LOG_NAMES = {"kernel": ("笔记本内核的输出", "Notebook kernel output")}
+
+
+def log_label(name: str, lang: str) -> str:
+    """The title of one log block: a rank (``n2.rank0`` -> ``2 processes, rank 0``) or a named log."""
+    if str(name) in LOG_NAMES:
+        return LOG_NAMES[str(name)][0 if lang == "zh" else 1]
+    if re.fullmatch(r"n\d+\.rank\d+|rank[_ ]?\d+|\d+", str(name)):
+        return humanize_key(name, lang)
+    return generic_label(name, lang)
 
 
 def humanize_key(key: str, lang: str = "en") -> str:
@@ -152,6 +121,8 @@ def fmt_value(value: Any, kind: str, lang: str) -> str:
         return "—"
     if isinstance(value, bool):
         return u["yes"] if value else u["no"]
+    if isinstance(value, dict) and {"zh", "en"} <= set(value):
+        value = pick(value, lang)  # a grader's bilingual text
     if isinstance(value, (int, float)):
         if not math.isfinite(value):
             return str(value)
@@ -179,7 +150,9 @@ def _label(key: str, lang: str) -> str:
     if key in LABELS:
         zh, en, _ = LABELS[key]
         return zh if lang == "zh" else en
-    return humanize_key(key, lang)
+    if re.fullmatch(r"n\d+\.rank\d+|rank[_ ]?\d+|\d+", key):
+        return humanize_key(key, lang)
+    return generic_label(key, lang)
 
 
 def _hidden(key: str, staff: bool) -> bool:
@@ -197,7 +170,9 @@ def evidence_items(evidence: Any, lang: str, staff: bool = False, depth: int = 0
         if value is None or value == "" or value == [] or value == {}:
             continue  # nothing to say
         kind = kind_of(k, value)
-        if isinstance(value, dict):
+        if isinstance(value, dict) and {"zh", "en"} <= set(value):
+            items.append(Item(_label(k, lang), fmt_value(pick(value, lang), "plain", lang)))  # a grader's bilingual text
+        elif isinstance(value, dict):
             if depth >= MAX_DEPTH:
                 items.append(Item(_label(k, lang), _inline_dict(value, lang, staff)))
             else:
@@ -205,9 +180,13 @@ def evidence_items(evidence: Any, lang: str, staff: bool = False, depth: int = 0
                 if kids:
                     items.append(Item(_label(k, lang), "", kids))
         elif isinstance(value, (list, tuple)):
-            items.append(Item(_label(k, lang), _list(value, kind, lang, staff, depth)))
+            items.append(Item(_label(k, lang), _list(value, kind, lang, staff, depth), ident=kind == "id"))
+        elif kind == "verdict":
+            items.append(Item(_label(k, lang), value_label(kind, str(value), lang) or fmt_value(value, "plain", lang),
+                              ident=value_label(kind, str(value), lang) is None))
         else:
-            items.append(Item(_label(k, lang), fmt_value(value, kind, lang)))
+            items.append(Item(_label(k, lang), fmt_value(value, kind, lang),
+                              ident=kind == "id" and isinstance(value, str), quote=kind == "quote"))
     if len(keys) > MAX_ITEMS:
         items.append(Item("…", UNITS["zh" if lang == "zh" else "en"]["more"].format(n=len(keys) - MAX_ITEMS)))
     return items

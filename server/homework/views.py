@@ -81,7 +81,7 @@ def _log_filter(text: str, filename: str = "train.py"):
 
 @bp.app_template_filter("rank_label")
 def _rank_filter(name: str) -> str:
-    return readable.humanize_key(name, lang_key())
+    return readable.log_label(name, lang_key())
 
 
 bp.add_app_template_filter(readable.clean_message, "clean_message")

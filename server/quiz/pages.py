@@ -27,6 +27,7 @@ from jinja2 import pass_context
 from markupsafe import Markup
 
 from coursework.quiz.bank import BankError, Quiz, load_question, load_quiz
+from coursework.text import score_text
 from server import release
 from server.quiz import attempts as rules
 from server.quiz import reveal, store
@@ -104,8 +105,10 @@ def render_card(att: Any, pos: int, lang: str, answer: Any = None, error: str | 
     stored = None if answer is None else (answer.get("seed") if isinstance(answer, dict) else getattr(answer, "seed", None))
     # an answer keeps the variant it was graded on, even after the secret (and so seed_for) changed
     variant = rules.cached_variant(qid, stored if stored is not None else rules.seed_for(att, qid))
-    c = {"pos": pos, "q": variant.public(lang), "draft": draft,
+    c = {"pos": pos, "q": variant.public(lang), "draft": draft, "lang": lang,
          "answer": answer, "error": error, "reveal": True, "held": ""}
+    if answer is not None:
+        c["chosen"] = chosen_texts(c["q"], answer)  # the student's own choice, as the options read
     if answer is not None and hidden:  # the quiz's results are held back (server.release)
         c["hidden"] = True  # neither the verdict nor the reference answer goes into the card
         c["reveal"] = False
@@ -120,6 +123,17 @@ def render_card(att: Any, pos: int, lang: str, answer: Any = None, error: str | 
     template = _fragments().get_template("quiz/_card.html")
     return Markup(template.render(c=c, attempt_id=att.id, is_open=att.status == AttemptStatus.OPEN.value,
                                   gettext=_card_gettext()))
+
+
+def chosen_texts(public: dict[str, Any], answer: Any) -> list[str] | None:
+    """A choice answer as the options' texts, in the order chosen (the stored answer is option ids,
+    which mean nothing to a student); None for other question types."""
+    if public["type"] not in ("single", "multiple", "ordering"):
+        return None
+    raw = answer.get("raw_answer") if isinstance(answer, dict) else getattr(answer, "raw_answer", "")
+    texts = {o["id"]: o["text"] for o in public["options"]}
+    ids = [p.strip() for p in str(raw or "").replace("，", ",").split(",") if p.strip()]
+    return [texts.get(i, i) for i in ids]
 
 
 def _card_gettext() -> Callable[..., str]:
@@ -168,11 +182,12 @@ def _is_text(qid: str) -> bool:
     return load_question(qid).type == "text"
 
 
-def review_form(att: Any, pos: int, state: str, secret: str | None = None, hidden: bool = False) -> str:
+def review_form(att: Any, pos: int, state: str, lang: str, secret: str | None = None, hidden: bool = False) -> str:
     """The "ask a teacher" form beside an auto-graded free-text answer of a graded attempt not yet
-    sent for review (empty otherwise, and while the quiz's results are held back). Kept apart from
-    the answered card, which must not carry a CSRF token; cached per session secret like an open card
-    (``secret``: the caller's, read once per page)."""
+    sent for review and not already fully right (empty otherwise: ``state`` is then "full" or a
+    review state; empty too while the quiz's results are held back). Kept apart from the answered
+    card, which must not carry a CSRF token; cached per session secret and language like an open
+    card (``secret``: the caller's, read once per page)."""
     if state or hidden or not _is_text(att.question_ids[pos]) or att.mode != "graded":
         return ""  # practice counts nothing: its answers never go to the teachers' queue
 
@@ -180,7 +195,7 @@ def review_form(att: Any, pos: int, state: str, secret: str | None = None, hidde
         template = _fragments().get_template("quiz/_ask_review.html")
         return template.render(pos=pos, attempt_id=att.id, gettext=_card_gettext())
 
-    return _caches()[0].get(("review", _ident(att), pos, secret or csrf_secret()), build)
+    return _caches()[0].get(("review", _ident(att), pos, lang, secret or csrf_secret()), build)
 
 
 def answered_card(att: Any, pos: int, lang: str, answer_id: int, answer: Callable[[], Any], state: str = "",
@@ -204,7 +219,7 @@ def attempt_page(att: Any, quiz: Quiz, lang: str, override: tuple[int, str, str]
     """The whole attempt page; ``override`` is (position, error, draft) after a format error."""
     secret = csrf_secret()
     hidden = held_back(att)
-    score = "—" if hidden else f"{att.score:g}"
+    score = "—" if hidden else score_text(att.score)
     states = store.answered_states(att)
     answered = {pos: i for pos, (i, _) in states.items()}
     cached = _caches()[0]
@@ -222,7 +237,7 @@ def attempt_page(att: Any, quiz: Quiz, lang: str, override: tuple[int, str, str]
             cards.append(answered_card(att, pos, lang, answer_id,
                                        lambda: missing.get(answer_id) or store.answer_rows([answer_id])[answer_id],
                                        states[pos][1], hidden))
-            cards.append(review_form(att, pos, states[pos][1], secret, hidden))
+            cards.append(review_form(att, pos, states[pos][1], lang, secret, hidden))
         else:
             cards.append(_open_card(att, pos, lang, secret))
     if override or session.get("_flashes"):

@@ -182,6 +182,8 @@ def request_review(answer: QuizAnswer, comment: str, limit: int) -> None:
         raise ReviewError("practice")
     if load_question(answer.question_id).type != "text":
         raise ReviewError("not_text")
+    if answer.correct and answer.review_state is None:
+        raise ReviewError("full_marks")  # nothing a teacher could add
     if answer.review_state is not None:
         raise ReviewError("already_requested")
     if not comment:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import String, bindparam, cast, exists, func, insert, select, update
+from sqlalchemy import String, bindparam, case, cast, exists, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from server.extensions import db
@@ -44,8 +44,10 @@ _ATTEMPT = select(*_ATTEMPT_COLUMNS).where(*_OWNED)
 # stored answers as one "position:id,..." string. One row, not one per answer: SQLite hands the
 # interpreter lock to another thread at every row it steps, which under load cost more than the
 # rest of the page.
+# An answer already fully right reads "full" where it has no review state: nothing to ask a teacher about.
+_FULL = case((_ans.c.correct.is_(True), "full"), else_="")
 _ANSWERED = (select(func.aggregate_strings(cast(_ans.c.position, String) + ":" + cast(_ans.c.id, String) + ":"
-                                           + func.coalesce(_ans.c.review_state, ""), ","))
+                                           + func.coalesce(_ans.c.review_state, _FULL), ","))
              .where(_ans.c.attempt_id == _att.c.id).scalar_subquery())
 _ATTEMPT_VIEW = (
     select(*_ATTEMPT_COLUMNS, _user.c.username, _user.c.display_name,
@@ -81,7 +83,8 @@ def answered(page_row: Any) -> dict[int, int]:
 
 def answered_states(page_row: Any) -> dict[int, tuple[int, str]]:
     """position -> (answer id, review state or "") of every stored answer: a teacher's review
-    changes a stored answer, and its state is part of what its rendered card is cached by."""
+    changes a stored answer, and its state is part of what its rendered card is cached by
+    ("full": fully right, never reviewed)."""
     out = {}
     for item in (page_row.answered or "").split(","):
         if item:

@@ -12,6 +12,7 @@ from typing import Any
 from flask import Blueprint, abort, current_app, flash, jsonify, redirect, render_template, request, session, url_for
 from flask_babel import gettext as _
 from flask_login import current_user
+from markupsafe import Markup
 
 from coursework.quiz.bank import BankError, all_quiz_ids, load_question, load_quiz, sections
 from coursework.quiz.result import AnswerStatus
@@ -222,7 +223,8 @@ def answer(attempt_id: int, pos: int):
             body["card_html"] = pages.answered_card(att, pos, lang, outcome.answer["id"], lambda: outcome.answer,
                                                     outcome.answer.get("review_state") or "")
             body["needs_review"] = result.needs_review
-            body["review_html"] = pages.review_form(att, pos, outcome.answer.get("review_state") or "")
+            body["review_html"] = pages.review_form(
+                att, pos, outcome.answer.get("review_state") or ("full" if outcome.answer.get("correct") else ""), lang)
         return jsonify(body), (200 if outcome.answer is not None else 422)
     if result.status == AnswerStatus.FORMAT_ERROR:
         error = " ".join(result.feedback_text(lang))
@@ -251,7 +253,8 @@ def request_review(attempt_id: int, pos: int):
                              "Compare yours with the reference answer shown."),
                "too_many": _("You can ask a teacher to review at most %(n)d answers per attempt.", n=limit),
                "empty_comment": _("Say in a few words why you think the answer is right."),
-               "not_text": _("Only written answers can be reviewed.")}.get(err.code, err.code), "error")
+               "not_text": _("Only written answers can be reviewed."),
+               "full_marks": _("This answer already has full marks.")}.get(err.code, err.code), "error")
     return redirect(url_for("quiz.attempt", attempt_id=att.id, _anchor=f"q{pos}"))
 
 
@@ -282,3 +285,16 @@ def results(attempt_id: int):
         return render_template("quiz/results.html", attempt=att, quiz=quiz, rows=rows, reread=[], held=True)
     reread = [(s, titles.get(s, {}).get(lang, s)) for s in rules.sections_to_reread(att)]
     return render_template("quiz/results.html", attempt=att, quiz=quiz, rows=rows, reread=reread, held=False)
+
+
+@bp.app_template_filter("answer_text")
+def answer_text(ans: Any) -> Markup:
+    """A stored answer as a person reads it: a choice answer as its options' texts, not their ids;
+    anything else as the student typed it (marked so, it is in the student's language)."""
+    typed = Markup('<span translate="no">{}</span>').format(ans.raw_answer)
+    try:
+        public = rules.cached_variant(ans.question_id, ans.seed).public(lang_key())
+    except (BankError, KeyError, ValueError):
+        return typed  # the question left the bank: the answer as stored is all there is
+    chosen = pages.chosen_texts(public, ans)
+    return typed if chosen is None else Markup.escape(("；" if lang_key() == "zh" else "; ").join(chosen))

@@ -49,7 +49,7 @@
     card.remove();
     if (body.review_html) { graded.insertAdjacentHTML("afterend", body.review_html); }
     // no attempt_score while the quiz's results are held back: the score line keeps its dash
-    if (score && typeof body.attempt_score === "number") { score.textContent = String(Number(body.attempt_score.toPrecision(6))); }
+    if (score && typeof body.attempt_score === "number") { score.textContent = String(Math.round(body.attempt_score * 100) / 100); }  // as coursework.text.score_text
     var feedback = graded.querySelector(".feedback");
     if (feedback) { feedback.tabIndex = -1; feedback.focus(); }  // Tab goes on to the next question
     refreshProgress();

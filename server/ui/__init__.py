@@ -14,6 +14,7 @@ from flask import Blueprint, render_template, request
 from flask_babel import get_locale
 from flask_babel import gettext as _
 from flask_wtf.csrf import CSRFError
+from markupsafe import Markup
 from werkzeug.exceptions import BadRequest
 
 from coursework import text
@@ -67,8 +68,30 @@ def approx_duration(seconds: float | None) -> str:
 
 @bp.app_template_filter("num")
 def num(value: float | None) -> str:
-    """A score without trailing zeros (``7.5``, ``10``)."""
-    return "—" if value is None else f"{value:g}"
+    """A score without trailing zeros, rounded as every page rounds (``coursework.text.score_text``)."""
+    return text.score_text(value)
+
+
+# Reasons the system writes into the audit log (stored in English, shown in the page's language);
+# a teacher's typed reason follows a decision's prefix ("accept: ...") and is shown as typed.
+def _system_reasons() -> dict[str, str]:
+    return {"regrade: the annotation is read again": _("Regrade: the annotation is read again"),
+            "annotation review (asked by the student)": _("Annotation review (asked by the student)"),
+            "annotation review": _("Annotation review"), "manual grading": _("Manual grading")}
+
+
+@bp.app_template_filter("audit_reason")
+def audit_reason(reason: str | None) -> Markup:
+    """An audit entry's reason for people: system reasons translated, typed ones marked as typed."""
+    reason = reason or ""
+    known = _system_reasons().get(reason)
+    if known:
+        return Markup.escape(known)
+    prefixes = {"accept": _("Accepted"), "reject": _("Rejected")}
+    head, sep, rest = reason.partition(": ")
+    if sep and head in prefixes:
+        return Markup('{}: <span translate="no">{}</span>').format(prefixes[head], rest)
+    return Markup('<span translate="no">{}</span>').format(reason)
 
 
 @bp.app_template_filter("pretty")

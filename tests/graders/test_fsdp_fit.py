@@ -208,3 +208,16 @@ def test_checkpoint(per_rank, mode, status, key):
 def test_fmt_bytes():
     assert [fsdp.fmt_bytes(x) for x in (None, 512, 1_500_000, 134_000_000, 18_791_530_496)] == \
         ["?", "512 B", "1.50 MB", "134 MB", "18.8 GB"]
+
+
+def test_the_simulated_card_is_named_in_each_messages_language():
+    """The card's English label ("T4 (15 GiB, scaled to small)") was formatted into the Chinese
+    messages too (issue 22)."""
+    from graders.checks.ddp import Finding
+    from graders.checks.render import render
+
+    label = fsdp_fit.card_label(CFG["card"], "small")
+    assert label["en"] == "T4 (15 GiB, scaled to small)" and "scaled" not in label["zh"] and "small" in label["zh"]
+    f = Finding(CheckStatus.FAIL, "over", {"card": label, "rank": 0, "peak": "175 MiB", "capacity": "160 MiB"})
+    msg = render(CFG["checks"]["memory.fit"], "memory.fit", f).message
+    assert label["zh"] in msg["zh"] and "scaled to" not in msg["zh"] and label["en"] in msg["en"]

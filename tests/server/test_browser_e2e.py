@@ -94,7 +94,7 @@ def test_student_uploads_and_watches_grading(service, page):
     assert page.locator("ol.checks .badge-pass").count() >= 1
     sub_id = int(page.url.rsplit("/", 1)[1])
     api = json.loads(page.evaluate(f"fetch('/api/submissions/{sub_id}').then(r => r.text())"))
-    assert api["status"] == "graded" and api["score"] == float(score)
+    assert api["status"] == "graded" and round(api["score"], 2) == float(score)  # pages show two decimals
     # The reference solution is correct: it must get every point, not merely some. Reports are always
     # out of the assignment's total; fast mode does not judge speed, so only the speedup's points are missing.
     meta = json.loads((REPO / "assignments" / "ddp_speedup" / "assignment.json").read_text(encoding="utf-8"))

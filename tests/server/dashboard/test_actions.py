@@ -314,3 +314,23 @@ def test_a_regrade_keeps_teachers_decisions_unless_told_and_counts_the_counted_s
         assert said in page, page[page.find("regrade-live"):][:600]
     row = page.split(f"#{decided}</a>")[1].split("</tr>")[0]
     assert ">7<" in row and ">5<" in row
+
+
+def test_gradescope_states_say_what_happened(app, client, auth, make_sub):
+    """A manual cell waiting for the teacher and a skipped check were exported as "failed", and so
+    was a speed warning (issue 22): a warning passed, the others have no status yet."""
+    import copy
+
+    from tests.server.conftest import SAMPLE_REPORT
+
+    report = copy.deepcopy(SAMPLE_REPORT)
+    base = report["checks"][0]
+    report["checks"] += [dict(base, id="speedup", status="warn", points=3, max_points=6),
+                         dict(base, id="manual.explain", status="skip", points=0, max_points=5),
+                         dict(base, id="speed.host", status="skip", points=0, max_points=0)]
+    sid = make_sub(report_json=report)
+    auth.login(*TEACHER)
+    gs = client.get(f"/dashboard/DIST101/submissions/{sid}/gradescope.json").get_json(force=True)
+    status = {t["name"].split(":")[0]: t.get("status") for t in gs["tests"]}
+    assert status == {"launch.ranks": "passed", "speedup.ratio": "failed", "speedup": "passed",
+                      "manual.explain": None, "speed.host": None}

@@ -121,3 +121,18 @@ def test_queue_health_sees_real_workers_and_their_gpus(app, make_sub):
     assert health.oldest_queued_s is not None and health.redis_error is None
     assert [(w.name, w.gpus) for w in health.workers] == [("gpu-host-1", 2)] and health.gpus == 2
     assert ("distgrade-cpu", 1, 0, 0) in health.queues
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_common_wrong_answers_read_as_words_not_ids(lang):
+    """An ordering answer and a named numeric mistake showed their internal ids (issue 22)."""
+    from coursework.quiz.bank import load_question
+    from coursework.text import pick
+
+    order = load_question("ch7_3/ddp/step_order").info["items"]
+    labels = stats._option_labels("ch7_3/ddp/step_order", lang)
+    shown = stats._wrong_label("ordering", "", {"chosen": [order[1]["id"], order[0]["id"]]}, labels)
+    assert shown == f"{pick(order[1]['text'], lang)} → {pick(order[0]['text'], lang)}"
+    labels = stats._option_labels("ch7_3/comm/allreduce_time", lang)
+    shown = stats._wrong_label("numeric", "1.1 s", {"mistake": "fp32_grads"}, labels)
+    assert "fp32_grads" not in shown and ("bf16" in shown)

@@ -65,3 +65,22 @@ def test_homework3_memory_chart_against_the_card_with_the_calculator():
     assert chart.title.startswith("Peak memory per rank against the card")
     zh = _texts(charts_for({"memory": memory}, ChartLabels("zh"))[0].svg)
     assert "T4（15 GiB）按 small 缩放：163.8 MiB" in zh and "显存（MiB）" in zh
+
+
+def test_homework3_says_one_memory_unit_in_its_texts_and_its_chart():
+    """Homework 3's READMEs said 168 MB while its chart showed MiB (160.0): one unit, the chart's."""
+    from pathlib import Path
+
+    from graders.fsdp_fit import capacity_bytes
+    from tests.server.ui.pages_seed import card_report
+
+    folder = Path(__file__).resolve().parents[3] / "assignments" / "fsdp_fit"
+    card = __import__("json").loads((folder / "assignment.json").read_text())["card"]
+    mib = capacity_bytes(card, 12232704) / 2 ** 20
+    for name in ("README.md", "README.zh.md"):
+        text = (folder / name).read_text(encoding="utf-8")
+        assert not re.search(r"\d\s*MB\b", text), name
+        assert f"{mib:.0f} MiB" in text, name
+    for lang in ("zh", "en"):
+        (chart,) = [c for c in charts_for(card_report()["plots"], ChartLabels(lang)) if c.name == "memory"]
+        assert f"{mib:.1f} MiB" in str(chart.svg)

@@ -35,7 +35,7 @@ def test_evidence_is_labelled_values_with_units_and_no_internals():
     ref = next(i for i in items if i.label == "Reference solution")
     assert [(c.label, c.value) for c in ref.children] == [("Speed-up", "1.83×")]
     staff = {i.label for i in readable.evidence_items(EVIDENCE, "en", staff=True)}
-    assert "Digests" in staff and "Band" in staff  # staff still see everything, readably
+    assert "Data digests per rank" in staff and "Speed band" in staff  # staff still see everything, readably
     zh = {i.label: i.value for i in readable.evidence_items(EVIDENCE, "zh")}
     assert zh["峰值显存"] == "160 MiB" and zh["运行时间"] == "12.3 秒"
 

@@ -101,6 +101,6 @@ def test_the_review_form_with_the_per_card_gettext_is_what_flask_babel_renders(a
             from server.extensions import db
 
             att = db.session.get(QuizAttempt, attempt_id)
-            fast = pages.review_form(att, 0, "")
+            fast = pages.review_form(att, 0, "", lang[:2])
             babel = pages._fragments().get_template("quiz/_ask_review.html").render(pos=0, attempt_id=att.id)
             assert fast == babel and word in fast and ("ask a teacher" in fast) == (lang == "en")

@@ -1,0 +1,76 @@
+"""Evidence keys read as words in both languages (issue 22: "Idle 1", "Ratio n", "Ref t1",
+"Normalised uncapped", "Allowed missing", "Verdict: wrong_concept" on Chinese pages).
+
+The graders' source is walked for the keys they write into evidence, so a new key without a
+label fails here rather than showing raw on a page.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from server.homework import evidence_labels, readable
+
+REPO = Path(__file__).resolve().parents[3]
+EVIDENCE_NAMES = {"ev", "evidence", "nums"}
+
+
+def _keys_in(tree: ast.AST) -> set[str]:
+    keys: set[str] = set()
+
+    def literal(d: ast.AST) -> set[str]:
+        return {k.value for k in getattr(d, "keys", []) if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Dict) and any(
+                isinstance(t, ast.Name) and t.id in EVIDENCE_NAMES for t in n.targets):
+            keys |= literal(n.value)
+        elif isinstance(n, ast.Call) and getattr(n.func, "attr", getattr(n.func, "id", "")) == "Finding" \
+                and len(n.args) >= 4 and isinstance(n.args[3], ast.Dict):
+            keys |= literal(n.args[3])
+        elif isinstance(n, ast.keyword) and n.arg == "evidence" and isinstance(n.value, ast.Dict):
+            keys |= literal(n.value)
+        elif isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store) and isinstance(n.value, ast.Name) \
+                and n.value.id in EVIDENCE_NAMES and isinstance(n.slice, ast.Constant):
+            keys.add(n.slice.value)
+        elif isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "update" \
+                and isinstance(n.func.value, ast.Name) and n.func.value.id in EVIDENCE_NAMES:
+            keys |= {k.arg for k in n.keywords if k.arg}
+    return keys
+
+
+def grader_evidence_keys() -> set[str]:
+    files = [*REPO.glob("graders/*.py"), *REPO.glob("graders/checks/*.py"), *REPO.glob("graders/config_annotation/*.py")]
+    return set().union(*(_keys_in(ast.parse(f.read_text(encoding="utf-8"))) for f in files))
+
+
+def test_every_key_the_graders_write_has_a_label_in_both_languages():
+    keys = grader_evidence_keys()
+    assert {"idle_1", "ratio_n", "ref_t1", "normalised_uncapped", "allowed_missing", "verdict"} <= keys  # the walk works
+    missing = sorted(k for k in keys if k not in evidence_labels.LABELS)
+    assert not missing, f"add these to server/homework/evidence_labels.py LABELS: {missing}"
+    for key, (zh, en, _) in evidence_labels.LABELS.items():
+        assert zh and en and "_" not in zh + en, key
+
+
+def test_labels_and_values_in_each_language():
+    ev = {"idle_1": 0.041, "ratio_n": 0.902, "normalised_uncapped": 0.891, "allowed_missing": 64,
+          "verdict": "wrong_concept", "annotation": "ZeRO-3 shards everything", "value": "cpu"}
+    zh = {i.label: i for i in readable.evidence_items(ev, "zh")}
+    en = {i.label: i for i in readable.evidence_items(ev, "en")}
+    assert zh["1 个进程时主线程空闲的比例"].value == "4%" and en["Share of time the 1-process run sat idle"].value == "4%"
+    assert zh["判定"].value == "说的是另一个概念" and en["Verdict"].value == "about a different concept"
+    assert zh["你的注释"].quote and zh["字段的值"].ident  # shown as written, not translated
+    assert "允许缺少的样本数" in zh and "Samples allowed to be missing" in en
+
+
+def test_an_unknown_key_reads_as_words_never_raw():
+    zh = readable.evidence_items({"warmup_steps_seen": 3}, "zh")[0].label
+    en = readable.evidence_items({"warmup_steps_seen": 3}, "en")[0].label
+    assert zh == "其他数值（warmup steps seen）" and en == "Warmup steps seen"
+
+
+def test_the_kernel_log_is_named():
+    assert readable.log_label("kernel", "zh") == "笔记本内核的输出"
+    assert readable.log_label("kernel", "en") == "Notebook kernel output"
+    assert readable.log_label("n2.rank1", "en") == "2 processes, rank 1"
