@@ -42,24 +42,46 @@ def _write(rows: list[list[str]]) -> str:
     return "\ufeff" + buf.getvalue()  # BOM: spreadsheet programs then read UTF-8 names correctly
 
 
+WAITING_COLUMN = "Free-text answers waiting for a teacher (unconfirmed points counted)"
+
+
+def _waiting(r, items) -> str:
+    """One row's provisional free text: "2 (1.5)" = two answers wait, 1.5 of the points shown are
+    the reader's unconfirmed suggestion (0 when the course counts only confirmed verdicts)."""
+    cells = [r.cells[i.key] for i in items if i.key in r.cells]
+    n = sum(c.waiting for c in cells)
+    return f"{n} ({sum(c.unconfirmed for c in cells):g})" if n else ""
+
+
+def _any_waiting(book: Gradebook, items) -> bool:
+    return any(r.cells[i.key].waiting for r in book.rows for i in items if i.key in r.cells)
+
+
 def canvas_csv(book: Gradebook, lang: str = "en") -> str:
-    """The gradebook in Canvas's import layout (students by SIS User ID = username)."""
+    """The gradebook in Canvas's import layout (students by SIS User ID = username). While free-text
+    answers wait for a teacher, a last column says so per student, with the unconfirmed points the
+    scores include (Canvas leaves a column without points possible unmapped)."""
     items = book.counted_items
-    rows = [CANVAS_FIXED + [_column(i, lang) for i in items]]
-    rows.append(["Points Possible", "", "", "", ""] + [_fmt(i.max_score) for i in items])
+    extra = _any_waiting(book, items)
+    rows = [CANVAS_FIXED + [_column(i, lang) for i in items] + ([WAITING_COLUMN] if extra else [])]
+    rows.append(["Points Possible", "", "", "", ""] + [_fmt(i.max_score) for i in items] + ([""] if extra else []))
     for r in book.rows:
         rows.append([r.name or r.username, "", r.username, r.email or r.username, book.course.code]
-                    + [_fmt(r.cells[i.key].score if i.key in r.cells else None) for i in items])
+                    + [_fmt(r.cells[i.key].score if i.key in r.cells else None) for i in items]
+                    + ([_waiting(r, items)] if extra else []))
     return _write(rows)
 
 
 def moodle_csv(book: Gradebook, lang: str = "en") -> str:
     """The gradebook for Moodle's "Import grades from CSV": map "Email address" (or "Username")."""
     items = book.counted_items  # Moodle has no maxima row: each header says what the column is out of
-    rows = [["Email address", "Username", "Full name"] + [f"{_column(i, lang)} (/ {_fmt(i.max_score)})" for i in items]]
+    extra = _any_waiting(book, items)
+    rows = [["Email address", "Username", "Full name"] + [f"{_column(i, lang)} (/ {_fmt(i.max_score)})" for i in items]
+            + ([WAITING_COLUMN] if extra else [])]
     for r in book.rows:
         rows.append([r.email, r.username, r.name or r.username]
-                    + [_fmt(r.cells[i.key].score if i.key in r.cells else None) for i in items])
+                    + [_fmt(r.cells[i.key].score if i.key in r.cells else None) for i in items]
+                    + ([_waiting(r, items)] if extra else []))
     return _write(rows)
 
 

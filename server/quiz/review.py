@@ -24,6 +24,7 @@ from coursework.quiz import textmatch
 from coursework.quiz.bank import load_question
 from server.extensions import db
 from server.models import utcnow
+from server.quiz import labels
 from server.quiz.models import QuizAnswer, QuizAttempt, QuizReviewDecision, ReviewState
 
 MAX_COMMENT = 500
@@ -126,7 +127,7 @@ class ReviewError(ValueError):
 
 
 def decide(course_id: int | None, question_id: str, answer_ids: list[int], fraction: float, teacher_id: int,
-           group: str = "") -> int:
+           group: str = "", how: str = "group") -> int:
     """Grade every named open answer of the question at ``fraction``; returns how many were graded."""
     if not 0.0 <= fraction <= 1.0:
         raise ReviewError("bad_fraction")
@@ -141,6 +142,10 @@ def decide(course_id: int | None, question_id: str, answer_ids: list[int], fract
                            .values(score=score, fraction=fraction, correct=fraction >= 1 - 1e-9,
                                    review_state=ReviewState.REVIEWED.value, reviewed_by=teacher_id, reviewed_at=now))
         attempts.add(r.attempt_id)
+        # every decided answer is a labelled example for the readers' earned trust (``labels``)
+        labels.record(question_id, r.raw_answer, fraction,
+                      labels.readings_of(r.details_json, (r.auto_score or 0.0) / r.max_score if r.max_score else None),
+                      "asked" if r.review_state == ReviewState.REQUESTED.value else how, course_id, teacher_id)
     total = (select(func.coalesce(func.sum(QuizAnswer.score), 0.0)).where(QuizAnswer.attempt_id == QuizAttempt.id)
              .scalar_subquery())
     db.session.execute(update(QuizAttempt).where(QuizAttempt.id.in_(attempts)).values(score=total))  # (portable: no SQL round)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import String, bindparam, cast, exists, func, insert, select, update
+from sqlalchemy import String, and_, bindparam, case, cast, exists, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from server.extensions import db
@@ -29,15 +29,19 @@ _owner = _user.alias("owner")  # not the page query's joined user table: that on
 _CURRENT = exists().where(_owner.c.id == _att.c.user_id, _owner.c.session_version == bindparam("sv"))
 _OWNED = (_att.c.id == bindparam("aid"), _att.c.user_id == bindparam("uid"), _CURRENT)
 _ATTEMPT_COLUMNS = (_att.c.id, _att.c.user_id, _att.c.quiz_id, _att.c.attempt_no, _att.c.status, _att.c.question_ids,
-                    _att.c.closes_at, _att.c.score, _att.c.max_score)
+                    _att.c.closes_at, _att.c.score, _att.c.max_score, _att.c.mode, _att.c.course_id)
 # The attempt (only its owner's), for answering it.
 _ATTEMPT = select(*_ATTEMPT_COLUMNS).where(*_OWNED)
 # The same with what the page shows besides: the owner's name and role (page header) and the
 # stored answers as one "position:id,..." string. One row, not one per answer: SQLite hands the
 # interpreter lock to another thread at every row it steps, which under load cost more than the
 # rest of the page.
+# A provisional answer the course counts ("pending+") renders another card than one it does not
+# (the course may switch between the two): the state is part of the card's cache key.
+_STATE = case((and_(_ans.c.review_state == "pending", _ans.c.score > 0), "pending+"),
+              else_=func.coalesce(_ans.c.review_state, ""))
 _ANSWERED = (select(func.aggregate_strings(cast(_ans.c.position, String) + ":" + cast(_ans.c.id, String) + ":"
-                                           + func.coalesce(_ans.c.review_state, ""), ","))
+                                           + _STATE, ","))
              .where(_ans.c.attempt_id == _att.c.id).scalar_subquery())
 _ATTEMPT_VIEW = (
     select(*_ATTEMPT_COLUMNS, _user.c.username, _user.c.display_name,
