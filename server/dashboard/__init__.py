@@ -12,5 +12,6 @@ from server.dashboard import admin_views, item_views  # noqa: F401,E402  (routes
 from server.dashboard import review_views  # noqa: F401,E402  (the free-text review queue, issue 12)
 from server.dashboard import integrity  # noqa: F401,E402  (integrity review routes)
 from server.dashboard import trust_views  # noqa: F401,E402  (free-text readers: agreement, earned trust)
+from server.dashboard import confirm_views  # noqa: F401,E402  (one-key confirm, settle from a sample)
 
 __all__ = ["bp"]

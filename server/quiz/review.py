@@ -142,10 +142,12 @@ def decide(course_id: int | None, question_id: str, answer_ids: list[int], fract
                            .values(score=score, fraction=fraction, correct=fraction >= 1 - 1e-9,
                                    review_state=ReviewState.REVIEWED.value, reviewed_by=teacher_id, reviewed_at=now))
         attempts.add(r.attempt_id)
-        # every decided answer is a labelled example for the readers' earned trust (``labels``)
-        labels.record(question_id, r.raw_answer, fraction,
-                      labels.readings_of(r.details_json, (r.auto_score or 0.0) / r.max_score if r.max_score else None),
-                      "asked" if r.review_state == ReviewState.REQUESTED.value else how, course_id, teacher_id)
+        # every answer a teacher read is a labelled example for the readers' earned trust
+        # (``labels``); answers settled by a confirmed sample were not read and teach nothing
+        if how != "settled":
+            labels.record(question_id, r.raw_answer, fraction,
+                          labels.readings_of(r.details_json, (r.auto_score or 0.0) / r.max_score if r.max_score else None),
+                          "asked" if r.review_state == ReviewState.REQUESTED.value else how, course_id, teacher_id)
     total = (select(func.coalesce(func.sum(QuizAnswer.score), 0.0)).where(QuizAnswer.attempt_id == QuizAttempt.id)
              .scalar_subquery())
     db.session.execute(update(QuizAttempt).where(QuizAttempt.id.in_(attempts)).values(score=total))  # (portable: no SQL round)
