@@ -102,13 +102,16 @@ def combined(readings: dict[str, float | None], trusted: set[str]) -> tuple[floa
     reader that read the answer agrees and at least one of them earned trust; otherwise the answer
     is provisional with the most cautious suggestion (readers that disagree: the teacher decides).
 
-    Returns (share or None, reason) with reason ``trusted`` | ``untrusted`` | ``disagree`` |
-    ``no_reading``.
+    A reader that was asked and gave no reading (None: a timeout, a malformed reply) keeps the
+    answer provisional too. Returns (share or None, reason) with reason ``trusted`` |
+    ``untrusted`` | ``disagree`` | ``no_reading``.
     """
     got = {r: v for r, v in readings.items() if v is not None}
     if not got:
         return None, "no_reading"
     low = min(got.values())
+    if len(got) < len(readings):
+        return low, "no_reading"  # a configured reader failed (timeout, malformed reply): the teacher decides
     if max(got.values()) - low > DEFAULT_RULE.tolerance:
         return low, "disagree"
     if any(r in trusted for r in got):
