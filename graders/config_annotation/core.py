@@ -76,6 +76,14 @@ def _confirms(fcfg: dict, path: str) -> bool:
     return policy == "all" or policy == "unweighted" and path not in fcfg["weights"]
 
 
+def _quoted(facet: str, words: list[str], lang: str) -> str:
+    """"gradients (you wrote “grads”)": a wrong facet with the words the reading took for it."""
+    if not words:
+        return facet
+    said = "、".join(f"“{w}”" for w in words[:3]) if lang == "zh" else ", ".join(f"“{w}”" for w in words[:3])
+    return f"{facet}（读到的原话：{said}）" if lang == "zh" else f"{facet} (read in your words: {said})"
+
+
 def field_checks(parsed: ParsedConfig, dialect: str, cfg: dict, cat: catalogue_mod.Catalogue) -> list[CheckResult]:
     """One ``field.<path>`` check per graded field, plus ``config.coverage``."""
     fields = _graded_fields(parsed, dialect, cat)
@@ -97,7 +105,8 @@ def field_checks(parsed: ParsedConfig, dialect: str, cfg: dict, cat: catalogue_m
         kw = dict(path=path, line=line, value=value, concept=concept["name"], explain=concept["explain"],
                   missing={lang: "; ".join(annotate.describe_item(i, cat, lang) for i in j.missing)
                            for lang in ("zh", "en")},
-                  wrong={lang: ", ".join(cat.facet_words(f, lang)[0] for f in j.wrong) for lang in ("zh", "en")},
+                  wrong={lang: ", ".join(_quoted(cat.facet_words(f, lang)[0], j.wrong_words.get(f, []), lang)
+                                         for f in j.wrong) for lang in ("zh", "en")},
                   other=cat.concepts[j.other_concept]["name"] if j.other_concept else "")
         evidence = {"line": line, "value": value, "annotation": note, "concept": rule.concept, "dialect": dialect,
                     "verdict": j.verdict.value, "missing": j.missing, "wrong": j.wrong,
