@@ -74,3 +74,41 @@ def review_confirm(code: str, question_id: str):
     labels.forget()
     flash(_("%(n)d answers graded.", n=n), "ok")
     return back
+
+
+def annotation_share(p) -> float:
+    """The share of its points the reading gave one waiting note."""
+    return round(p.provisional / p.review_points, 4) if p.review_points else 0.0
+
+
+@bp.app_template_global("annotation_suggestion")
+def annotation_suggestion(items: list) -> float | None:
+    """The share every note of a group was given by the reading (None when they differ)."""
+    shares = {annotation_share(p) for p in items}
+    if not shares or max(shares) - min(shares) > trust.DEFAULT_RULE.tolerance:
+        return None
+    return min(shares)
+
+
+@bp.post("/<code>/review/annotations/confirm")
+def review_annotation_confirm(code: str):
+    """C on homework 2's queue: the ticked notes get the share the reading suggested for them."""
+    from server.dashboard import review_annotation
+
+    course = course_or_404(code, instructor=True)
+    back = redirect(url_for("dashboard.review_annotations", code=code))
+    wanted = set()
+    for raw in request.form.getlist("item"):
+        sid, _sep, check_id = raw.partition(":")
+        if sid.isdigit():
+            wanted.add((int(sid), check_id))
+    rows = [p for p in review_annotation.pending(course.id) if (p.submission_id, p.check_id) in wanted]
+    share = annotation_suggestion(rows)
+    if not rows or share is None:
+        flash(_("Tick at least one answer that is still open: nothing was graded.") if not rows else
+              _("These answers were given different suggestions: decide them with F, Z or P."), "error")
+        return back
+    n = review_annotation.decide(course.id, sorted(wanted), share, current_user.id, request.form.get("group", ""))
+    labels.forget()
+    flash(_("%(n)d answers graded.", n=n), "ok")
+    return back
