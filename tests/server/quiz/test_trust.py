@@ -111,6 +111,9 @@ def test_a_course_may_count_unconfirmed_verdicts_marked_so(app, client, auth) ->
     auth.login()
     card = client.get(f"/quiz/attempt/{attempt_id}?lang=en").get_data(as_text=True)
     assert "This course counts it now, marked unconfirmed" in card
+    overview = client.get("/quiz/ch7_3_graded/?lang=en").get_data(as_text=True)
+    assert "1 free-text answers wait for a teacher: 1 of these points are unconfirmed" in overview
+    assert "等待老师" in client.get("/quiz/ch7_3_graded/?lang=zh_CN").get_data(as_text=True)
 
 
 def test_practice_never_waits_even_when_the_reading_is_unsure(app, client, auth) -> None:
