@@ -83,6 +83,9 @@ class Course(db.Model):
     code: Mapped[str] = mapped_column(String(40), unique=True)
     title: Mapped[str] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    # Free-text verdicts no teacher confirmed yet: False (shipped) counts them only once a teacher
+    # confirms; True counts the reader's suggestion at once, marked unconfirmed (``server.quiz.labels``)
+    count_unconfirmed: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0")
 
     memberships: Mapped[list["Membership"]] = relationship(back_populates="course")
     homework: Mapped[list["CourseAssignment"]] = relationship(back_populates="course")

@@ -43,6 +43,7 @@ class Clause:
     compares: bool = False  # "like fp16", "than bf16", "和 fp16 一样": about this value, by comparison
     unread: int = 0  # words (Latin) or characters (Chinese) the vocabulary does not know
     words: set[str] = field(default_factory=set)  # the words that named a facet, as written
+    consequence: bool = False  # "so no GPU holds a full copy": a result of what was said, not a denial of it
 
 
 @dataclass
@@ -70,6 +71,7 @@ class Judgement:
     other_concept: str | None = None
     confidence: float = 1.0  # how sure the reading is (see ``_confidence``)
     signs: list[str] = field(default_factory=list)
+    wrong_words: dict[str, list[str]] = field(default_factory=dict)  # wrong facet -> the words read as it
 
     @property
     def needs_review(self) -> bool:
@@ -116,9 +118,15 @@ def _split_sentences(text: str, catalogue: Catalogue) -> list[list[str]]:
     return out
 
 
+# A clause opening with one of these states a consequence of the previous one: its negation
+# ("so no GPU holds a full copy", "所以没有一张卡有完整的梯度") describes the result of sharding, it
+# does not deny the states just listed.
+CONSEQUENCE = re.compile(r"^(?:so|hence|thus|therefore|which means|meaning|as a result|so that|所以|因此|因而|于是|从而|这样|故)(?![a-z])")
+
+
 def _analyse_clause(text: str, catalogue: Catalogue) -> Clause:
     tokens = catalogue.matcher.find(text)
-    clause = Clause()
+    clause = Clause(consequence=bool(CONSEQUENCE.match(text.strip())))
     rest = text
     for start, word, _ in sorted(tokens, reverse=True):
         rest = rest[:start] + " " + rest[start + len(word):]
@@ -240,17 +248,30 @@ def _forbidden_claim(s: Sentence, bad: list[str], predicates: set[str], antonyms
 # checked on the ``tune`` half of annotation_examples.json only.
 PENALTIES = {"typo": 0.05, "hedge": 0.3, "forbidden_word": 0.4, "denied_and_said": 0.3, "unexplained": 0.2,
              "unbound_object": 0.4, "elsewhere_said": 0.4, "one_word": 0.4, "other_number": 0.4,
-             "restates_key": 0.4}
+             "restates_key": 0.4, "keyword_list": 0.4}
 REVIEW_BELOW = 0.65
 
 
 def judge(text: str, rule: Rule, catalogue: Catalogue) -> Judgement:
     """Judge one annotation against the rule for its field and value, with the reading's confidence."""
     j = _judge(text, rule, catalogue)
+    if j.wrong:
+        j.wrong_words = words_read_as(text, j.wrong, catalogue)
     if j.verdict != Verdict.MISSING:
         j.signs = _confidence_signs(text, rule, catalogue, j)
         j.confidence = round(max(0.0, 1.0 - sum(PENALTIES[s] for s in j.signs)), 2)
     return j
+
+
+def words_read_as(text: str, facets: list[str], catalogue: Catalogue) -> dict[str, list[str]]:
+    """For each facet, the words of the annotation (as the reading saw them) that named it: what
+    "you are wrong about X" quotes."""
+    out: dict[str, list[str]] = {}
+    for _, word, kinds in catalogue.matcher.find(prepare(text, catalogue)):
+        for f in facets:
+            if f"facet:{f}" in kinds and word not in out.setdefault(f, []):
+                out[f].append(word)
+    return {f: w for f, w in out.items() if w}
 
 
 def _confidence_signs(text: str, rule: Rule, catalogue: Catalogue, j: Judgement) -> list[str]:
@@ -261,7 +282,7 @@ def _confidence_signs(text: str, rule: Rule, catalogue: Catalogue, j: Judgement)
         signs.append("hedge")
     sentences = analyse(text, catalogue)
     positive = set().union(*(s.positive for s in sentences)) if sentences else set()
-    negated = set().union(*(c.negated for s in sentences for c in s.clauses)) if sentences else set()
+    negated = set().union(*(c.negated for s in sentences for c in s.clauses if not c.consequence)) if sentences else set()
     predicates = set(catalogue.raw.get("antonyms", {}).values())
     # the verb binding below only matters for rules about the training states that forbid a verb
     # ("shard parameters"); other rules' forbids are direct claims the reading need not guess at
@@ -303,6 +324,9 @@ def _confidence_signs(text: str, rule: Rule, catalogue: Catalogue, j: Judgement)
             signs.append("restates_key")
         if len(clauses) >= 3 and sum(1 for c in clauses if not (c.positive | c.negated | c.reduced)) * 2 > len(clauses):
             signs.append("unexplained")
+        if (j.verdict == Verdict.CORRECT and len(clauses) >= 3 and not _NUMBER.search(_NUMBERED_NAME.sub(" ", norm))
+                and all(len(c.words) == 1 and c.unread == 0 and not (c.negated | c.reduced) for c in clauses)):
+            signs.append("keyword_list")  # "shard, optimizer states, gradients": words, no claim
     return signs
 
 
@@ -367,7 +391,7 @@ def _judge(text: str, rule: Rule, catalogue: Catalogue) -> Judgement:
                          missing=list(rule.require))
     positive = set().union(*(s.positive for s in judged)) if judged else set()
     negative = set().union(*(c.negated | c.reduced for s in judged for c in s.clauses)) if judged else set()
-    negated = set().union(*(c.negated for s in judged for c in s.clauses)) if judged else set()
+    negated = set().union(*(c.negated for s in judged for c in s.clauses if not c.consequence)) if judged else set()
     wrong: list[str] = []
     needed = set().union(*(_positive_facets(i) for i in rule.require)) if rule.require else set()
     if not any("~" in item for item in rule.require):  # a rule that expects a "no ..." lets negations be

@@ -82,7 +82,8 @@ class Catalogue:
         concept = spec["concept"]
         c = self.concepts[concept]
         # a concept's own ``forbid`` holds for every field and value of it ("bf16 needs loss scaling")
-        base = Rule(concept=concept, require=list(c.get("require", [])), forbid=list(c.get("forbid", [])))
+        base = Rule(concept=concept, require=list(c.get("require", [])), forbid=list(c.get("forbid", [])),
+                    elsewhere=list(spec.get("elsewhere", [])), own=list(spec.get("own", [])))
         if "by_value" in spec:
             picked = {value_key(k): v for k, v in spec["by_value"].items()}.get(value_key(value))
             if picked is None:

@@ -243,6 +243,7 @@ def _evaluate(raw: str, rubric: Rubric) -> dict[str, Any]:
     confused_in: dict[str, set[int]] = {}
     signs: list[str] = []
     reversed_roles: set[str] = set()
+    read_as: dict[str, list[str]] = {}  # confused item -> the words read as its wrong claim
     by_id = {it.id: it for it in items}
     for it in items:
         for seg in segs:
@@ -261,6 +262,8 @@ def _evaluate(raw: str, rubric: Rubric) -> dict[str, Any]:
                 if bad:
                     confused.add(it.id)
                     confused_in.setdefault(it.id, set()).add(seg.sentence)
+                    words = read_as.setdefault(it.id, [])
+                    words += [seg.text[h.start:h.end].strip() for h in bad if seg.text[h.start:h.end].strip() not in words]
                 if it.role:
                     for h in good:
                         for start, end, role in seg.trade:
@@ -272,6 +275,9 @@ def _evaluate(raw: str, rubric: Rubric) -> dict[str, Any]:
                     met.add(it.id)
                     met_in.setdefault(it.id, set()).add(seg.sentence)
     _pair_respectively(sentences, respectively, items, met, confused, signs)
+    for si in respectively:  # "A and B solve X and Y respectively" read the wrong way round: quote the sentence
+        for iid in confused - set(read_as):
+            read_as[iid] = [sentences[si].replace(" , ", ", ").strip()]
     _read_shorthand(text, items, met, confused, signs)
     gets = {i for i in reversed_roles if by_id[i].role == "get"}
     gives = {i for i in reversed_roles if by_id[i].role == "give"}
@@ -286,7 +292,8 @@ def _evaluate(raw: str, rubric: Rubric) -> dict[str, Any]:
     penalty = sum(PENALTIES[s] for s in signs)
     confidence = round(max(0.0, 1.0 - penalty), 2)
     return {"met": sorted(met), "confused": sorted(confused), "missing": missing,
-            "confidence": confidence, "signs": sorted(set(signs)), "needs_review": confidence < REVIEW_BELOW}
+            "confidence": confidence, "signs": sorted(set(signs)), "needs_review": confidence < REVIEW_BELOW,
+            "read_as": {k: v[:3] for k, v in read_as.items() if k in confused}}
 
 
 def _confidence_signs(raw: str, text: str, typos: int, segs: list[_Seg], items: list[RubricItem], met: set[str],
@@ -365,6 +372,8 @@ def _read_shorthand(text: str, items: list[RubricItem], met: set[str], confused:
         return
     if any(it.id in met for it in ordered):
         return  # the answer already binds subjects; do not read it a second way
+    if sum(1 for it in ordered if it.subject and _hits(it.subject_terms, text, post=False)) >= 2:
+        return  # "throughput, capacity, data parallelism, model parallelism": the subjects listed, none bound
     positions = [_first_positive(it.concept_terms, text) for it in ordered]
     if all(p is not None for p in positions) and positions == sorted(positions):
         met.update(it.id for it in ordered)
@@ -373,6 +382,15 @@ def _read_shorthand(text: str, items: list[RubricItem], met: set[str], confused:
 
 _GENERIC_CONFUSED = {"zh": "有一处说法与事实相反，请对照讲解再看一遍。", "en": "One statement contradicts the facts; compare it with the explanation."}
 _GENERIC_MISSING = {"zh": "还缺少一个要点，请对照讲解。", "en": "A point is missing; compare with the explanation."}
+
+
+def _quoting(message: Text, words: list[str]) -> Text:
+    """A "you mixed this up" message with the words it read as the mix-up (as the reading saw them:
+    normalised), so the student can see what was taken for the wrong claim."""
+    if not words:
+        return message
+    zh, en = "、".join(f"“{w}”" for w in words), ", ".join(f"“{w}”" for w in words)
+    return {"zh": f"{message.get('zh', '')}（读到的说法：{zh}）", "en": f"{message.get('en', '')} (read in your words: {en})"}
 
 
 def grade_text(raw: str, items: list[RubricItem] | Rubric) -> tuple[float, list[Text], dict[str, Any]]:
@@ -384,7 +402,7 @@ def grade_text(raw: str, items: list[RubricItem] | Rubric) -> tuple[float, list[
     feedback: list[Text] = []
     for it in rubric.items:
         if it.id in outcome["confused"]:
-            feedback.append(it.confused or _GENERIC_CONFUSED)
+            feedback.append(_quoting(it.confused or _GENERIC_CONFUSED, outcome["read_as"].get(it.id, [])))
         elif it.id in outcome["missing"]:
             feedback.append(it.missing or _GENERIC_MISSING)
     return earned / total, feedback, outcome

@@ -7,6 +7,7 @@ upload, the notebook route on the ``ANNOTATED_CONFIG`` cell read statically from
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -62,8 +63,21 @@ def _annotation(parsed: ParsedConfig, dialect: str, path: str, cat: catalogue_mo
     return " ".join(p for p in parts if p)
 
 
-# which full marks wait for a teacher although the reading is sure of them (``fields.confirm_full_marks``)
-CONFIRM_POLICIES = ("none", "unweighted", "all")
+# which full marks wait for a teacher although the reading is sure of them (``fields.confirm_full_marks``);
+# ``untrusted``: every field with points whose reading has not earned trust from teachers' decisions
+# (``coursework.trust``); the worker names the trusted fields in ``TRUSTED_ENV``, and a run without
+# it (a student's own check on the command line) trusts nothing
+CONFIRM_POLICIES = ("none", "unweighted", "all", "untrusted")
+TRUSTED_ENV = "DISTGRADE_TRUSTED_READINGS"
+
+
+def trusted_fields() -> set[str]:
+    """``dialect:path`` of the fields whose rule reading earned trust (from the worker; else none)."""
+    try:
+        got = json.loads(os.environ.get(TRUSTED_ENV, "[]"))
+    except ValueError:
+        return set()
+    return {str(x) for x in got} if isinstance(got, list) else set()
 
 
 def _confirms(fcfg: dict, path: str) -> bool:
@@ -76,6 +90,14 @@ def _confirms(fcfg: dict, path: str) -> bool:
     return policy == "all" or policy == "unweighted" and path not in fcfg["weights"]
 
 
+def _quoted(facet: str, words: list[str], lang: str) -> str:
+    """"gradients (you wrote “grads”)": a wrong facet with the words the reading took for it."""
+    if not words:
+        return facet
+    said = "、".join(f"“{w}”" for w in words[:3]) if lang == "zh" else ", ".join(f"“{w}”" for w in words[:3])
+    return f"{facet}（读到的原话：{said}）" if lang == "zh" else f"{facet} (read in your words: {said})"
+
+
 def field_checks(parsed: ParsedConfig, dialect: str, cfg: dict, cat: catalogue_mod.Catalogue) -> list[CheckResult]:
     """One ``field.<path>`` check per graded field, plus ``config.coverage``."""
     fields = _graded_fields(parsed, dialect, cat)
@@ -85,6 +107,7 @@ def field_checks(parsed: ParsedConfig, dialect: str, cfg: dict, cat: catalogue_m
     units = max(sum(weights.values()), fcfg["min_weight"])
     unit = fcfg["points"] / units
     out = []
+    trusted = trusted_fields() if fcfg.get("confirm_full_marks") == "untrusted" else set()
     shares = [round(weights[p] * unit, 2) for p, _, _ in fields]
     if shares and units == sum(weights.values()):  # the rounded shares add up to exactly the field points
         shares[-1] = round(fcfg["points"] - sum(shares[:-1]), 2)
@@ -97,7 +120,8 @@ def field_checks(parsed: ParsedConfig, dialect: str, cfg: dict, cat: catalogue_m
         kw = dict(path=path, line=line, value=value, concept=concept["name"], explain=concept["explain"],
                   missing={lang: "; ".join(annotate.describe_item(i, cat, lang) for i in j.missing)
                            for lang in ("zh", "en")},
-                  wrong={lang: ", ".join(cat.facet_words(f, lang)[0] for f in j.wrong) for lang in ("zh", "en")},
+                  wrong={lang: ", ".join(_quoted(cat.facet_words(f, lang)[0], j.wrong_words.get(f, []), lang)
+                                         for f in j.wrong) for lang in ("zh", "en")},
                   other=cat.concepts[j.other_concept]["name"] if j.other_concept else "")
         evidence = {"line": line, "value": value, "annotation": note, "concept": rule.concept, "dialect": dialect,
                     "verdict": j.verdict.value, "missing": j.missing, "wrong": j.wrong,
@@ -106,6 +130,9 @@ def field_checks(parsed: ParsedConfig, dialect: str, cfg: dict, cat: catalogue_m
                        max_points=max_pts, spec_id="field", title_kw={"path": path}, evidence=evidence, **kw)
         if j.needs_review:
             check = _held_for_review(cfg, check, "unsure")
+        elif fcfg.get("confirm_full_marks") == "untrusted":
+            if check.points > 0 and f"{dialect}:{path}" not in trusted:
+                check = _held_for_review(cfg, check, "untrusted")  # provisional until trust is earned
         elif j.verdict == annotate.Verdict.CORRECT and _confirms(fcfg, path):
             check = _held_for_review(cfg, check, "confirm")
         out.append(check)
@@ -124,7 +151,7 @@ def _held_for_review(cfg: dict, check: CheckResult, reason: str) -> CheckResult:
     teacher confirm ("confirm"), earns nothing yet: its points wait for a teacher, who sees the
     reading; the student sees the reading and that a teacher will confirm it."""
     provisional, reading = check.points, check.message
-    tpl = cfg["checks"]["field"]["messages"]["review" if reason == "unsure" else "confirm"]
+    tpl = cfg["checks"]["field"]["messages"][{"unsure": "review", "untrusted": "untrusted"}.get(reason, "confirm")]
     check.message = {lang: tpl[lang].format(reading=reading[lang].rstrip("。."), provisional=f"{provisional:g}",
                                             max=f"{check.max_points:g}") for lang in ("zh", "en")}
     check.status, check.points = CheckStatus.WARN, 0.0

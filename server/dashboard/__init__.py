@@ -14,5 +14,7 @@ from server.dashboard import integrity  # noqa: F401,E402  (integrity review rou
 from server.dashboard import similarity  # noqa: F401,E402  (similarity pairs and clusters, issue 25)
 from server.dashboard import release_views  # noqa: F401,E402  (release control, issue 24)
 from server.dashboard import regrade_request_views  # noqa: F401,E402  (regrade requests per check, issue 24)
+from server.dashboard import trust_views  # noqa: F401,E402  (free-text readers: agreement, earned trust)
+from server.dashboard import confirm_views  # noqa: F401,E402  (one-key confirm, settle from a sample)
 
 __all__ = ["bp"]

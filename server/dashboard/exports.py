@@ -70,26 +70,50 @@ def _cell(book: Gradebook, row, item, hidden: set[str]) -> str:
     return _fmt(row.cells[item.key].score)
 
 
+WAITING_COLUMN = "Free-text answers waiting for a teacher (unconfirmed points counted)"
+
+
+def _waiting(r, items) -> str:
+    """One row's provisional free text: "2 (1.5)" = two answers wait, 1.5 of the points shown are
+    the reader's unconfirmed suggestion (0 when the course counts only confirmed verdicts)."""
+    cells = [r.cells[i.key] for i in items if i.key in r.cells]
+    n = sum(c.waiting for c in cells)
+    return f"{n} ({sum(c.unconfirmed for c in cells):g})" if n else ""
+
+
+def _any_waiting(book: Gradebook, items) -> bool:
+    return any(r.cells[i.key].waiting for r in book.rows for i in items if i.key in r.cells)
+
+
 def canvas_csv(book: Gradebook, lang: str = "en") -> str:
     """The gradebook in Canvas's import layout (students by SIS User ID = username); an item whose
-    results are not released yet (``server.release``) goes out with empty cells."""
+    results are not released yet (``server.release``) goes out with empty cells. While free-text
+    answers wait for a teacher, a last column says so per student, with the unconfirmed points the
+    scores include (Canvas leaves a column without points possible unmapped)."""
     items, hidden = book.counted_items, hidden_items(book.course.id)
-    rows = [CANVAS_FIXED + [_column(i, lang) for i in items]]
-    rows.append(["Points Possible", "", "", "", ""] + [_fmt(i.max_score) for i in items])
+    shown = [i for i in items if i.key not in hidden]
+    extra = _any_waiting(book, shown)
+    rows = [CANVAS_FIXED + [_column(i, lang) for i in items] + ([WAITING_COLUMN] if extra else [])]
+    rows.append(["Points Possible", "", "", "", ""] + [_fmt(i.max_score) for i in items] + ([""] if extra else []))
     for r in book.rows:
         rows.append([r.name or r.username, "", r.username, r.email or r.username, book.course.code]
-                    + [_cell(book, r, i, hidden) for i in items])
+                    + [_cell(book, r, i, hidden) for i in items]
+                    + ([_waiting(r, shown)] if extra else []))
     return _write(rows)
 
 
 def moodle_csv(book: Gradebook, lang: str = "en") -> str:
     """The gradebook for Moodle's "Import grades from CSV": map "Email address" (or "Username");
-    unreleased items go out empty, as for Canvas."""
+    unreleased items go out empty and waiting free text gets a last column, as for Canvas."""
     items, hidden = book.counted_items, hidden_items(book.course.id)  # Moodle has no maxima row: each header says what the column is out of
-    rows = [["Email address", "Username", "Full name"] + [f"{_column(i, lang)} (/ {_fmt(i.max_score)})" for i in items]]
+    shown = [i for i in items if i.key not in hidden]
+    extra = _any_waiting(book, shown)
+    rows = [["Email address", "Username", "Full name"] + [f"{_column(i, lang)} (/ {_fmt(i.max_score)})" for i in items]
+            + ([WAITING_COLUMN] if extra else [])]
     for r in book.rows:
         rows.append([r.email, r.username, r.name or r.username]
-                    + [_cell(book, r, i, hidden) for i in items])
+                    + [_cell(book, r, i, hidden) for i in items]
+                    + ([_waiting(r, shown)] if extra else []))
     return _write(rows)
 
 

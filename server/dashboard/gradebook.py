@@ -64,6 +64,8 @@ class Cell:
     late: bool = False
     overridden: bool = False
     reason: str = ""  # the override's reason (shown to the student)
+    waiting: int = 0  # free-text answers of the counted attempt a teacher has not confirmed yet
+    unconfirmed: float = 0.0  # of the score, points no teacher confirmed (the course counts them)
 
 
 @dataclass(slots=True)
@@ -385,6 +387,10 @@ def _build(course: Course, user_id: int | None = None) -> Gradebook:
             item = by_key.get(key)
             if item is not None and not item.defined_max and (cell.max_score or 0.0) > item.max_score:
                 item.max_score = cell.max_score
+    if quiz:
+        from server.quiz.waiting import mark_cells
+
+        mark_cells(course.id, {i.ref: i.policy for i in items if i.kind == "quiz"}, quiz, user_id)
     overrides: dict[int, dict[str, tuple[float, str]]] = {}
     for uid, key, score, reason in db.session.execute(
             db.select(ScoreOverride.user_id, ScoreOverride.item, ScoreOverride.score, ScoreOverride.reason)

@@ -176,6 +176,12 @@ def decide(course_id: int, items: list[tuple[int, str]], fraction: float, teache
                 AnnotationReviewRequest.submission_id == p.submission_id,
                 AnnotationReviewRequest.check_id == p.check_id).values(closed_at=now, auto_points=p.provisional))
             # the points the current report counts (a regrade since the request may have changed them)
+        from server.quiz import labels  # every decided note is a labelled example for earned trust
+
+        labels.record(labels.annotation_item(p.dialect, p.path), p.annotation, fraction,
+                      {"rule": round(p.provisional / p.review_points, 4) if p.review_points else None},
+                      "asked" if p.asked else "group", course_id, teacher_id,
+                      detail=json.dumps(p.value, sort_keys=True))
     first = rows[0]
     db.session.add(QuizReviewDecision(
         course_id=course_id, question_id=(EXAMPLE_PREFIX + first.field_key)[:160], group_key=group[:64] or "-",

@@ -122,6 +122,7 @@ def _run_grader(submission_id: int, heartbeat: "_Heartbeat") -> dict[str, Any]:
         src.write_bytes(sub.content)
         progress_file = Path(tmp) / "progress.json"
         env = dict(os.environ, DISTGRADE_PROGRESS_FILE=str(progress_file), PYTHONUNBUFFERED="1")
+        env[TRUSTED_ENV] = _trusted_annotation_fields()
         db.session.commit()  # release the row before a long run
         if k and assignment is not None and preflight.needs_preflight(assignment, sub.resource, sub.mode):
             _set_phase(submission_id, heartbeat.token, "preflight")
@@ -153,6 +154,18 @@ def _run_grader(submission_id: int, heartbeat: "_Heartbeat") -> dict[str, Any]:
             report["resources"] = {"gpus": lease.gpus, "fake": lease.fake, "waited_s": lease.waited_s,
                                    "host": platform.node(), "held_from": held_from, "held_to": time.time()}
         return report
+
+
+TRUSTED_ENV = "DISTGRADE_TRUSTED_READINGS"  # read by graders.config_annotation.core (policy "untrusted")
+
+
+def _trusted_annotation_fields() -> str:
+    """JSON list of ``dialect:path`` whose notes' rule reading earned trust (``server.quiz.labels``)."""
+    from server.quiz import labels
+
+    prefix = labels.ANNOTATION_ITEM
+    return json.dumps(sorted(a.item[len(prefix):] for a in labels.agreement_table(prefix)
+                             if a.reader == "rule" and a.earned()))
 
 
 def _take_gpus(k: int, submission_id: int, heartbeat: "_Heartbeat") -> gpu_slots.Lease:

@@ -17,7 +17,7 @@ from coursework.quiz.result import AnswerStatus, QuestionResult
 from coursework.quiz.seeds import variant_seed
 from server.extensions import db
 from server.models import utcnow
-from server.quiz import store
+from server.quiz import provisional, store
 from server.quiz.models import AttemptStatus, QuizAnswer, QuizAttempt, ReviewState
 
 
@@ -135,6 +135,11 @@ def answer_question(attempt: Any, question_id: str, raw: str, lang: str, variant
         variant = variant_for(attempt, question_id)
     seed = variant.seed
     result = grade_variant(variant, raw)
+    if result.status != AnswerStatus.FORMAT_ERROR and variant.question.type == "text":
+        # practice: instant, never waiting; graded: counted only where trust was earned (or a
+        # teacher decided this answer before), else provisional (``server.quiz.provisional``)
+        result = provisional.settle(result, variant.question, raw, attempt.mode, attempt.course_id,
+                                    _other_readings(variant, raw, attempt.mode))
     if result.needs_review and attempt.mode != "graded" and _open_practice_reviews(attempt.user_id) >= \
             current_app.config["QUIZ_PRACTICE_REVIEWS"]:
         result = _reading_stands(result)
@@ -170,6 +175,19 @@ def _reading_stands(result: QuestionResult) -> QuestionResult:
     fraction = result.provisional_fraction
     return replace(result, status=AnswerStatus.GRADED, score=round(fraction * result.max_score, 4),
                    feedback=[f for f in result.feedback if f is not REVIEW_NOTE and f != REVIEW_NOTE])
+
+
+def _other_readings(variant: Any, raw: str, mode: str) -> dict[str, float | None]:
+    """Readers besides the rule reader, for graded attempts only (practice stays instant): the
+    course's language-model reader when one is configured (``coursework.llm_reader``), else none."""
+    if mode != "graded":
+        return {}
+    from coursework import llm_reader
+
+    reader = llm_reader.from_environment()
+    if reader is None:
+        return {}
+    return {llm_reader.READER: reader.share(variant.question, raw)}
 
 
 # Format errors are counted per process until the real answer arrives (statistics only; losing

@@ -101,3 +101,25 @@ class QuizReviewDecision(db.Model):
     answers: Mapped[int] = mapped_column(Integer)  # how many answers the decision graded
     decided_by: Mapped[int] = mapped_column(ForeignKey("user.id"))
     decided_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class ReaderLabel(db.Model):
+    """One answer a teacher decided, kept as a labelled example across terms: the points given (as
+    a share) and what each reader had suggested (``readings``: reader -> share, or None where it
+    had no reading). ``item`` is the question id, or ``annotation:<dialect>:<field path>`` for a
+    homework 2 note; agreement and earned trust are counted per (reader, item)
+    (``coursework.trust``). One row per distinct answer text per item: deciding it again replaces
+    the label."""
+
+    __table_args__ = (UniqueConstraint("item", "answer_hash"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    item: Mapped[str] = mapped_column(String(200), index=True)
+    answer_hash: Mapped[str] = mapped_column(String(64))
+    answer_text: Mapped[str] = mapped_column(Text)
+    detail: Mapped[str] = mapped_column(String(200), default="")  # homework 2: the field's value
+    decided: Mapped[float] = mapped_column(Float)  # the teacher's share of the points
+    readings: Mapped[dict[str, Any]] = mapped_column(JSON)
+    how: Mapped[str] = mapped_column(String(20), default="group")  # group | asked | sample
+    course_id: Mapped[int | None] = mapped_column(ForeignKey("course.id"), nullable=True)
+    decided_by: Mapped[int | None] = mapped_column(ForeignKey("user.id"), nullable=True)
+    decided_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)

@@ -24,6 +24,7 @@ from coursework.quiz import textmatch
 from coursework.quiz.bank import load_question
 from server.extensions import db
 from server.models import utcnow
+from server.quiz import labels
 from server.quiz.models import QuizAnswer, QuizAttempt, QuizReviewDecision, ReviewState
 
 MAX_COMMENT = 500
@@ -127,7 +128,7 @@ class ReviewError(ValueError):
 
 
 def decide(course_id: int | None, question_id: str, answer_ids: list[int], fraction: float, teacher_id: int,
-           group: str = "") -> int:
+           group: str = "", how: str = "group") -> int:
     """Grade every named open answer of the question at ``fraction``; returns how many were graded."""
     if not 0.0 <= fraction <= 1.0:
         raise ReviewError("bad_fraction")
@@ -151,6 +152,12 @@ def decide(course_id: int | None, question_id: str, answer_ids: list[int], fract
                                       new=score, reason="quiz free-text review (asked by the student)" if asked
                                       else "quiz free-text review"))
         attempts.add(r.attempt_id)
+        # every answer a teacher read is a labelled example for the readers' earned trust
+        # (``labels``); answers settled by a confirmed sample were not read and teach nothing
+        if how != "settled":
+            labels.record(question_id, r.raw_answer, fraction,
+                          labels.readings_of(r.details_json, (r.auto_score or 0.0) / r.max_score if r.max_score else None),
+                          "asked" if r.review_state == ReviewState.REQUESTED.value else how, course_id, teacher_id)
     total = (select(func.coalesce(func.sum(QuizAnswer.score), 0.0)).where(QuizAnswer.attempt_id == QuizAttempt.id)
              .scalar_subquery())
     db.session.execute(update(QuizAttempt).where(QuizAttempt.id.in_(attempts)).values(score=total))  # (portable: no SQL round)

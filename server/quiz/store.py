@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import String, bindparam, case, cast, exists, func, insert, select, update
+from sqlalchemy import String, and_, bindparam, case, cast, exists, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from server.extensions import db
@@ -46,8 +46,12 @@ _ATTEMPT = select(*_ATTEMPT_COLUMNS).where(*_OWNED)
 # rest of the page.
 # An answer already fully right reads "full" where it has no review state: nothing to ask a teacher about.
 _FULL = case((_ans.c.correct.is_(True), "full"), else_="")
+# A provisional answer the course counts ("pending+") renders another card than one it does not
+# (the course may switch between the two): the state is part of the card's cache key.
+_STATE = case((and_(_ans.c.review_state == "pending", _ans.c.score > 0), "pending+"),
+              else_=func.coalesce(_ans.c.review_state, _FULL))
 _ANSWERED = (select(func.aggregate_strings(cast(_ans.c.position, String) + ":" + cast(_ans.c.id, String) + ":"
-                                           + func.coalesce(_ans.c.review_state, _FULL), ","))
+                                           + _STATE, ","))
              .where(_ans.c.attempt_id == _att.c.id).scalar_subquery())
 _ATTEMPT_VIEW = (
     select(*_ATTEMPT_COLUMNS, _user.c.username, _user.c.display_name,

@@ -7,7 +7,8 @@ import pytest
 from tests.server.conftest import PLACEHOLDER
 
 VALUES = {"code": "DIST101", "username": "alice", "assignment_id": PLACEHOLDER, "quiz_id": "ch7_3_graded",
-          "submission_id": None, "batch": "nobatch", "question_id": "ch7_3/selftest_1", "run_id": 1, "n": 0}
+          "submission_id": None, "batch": "nobatch", "question_id": "ch7_3/selftest_1", "run_id": 1, "n": 0,
+          "reader": "rule", "item": "ch7_3/selftest_1"}
 
 
 def dashboard_urls(app, sid: int) -> list[tuple[str, str]]:

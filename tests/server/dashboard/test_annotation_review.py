@@ -127,3 +127,26 @@ def test_a_teacher_can_leave_one_answer_out_of_a_group_decision(app, client, aut
     none = client.post("/dashboard/DIST101/review/annotations/decide?lang=en",
                        data={"verdict": "full", "group": "g"}, follow_redirects=True).get_data(as_text=True)
     assert "Tick at least one answer that is still open" in none
+
+
+def test_c_confirms_an_annotation_groups_suggestion_and_labels_it(app, client, auth, make_sub) -> None:
+    """Issue 23: one key confirms the reading's own suggestion for a group of notes; each decided
+    note is a labelled example of its field for the reader's earned trust."""
+    from server.quiz import labels
+
+    report = upload_report(UNSURE)
+    ids = [make_sub(name, score=report["score"], max_score=report["max_score"], report_json=report)
+           for name in ("alice", "bob")]
+    auth.login("teacher", "teacher-pass")
+    page = client.get("/dashboard/DIST101/review/annotations?lang=en").get_data(as_text=True)
+    assert 'data-key="c"' in page and "Confirm the suggestion: 100% of the points" in page
+    group = page.split('class="card rgroup"')[1]
+    items = [x.split('"')[0] for x in group.split('name="item" value="')[1:]]
+    client.post("/dashboard/DIST101/review/annotations/confirm", data={"item": items, "verdict": "suggested", "group": "g"})
+    stage = next(c for c in report["checks"] if c["id"] == "field.zero_optimization.stage")
+    with app.app_context():
+        rows = db.session.scalars(db.select(ManualCellScore)).all()
+        assert sorted(r.submission_id for r in rows) == sorted(ids)
+        assert all(r.score == stage["evidence"]["review_points"] for r in rows)
+        (a,) = labels.agreement_table("annotation:")
+        assert a.item == "annotation:deepspeed:zero_optimization.stage" and (a.decided, a.agreed) == (1, 1)

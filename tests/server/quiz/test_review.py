@@ -9,6 +9,7 @@ from server.extensions import db
 from server.models import Course, Role
 from server.quiz.models import QuizAnswer, QuizAttempt, QuizReviewDecision
 from server.roster import enrol
+from tests.server.quiz.trust_helpers import earn_trust, graded_selftest
 from tests.server.test_postgres import postgres_url  # noqa: F401  (fixture)
 
 UNSURE = "offload makes training faster because the CPU helps compute"  # rubric: confidence 0.6
@@ -44,7 +45,9 @@ def _student_answers(app, client, auth, users: list[tuple[str, str, str]]) -> di
         code, body = _answer(client, attempt_id, POS, text)
         assert code == 200 and body["status"] == "needs_review" and body["needs_review"], body
         assert body["score"] == 0 and "Waiting for the teacher" in body["card_html"]
-        assert "a teacher will confirm" in body["card_html"].lower()
+        card = body["card_html"]
+        assert "Provisional" in card and "suggests" in card and "It counts once a teacher confirms it." in card
+        assert "was not sure it understood" in card
         _answer(client, attempt_id, 0, "数据并行解决吞吐，模型并行解决容量")  # graded at once: 1 point
         client.post(f"/quiz/attempt/{attempt_id}/finish")
         attempts[name] = attempt_id
@@ -52,8 +55,10 @@ def _student_answers(app, client, auth, users: list[tuple[str, str, str]]) -> di
     return attempts
 
 
-def test_a_grouped_decision_grades_every_similar_answer_and_the_attempts(app, client, auth) -> None:
+def test_a_grouped_decision_grades_every_similar_answer_and_the_attempts(app, client, auth, monkeypatch) -> None:
+    graded_selftest(monkeypatch)
     with app.app_context():
+        earn_trust("ch7_3/selftest_1")  # its answers count at once; selftest_4 has earned nothing
         course = db.session.scalar(db.select(Course))
         enrol(course, "carol", role=Role.STUDENT, password="carol-pass")
         db.session.commit()
@@ -151,9 +156,11 @@ def test_review_decision_on_postgres(postgres_url, redis_server, tmp_path, monke
 
     app = create_app({"SQLALCHEMY_DATABASE_URI": postgres_url, "REDIS_URL": redis_server.url,
                       "VAR_DIR": str(tmp_path), "WTF_CSRF_ENABLED": False, "SECRET_KEY": "test-only-secret-key-0123456789"})
+    graded_selftest(monkeypatch)
     with app.app_context():
         upgrade()
         app.test_cli_runner().invoke(args=["seed-demo"])
+        earn_trust("ch7_3/selftest_1")
     client = app.test_client()
     client.post("/login", data={"username": "alice", "password": "alice-pass"})
     attempt_id = _start(client, "ch7_3_selftest")
@@ -169,10 +176,13 @@ def test_review_decision_on_postgres(postgres_url, redis_server, tmp_path, monke
         assert db.session.get(QuizAttempt, attempt_id).score == 2
 
 
-def test_a_teacher_can_leave_one_answer_out_of_a_group_decision(app, client, auth) -> None:
+def test_a_teacher_can_leave_one_answer_out_of_a_group_decision(app, client, auth, monkeypatch) -> None:
     """A group is answers read alike, which is not always answers that say the same: every answer
     of a group has a tick box (ticked), the decision grades only the ticked ones, and a decision
     with none ticked grades nothing and says why."""
+    graded_selftest(monkeypatch)
+    with app.app_context():
+        earn_trust("ch7_3/selftest_1")
     attempts = _student_answers(app, client, auth, [("alice", "alice-pass", UNSURE), ("bob", "bob-pass", UNSURE_TOO)])
     auth.login("teacher", "teacher-pass")
     page = client.get("/dashboard/DIST101/review/ch7_3/selftest_4?lang=en").get_data(as_text=True)

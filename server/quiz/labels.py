@@ -1,0 +1,136 @@
+"""Teachers' decisions on free-text answers as labelled examples, and the trust readers earn from
+them (the rule: ``coursework.trust``).
+
+Every decision on an answer (a quiz group, an "ask the teacher", homework 2's annotation groups,
+a confirmed sample) calls ``record`` for each answer it decided, with what each reader had
+suggested for it. Labels belong to the question (``item``), not to a course, so next term's
+course starts with this term's labels and the trust they earned.
+
+``trusted_readers(item)`` is what grading asks on every free-text answer, so it is cached per
+process: the whole (reader, item) -> earned table is read in one grouped pass and kept for
+``CACHE_S`` seconds; a decision in this process drops it at once. Another web process sees a
+new decision within ``CACHE_S`` (a verdict counted a few seconds "late" is still provisional,
+never wrongly counted: trust only ever grows with agreeing labels and the cache can only be
+behind, except where a full-marks-to-zero label withdraws it; that label's own answers are
+decided by the teacher anyway).
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+import time
+from typing import Any, Iterable
+
+from sqlalchemy import select
+
+from coursework import trust
+from coursework.quiz import textmatch
+from server.extensions import db
+from server.models import utcnow
+from server.quiz.models import ReaderLabel
+
+CACHE_S = 30.0
+ANNOTATION_ITEM = "annotation:"
+_cache: dict[str, tuple[float, Any]] = {}  # database URL -> (when read, table): one per database
+_lock = threading.Lock()
+
+
+def normalised(text: str) -> str:
+    """The answer as labels compare it: NFKC, case, punctuation and spaces dropped."""
+    return re.sub(r"[\s\W_]+", "", textmatch.normalise(text or ""), flags=re.UNICODE)
+
+
+def answer_hash(item: str, text: str) -> str:
+    return hashlib.sha256(f"{item}\n{normalised(text)}".encode("utf-8")).hexdigest()
+
+
+def annotation_item(dialect: str, path: str) -> str:
+    """The item a homework 2 note is labelled under: its dialect and field (values share it)."""
+    return f"{ANNOTATION_ITEM}{dialect}:{path}"[:200]
+
+
+def record(item: str, answer_text: str, decided: float, readings: dict[str, float | None], how: str,
+           course_id: int | None, teacher_id: int | None, detail: str = "") -> None:
+    """Keep one decided answer as a label (the caller commits). The same answer text decided again
+    for the same item replaces its label: agreement counts distinct answers, not clicks."""
+    h = answer_hash(item, answer_text)
+    row = db.session.scalar(select(ReaderLabel).where(ReaderLabel.item == item, ReaderLabel.answer_hash == h))
+    clean = {str(k): (None if v is None else round(float(v), 4)) for k, v in (readings or {}).items()}
+    if row is None:
+        db.session.add(ReaderLabel(item=item[:200], answer_hash=h, answer_text=answer_text[:4000], detail=detail[:200],
+                                   decided=round(decided, 4), readings=clean, how=how, course_id=course_id,
+                                   decided_by=teacher_id, decided_at=utcnow()))
+    else:
+        row.decided, row.readings, row.how = round(decided, 4), clean, how
+        row.course_id, row.decided_by, row.decided_at, row.detail = course_id, teacher_id, utcnow(), detail[:200]
+    forget()
+
+
+def forget() -> None:
+    """Drop this process's cached trust table (after a decision)."""
+    with _lock:
+        _cache.clear()
+
+
+def _table() -> dict[tuple[str, str], trust.Agreement]:
+    where = str(db.engine.url)
+    with _lock:
+        hit = _cache.get(where)
+        if hit is not None and time.monotonic() - hit[0] < CACHE_S:
+            return hit[1]
+    pairs: dict[tuple[str, str], list[tuple[float | None, float]]] = {}
+    for item, decided, readings in db.session.execute(select(ReaderLabel.item, ReaderLabel.decided,
+                                                             ReaderLabel.readings)):
+        for reader, value in (readings or {}).items():
+            pairs.setdefault((reader, item), []).append((value, decided))
+    table = {k: trust.tally(k[0], k[1], v) for k, v in pairs.items()}
+    with _lock:
+        if len(_cache) > 16:
+            _cache.clear()
+        _cache[where] = (time.monotonic(), table)
+    return table
+
+
+def agreement_table(prefix: str | None = None) -> list[trust.Agreement]:
+    """Every (reader, item) with labels, by item then reader; ``prefix`` keeps items starting with it."""
+    rows = [a for (r, i), a in _table().items() if prefix is None or i.startswith(prefix)]
+    return sorted(rows, key=lambda a: (a.item, a.reader))
+
+
+def trusted_readers(item: str) -> set[str]:
+    """The readers whose verdicts on ``item`` count without a teacher (may be empty)."""
+    return {r for (r, i), a in _table().items() if i == item and a.earned()}
+
+
+def known_decision(item: str, answer_text: str) -> float | None:
+    """The share a teacher already gave this very answer (normalised text) for this item, if any:
+    an answer decided last term is decided again the same way without asking."""
+    return db.session.scalar(select(ReaderLabel.decided).where(ReaderLabel.item == item,
+                                                               ReaderLabel.answer_hash == answer_hash(item, answer_text)))
+
+
+def disagreements(item: str, reader: str) -> list[ReaderLabel]:
+    """The labels of ``item`` where ``reader`` suggested something else than the teacher gave."""
+    rows = db.session.scalars(select(ReaderLabel).where(ReaderLabel.item == item).order_by(ReaderLabel.id.desc()))
+    return [r for r in rows if reader in (r.readings or {})
+            and not trust.agrees((r.readings or {}).get(reader), r.decided)]
+
+
+def readings_of(details: dict[str, Any] | None, fallback: float | None = None) -> dict[str, float | None]:
+    """What each reader suggested for a stored answer (``details["readings"]``); answers stored
+    before readers were recorded have the rule reader's share only."""
+    got = (details or {}).get("readings")
+    if isinstance(got, dict):
+        return {str(k): (None if v is None else float(v)) for k, v in got.items()}
+    return {trust.RULE_READER: fallback}
+
+
+def items_with_labels(items: Iterable[str]) -> dict[str, int]:
+    """How many labels each of ``items`` has (the dashboard's "decided so far")."""
+    wanted = set(items)
+    out: dict[str, int] = {}
+    for (r, i), a in _table().items():
+        if i in wanted:
+            out[i] = max(out.get(i, 0), a.decided + a.no_reading)
+    return out
