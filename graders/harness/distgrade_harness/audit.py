@@ -9,8 +9,9 @@ grader counts as tampering by itself:
 * ``gc.get_objects`` / ``gc.get_referrers`` / ``gc.get_referents`` (the way to find the
   harness's stream), ``sys._current_frames``;
 * a frame obtained by ``sys._getframe``/``inspect``/``traceback`` from student code while a
-  harness frame is below it (its locals hold the observer), and a traceback's ``tb_frame``
-  read by student code when that frame is the harness's;
+  harness frame is below it (its locals hold the observer), a traceback's ``tb_frame`` read by
+  student code when that frame is the harness's, and the frame of a harness generator (the
+  stream's gate, which holds the socket and the MAC);
 * ``ctypes`` calls and loads made by the student's code;
 * the channel folder (open, list, chdir, connect, bind) and ``/proc/<pid>/fd`` listings or
   opens; a unix socket made from a raw file descriptor by student code;
@@ -23,8 +24,10 @@ grader counts as tampering by itself:
 "Student code" is a frame whose file is neither in the Python installation, nor in the
 harness, nor frozen. Limits (documented for staff): plain attribute access is not audited,
 so a student who walks ``__closure__`` cells of the patched torch functions can reach the
-observer without any event here; ``channel.Stream`` then reports direct ``send`` calls, and
-the grader's cross-checks and the seal catch raw writes to the socket.
+observer without any event here, and change its counters (it cannot send records: the
+stream checks every caller, see ``channel``); a function's ``__globals__`` is not audited on
+this Python. The grader's cross-checks, the seal, and evidence gathered outside the process
+are what such a script meets.
 """
 from __future__ import annotations
 
@@ -184,6 +187,10 @@ def install(channel_dir: str, alarm, *, watched_types=()):
                 fr = getattr(obj, "tb_frame", None)  # this read is audited too: suppressed by the guard
                 if fr is not None and harness(fr.f_code.co_filename) and by_student_or_proxy():
                     report("traceback.tb_frame", "a harness frame read from a traceback")
+            elif name in ("gi_frame", "cr_frame", "ag_frame") and obj is not None:
+                code = getattr(obj, name[:2] + "_code", None)  # the stream's gate keeps its socket in one
+                if code is not None and harness(code.co_filename) and by_student_or_proxy():
+                    report("generator.frame", "the frame of a harness generator")
         elif event.startswith("ctypes."):
             if by_student(skip_ctypes=True):
                 report("ctypes", event)
