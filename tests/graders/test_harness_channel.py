@@ -161,3 +161,30 @@ def test_a_whole_ddp_module_pickles_as_without_the_grader(tmp_path: Path) -> Non
     server, proc, events = run_rank(tmp_path, SAVE_WHOLE_DDP)
     assert proc.returncode == 0 and "SAVED-OK" in proc.stdout, proc.stderr[-3000:]
     assert events == []
+
+
+SAVE_FAILS = """
+import logging, traceback, torch
+logging.basicConfig()
+try:  # a failed save passes through the grader's patched torch.save
+    torch.save({"x": 1}, "/nonexistent-scratch/ckpt.pt")
+except (OSError, RuntimeError) as exc:
+    caught = exc
+    traceback.print_exc()
+    traceback.format_exc()
+    logging.getLogger("train").exception("no scratch")
+"""
+
+
+def test_printing_a_traceback_through_a_patched_function_is_honest(tmp_path: Path) -> None:
+    _, proc, events = run_rank(tmp_path, SAVE_FAILS)
+    assert proc.returncode == 0 and "nonexistent-scratch" in proc.stderr, proc.stderr[-3000:]
+    assert events == []
+
+
+@pytest.mark.parametrize("walk", ["[f for f, _ in traceback.walk_tb(caught.__traceback__)]",
+                                  "__import__('inspect').getinnerframes(caught.__traceback__)"])
+def test_walking_that_traceback_for_its_frames_is_reported(tmp_path: Path, walk: str) -> None:
+    _, proc, events = run_rank(tmp_path, SAVE_FAILS + walk + "\n")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "traceback.tb_frame" in {e["kind"] for e in events}

@@ -44,6 +44,8 @@ WATCHED_PREFIXES = ("gc.", "sys._getframe", "sys._current_frames", "object.__get
                     "open", "os.", "shutil.rmtree", "socket.", "sys.settrace", "sys.setprofile", "compile",
                     "object.__setattr__", "distgrade_harness.", "code.__new__")
 MAX_EVENTS = 32  # sent per process; later ones are only counted
+# traceback's functions that turn frames into FrameSummary objects (file, line, name) and hand out no frame
+SUMMARISERS = frozenset({"_extract_from_extended_frame_gen", "clear_frames"})
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -118,6 +120,20 @@ def install(channel_dir: str, alarm, *, watched_types=()):
             c = c.f_back
         return c is not None and student(c.f_code.co_filename)
 
+    def summarised(f) -> bool:
+        """Is this read inside ``traceback``'s own formatting, which keeps only file, line and name?
+
+        ``traceback.print_exc()`` or ``logging.exception`` after an error that passed through a patched
+        function (a failed ``torch.save``) reads the harness frame's ``tb_frame`` on the way to a
+        ``FrameSummary``; the student never gets the frame. ``walk_tb`` iterated by the student's own
+        code, or ``inspect.getinnerframes``, does hand it out."""
+        n = 0
+        while f is not None and f.f_code.co_filename.endswith(proxies) and n < 20:
+            if f.f_code.co_name in SUMMARISERS:
+                return True
+            f, n = f.f_back, n + 1
+        return False
+
     def chain_has_harness(frame) -> bool:
         f, n = frame, 0
         while f is not None and n < 200:
@@ -185,7 +201,7 @@ def install(channel_dir: str, alarm, *, watched_types=()):
             obj, name = (tuple(args) + (None, None))[:2]
             if name == "tb_frame" and obj is not None:
                 fr = getattr(obj, "tb_frame", None)  # this read is audited too: suppressed by the guard
-                if fr is not None and harness(fr.f_code.co_filename) and by_student_or_proxy():
+                if fr is not None and harness(fr.f_code.co_filename) and by_student_or_proxy() and not summarised(caller()):
                     report("traceback.tb_frame", "a harness frame read from a traceback")
             elif name in ("gi_frame", "cr_frame", "ag_frame") and obj is not None:
                 code = getattr(obj, name[:2] + "_code", None)  # the stream's gate keeps its socket in one
