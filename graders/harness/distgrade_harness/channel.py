@@ -30,6 +30,7 @@ import hmac
 import json
 import os
 import sys
+import sysconfig as _sysconfig
 
 # Bound at import, before student code: the script may replace ``json.dumps`` or methods of
 # ``socket.socket`` (a Python class) to filter what the harness says; ``_socket.socket`` is a
@@ -49,7 +50,23 @@ _HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the packa
 _THIS = os.path.abspath(__file__)
 if _THIS.endswith((".pyc", ".pyo")):
     _THIS = _THIS[:-1]
-_TORCH = os.sep + "torch" + os.sep  # torch calls the harness's registered hooks (optimizer, module forward)
+# torch calls the harness's registered hooks (optimizer, module forward): the installed package's folder, where a
+# script cannot put code of its own without an audited compile() under a library's file name
+def _torch_dirs() -> tuple[str, ...]:
+    """Where torch is installed (found without importing it), else the environment's site folders' ``torch/``."""
+    dirs = {os.path.join(_sysconfig.get_paths()[k], "torch", "") for k in ("purelib", "platlib")}
+    try:
+        from importlib.util import find_spec
+
+        spec = find_spec("torch")
+        dirs |= {os.path.join(os.path.realpath(d), "") for d in (spec.submodule_search_locations or [])} if spec else set()
+        dirs |= {os.path.join(d, "") for d in (spec.submodule_search_locations or [])} if spec else set()
+    except (ImportError, ValueError):
+        pass
+    return tuple(sorted(dirs))
+
+
+_TORCH = _torch_dirs()
 # The observers' methods that torch calls as registered hooks, and those ``atexit`` calls: their only ways in.
 _TORCH_HOOKS = frozenset({"Observer._on_step", "FsdpObserver._pre_forward", "FsdpObserver._post_forward",
                           "FsdpObserver._pre_step", "FsdpObserver._post_step"})
@@ -180,6 +197,9 @@ def _gate(sock, mac, getframe, dumps, here, this, torch_marker, torch_hooks, exi
 def _chain_ok(f, here, this, torch_marker, torch_hooks, exit_hooks) -> bool:
     """``f`` (the first frame outside this module) is harness code entered at a legitimate point.
 
+    An observer method that torch calls as a registered hook must be named in ``_TORCH_HOOKS``
+    (or be a closure): otherwise its records are refused and every honest run is held for review.
+
     Student code may call a patched function (a closure the harness installed over torch's or a
     builtin's: ``hooked_save``, the DataLoader's ``__next__``...) however it likes: that is the
     observation. It may not call the observers' own methods (``Observer._on_step``,
@@ -200,7 +220,7 @@ def _chain_ok(f, here, this, torch_marker, torch_hooks, exit_hooks) -> bool:
     caller = f.f_code.co_filename
     if caller.startswith("<frozen"):
         return code.co_name == "<module>"  # sitecustomize, imported at start-up
-    return code.co_qualname in torch_hooks and torch_marker in caller and not caller.startswith("<")
+    return code.co_qualname in torch_hooks and caller.startswith(torch_marker)
 
 
 class Stream:
