@@ -101,7 +101,8 @@ OPTIONAL_FIELDS: dict[str, dict[str, Any]] = {  # checked when present (what the
               "runqueue": lambda x: _list(x, MAX_STEP_ROWS, _OPT_NUM),
               "cpu": lambda x: _list(x, MAX_STEP_ROWS, _OPT_NUM),
               "data_wait": lambda x: _list(x, MAX_STEP_ROWS, _is_num)},
-    "epoch": {"local_len": _OPT_INT, "view": lambda x: _is_str(x, 200)},  # a view's own length (coverage counts it)
+    "epoch": {"local_len": _OPT_INT, "view": lambda x: _is_str(x, 200),
+              "view_digest": lambda x: isinstance(x, str) and re.fullmatch(r"[0-9a-f]{16}", x) is not None},  # a view's own length (coverage counts it)
 }
 
 

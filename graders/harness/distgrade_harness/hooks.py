@@ -68,9 +68,12 @@ class _Epoch:
             key = id(it._dataset)
             if key not in _VIEWS:  # once per data set: the index list is walked in full
                 _VIEWS[key] = global_view(it._dataset)
-            self.index_map, base_len, view = _VIEWS[key]
+                if _VIEWS[key][0] is not None:  # which base samples the view holds: ranks that split differently differ
+                    _VIEWS[key] += (_sha256(repr(_VIEWS[key][0]).encode()).hexdigest()[:16],)
+            self.index_map, base_len, view = _VIEWS[key][:3]
             if self.index_map is not None:
-                self.meta.update(dataset_len=base_len, view=view[:200], local_len=self.meta["dataset_len"])
+                self.meta.update(dataset_len=base_len, view=view[:200], local_len=self.meta["dataset_len"],
+                                 view_digest=_VIEWS[key][3])
 
 
 MAX_VIEW_DEPTH = 4
