@@ -50,9 +50,16 @@ FORGERIES = {
     "alarm_type": 'obs.stream.alarm({"event": "x", "type": "save", "path": "forged-alarm.pt", "step": 0})\n',
     # the generator frame that holds the socket and the MAC
     "gate_frame": 'obs.stream._gate.gi_frame\n',
+    # the gate's own check, its body swapped for one that lets everything through
+    "swapped_code": textwrap.dedent("""
+        g = type(obs.stream).send.__globals__
+        g["_chain_ok"].__code__ = (lambda *a: True).__code__
+        obs.stream._gate.send((dict(FAKE, path="forged-code.pt"), True))
+        """),
 }
 EXPECTED_EVENTS = {"private_send": "stream._send", "observer_method": "stream.entry",
-                   "swapped_globals": "stream.gate", "gate_frame": "generator.frame"}
+                   "swapped_globals": "stream.gate", "gate_frame": "generator.frame",
+                   "swapped_code": "patch.harness_code"}
 
 
 def run_rank(tmp_path: Path, code: str) -> tuple[ChannelServer, subprocess.CompletedProcess, list[dict]]:
@@ -92,7 +99,8 @@ def test_no_forged_record_reaches_the_grader(forged) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = server.streams[0].records
     saves = [r["path"] for r in records if r.get("type") == "save"]
-    assert saves == ["honest.pt"], saves
+    # Swapping the gate's check function body is an audited assignment: detected (patch.harness_code), not prevented.
+    assert [p for p in saves if p != "forged-code.pt"] == ["honest.pt"], saves
     assert not any(r.get("type") == "epoch" for r in records)
     assert server.streams[0].first("finished") is not None  # the honest part still reports
 

@@ -19,7 +19,8 @@ grader counts as tampering by itself:
   (``importlib.reload`` and ``sys.modules`` tricks import again), code compiled by the student
   under a library's or the harness's file name (to pass as one of them);
 * ``sys.settrace``/``sys.setprofile`` from student code; assigning to attributes of the
-  classes the harness patches (``DataLoader`` iterators, ``DistributedDataParallel``).
+  classes the harness patches (``DataLoader`` iterators, ``DistributedDataParallel``), and
+  replacing the code or defaults of a harness function (the stream's caller checks).
 
 "Student code" is a frame whose file is neither in the Python installation, nor in the
 harness, nor frozen. Limits (documented for staff): plain attribute access is not audited,
@@ -244,6 +245,10 @@ def install(channel_dir: str, alarm, *, watched_types=()):
             obj = args[0] if args else None
             if state["watched"] and any(obj is t for t in state["watched"]) and not by_harness():
                 report("patch.harness_hook", f"{getattr(obj, '__name__', '?')}.{str(args[1])[:40]}")
+            elif len(args) > 1 and args[1] in ("__code__", "__defaults__", "__kwdefaults__"):
+                code = getattr(obj, "__code__", None)  # a harness function's body swapped (the stream's checks)
+                if code is not None and harness(getattr(code, "co_filename", "")) and not by_harness():
+                    report("patch.harness_code", f"{getattr(obj, '__qualname__', '?')[:60]}.{args[1]}")
 
     def _hook(event: str, args: tuple) -> None:
         if not event.startswith(WATCHED_PREFIXES) or getattr(local, "busy", False):

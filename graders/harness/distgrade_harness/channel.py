@@ -144,7 +144,9 @@ def _gate(sock, mac, getframe, dumps, here, this, torch_marker, torch_hooks, exi
 
     ``send((record, sealed))`` writes one record if the chain of frames that asked for it is the
     harness's own (see ``_entered_properly``; an ``integrity`` record from anyone); ``send(("seal",
-    None))`` ends the stream. Yields True (written), False (refused or failed), or None.
+    None))`` ends the stream. Yields True (written), None (refused) or False (failed, or closed).
+    The functions it calls are harness functions whose code a script could swap only with an audited
+    assignment to ``__code__`` (reported as ``patch.harness_code``).
     """
     count, result = 0, None
     while sock is not None:
