@@ -6,7 +6,7 @@ step times, one end marker, the record count sealed at the end), (b) cross-check
 with what it measured outside the job (the wall-clock window of the run bounds every step
 time; samples claimed must have been drawn from a DataLoader; ``WORLD_SIZE`` in the hello
 must be torchrun's), (c) scans the upload's syntax tree for what honest training never
-names (``gc``, ``ctypes``, frame and closure introspection, the harness, the channel).
+names (``ctypes``, closure cells, ``gc``'s object graph, the harness, the channel).
 
 Every violation is an *integrity event* ``{"source", "kind", "rank", "detail"}``. Events
 of a job are appended by ``graders.torchrun`` to ``<job>/integrity.jsonl`` (a grader-owned
@@ -102,6 +102,8 @@ OPTIONAL_FIELDS: dict[str, dict[str, Any]] = {  # checked when present (what the
               "runqueue": lambda x: _list(x, MAX_STEP_ROWS, _OPT_NUM),
               "cpu": lambda x: _list(x, MAX_STEP_ROWS, _OPT_NUM),
               "data_wait": lambda x: _list(x, MAX_STEP_ROWS, _is_num)},
+    "epoch": {"local_len": _OPT_INT, "view": lambda x: _is_str(x, 200),
+              "view_digest": lambda x: isinstance(x, str) and re.fullmatch(r"[0-9a-f]{16}", x) is not None},  # a view's own length (coverage counts it)
 }
 
 
@@ -272,20 +274,18 @@ def load_events(job: Path) -> list[dict[str, Any]]:
 
 # -- static scan -------------------------------------------------------------------------------------
 
-BANNED_MODULES = {"gc": "the garbage collector's object graph", "ctypes": "raw memory access",
+# Only what honest training has no use for. ``import gc`` (gc.collect) and frame introspection (a logging
+# helper reading its caller's line, traceback printing) are honest: the audit hook judges them at run time,
+# where it sees whether the harness was reached (gc.get_objects, a frame with the harness below it).
+BANNED_MODULES = {"ctypes": "raw memory access",
                   "_ctypes": "raw memory access", "cffi": "raw memory access",
                   "distgrade_harness": "the grader's harness", "sitecustomize": "the grader's start-up hook"}
-BANNED_ATTRS = {"_getframe": "frame introspection", "_current_frames": "frame introspection",
-                "currentframe": "frame introspection", "getouterframes": "frame introspection",
-                "getinnerframes": "frame introspection", "f_back": "frame introspection",
-                "f_locals": "frame introspection", "f_globals": "frame introspection",
-                "tb_frame": "frame introspection", "gi_frame": "frame introspection",
-                "cr_frame": "frame introspection", "walk_stack": "frame introspection",
+BANNED_ATTRS = {"_current_frames": "every thread's frames",
                 "__closure__": "closure introspection", "cell_contents": "closure introspection",
                 "settrace": "tracing hooks", "setprofile": "tracing hooks", "addaudithook": "audit hooks",
                 "get_objects": "the object graph", "get_referrers": "the object graph",
                 "get_referents": "the object graph"}
-BANNED_CALLS = {("inspect", "stack"), ("inspect", "trace"), ("importlib", "reload")}
+BANNED_CALLS = {("importlib", "reload")}
 BANNED_STRINGS = (("distgrade_harness", "the grader's harness"), ("distgrade_channel", "the grader's record channel"), ("/proc/self/fd", "the process's descriptors"),
                   ("/proc/self/mem", "the process's memory"))
 MAX_SCAN_BYTES = 2 * 1024 * 1024
@@ -327,12 +327,12 @@ def scan_source(source: str, filename: str = "<upload>") -> list[dict[str, Any]]
                 if alias.name in BANNED_ATTRS:
                     flag(node, f"from {node.module} import {alias.name}", BANNED_ATTRS[alias.name])
                 if (root, alias.name) in BANNED_CALLS:
-                    flag(node, f"from {root} import {alias.name}", "frame introspection")
+                    flag(node, f"from {root} import {alias.name}", "re-import")
         elif isinstance(node, ast.Attribute):
             if node.attr in BANNED_ATTRS:
                 flag(node, f".{node.attr}", BANNED_ATTRS[node.attr])
             if isinstance(node.value, ast.Name) and (node.value.id, node.attr) in BANNED_CALLS:
-                flag(node, f"{node.value.id}.{node.attr}", "introspection or re-import")
+                flag(node, f"{node.value.id}.{node.attr}", "re-import")
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
             value = node.value
             if value in BANNED_MODULES:

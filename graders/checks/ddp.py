@@ -288,6 +288,9 @@ def check_disjoint(run) -> Finding:
                 if shared > allowed:
                     sampler = eps[a][k]["sampler"]
                     key = "overlap_no_sampler" if sampler != "DistributedSampler" else "overlap_sampler"
+                    da, db = eps[a][k].get("view_digest"), eps[b][k].get("view_digest")
+                    if key == "overlap_sampler" and da and db and da != db:
+                        key = "overlap_views_differ"  # each rank split its data set differently (an unseeded random_split)
                     return Finding(CheckStatus.FAIL, key, {
                         "a": a, "b": b, "shared": shared, "of": min(len(sa), len(sb)), "epoch": k,
                         "sampler": sampler}, {"epoch": k, "shared": shared, "sampler": sampler})
@@ -304,14 +307,17 @@ def check_coverage(run) -> Finding:
         return gate
     if any(e[0]["kind"] == "iterable" for e in eps.values()):
         return Finding(CheckStatus.SKIP, "iterable")
-    size = eps[0][0]["dataset_len"] or 0
+    # A view (a random_split half, a Subset) is numbered in its base data set, but its sampler covers only the
+    # view: count it against the view's length, not the base's (a train and a test half each have their own).
+    base = eps[0][0]["dataset_len"] or 0
+    size = min(eps[0][0].get("local_len") or base, base)
     bs = max(e[0]["batch_size"] for e in eps.values())
     drop = any(e[0]["drop_last"] for e in eps.values())
     allowed = run.nproc * (bs - 1) + run.nproc - 1 if drop else run.nproc - 1
     n_epochs = min(len(e) for e in eps.values())
     for k in range(n_epochs):
         union = set().union(*(set(eps[r][k]["indices"]) for r in eps))
-        missing = size - sum(1 for i in union if 0 <= i < size)  # never set(range(size)): __len__ is the student's
+        missing = size - sum(1 for i in union if 0 <= i < base)  # never set(range(size)): __len__ is the student's
         if missing > allowed:
             return Finding(CheckStatus.FAIL, "missing", {
                 "missing": missing, "size": size, "epoch": k, "seen": len(union)},

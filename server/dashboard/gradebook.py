@@ -66,6 +66,7 @@ class Cell:
     reason: str = ""  # the override's reason (shown to the student)
     waiting: int = 0  # free-text answers of the counted attempt a teacher has not confirmed yet
     unconfirmed: float = 0.0  # of the score, points no teacher confirmed (the course counts them)
+    review: bool = False  # a graded submission of this item awaits an integrity review: not final, not in means
 
 
 @dataclass(slots=True)
@@ -95,8 +96,9 @@ class Gradebook:
         return [i for i in self.items if i.counted]
 
     def item_mean(self, key: str) -> float | None:
-        """Mean counted score over the students who have one."""
-        scores = [r.cells[key].score for r in self.rows if key in r.cells and r.cells[key].score is not None]
+        """Mean counted score over the students who have one (cells under integrity review left out)."""
+        scores = [r.cells[key].score for r in self.rows
+                  if key in r.cells and r.cells[key].score is not None and not r.cells[key].review]
         return round(sum(scores) / len(scores), 2) if scores else None
 
     def item_means(self) -> dict[str, float | None]:
@@ -104,7 +106,7 @@ class Gradebook:
         scores: dict[str, list[float]] = {i.key: [] for i in self.items}
         for r in self.rows:
             for key, cell in r.cells.items():
-                if cell.score is not None and key in scores:
+                if cell.score is not None and key in scores and not cell.review:
                     scores[key].append(cell.score)
         return {key: round(sum(s) / len(s), 2) if s else None for key, s in scores.items()}
 
@@ -257,7 +259,23 @@ def _homework_cells(course_id: int, items: dict[str, Item], user_id: int | None 
             items[aid].max_score = max(items[aid].max_score, top)
     _apply_extensions(course_id, items, graded, total, cells)
     _keep_while_regrading(course_id, items, cells, user_id)
+    _mark_under_review(course_id, items, cells, user_id)
     return cells
+
+
+def _mark_under_review(course_id: int, items: dict[str, Item], cells, user_id: int | None) -> None:
+    """Flag the cells with a graded submission held for an integrity review (one query): the score there
+    is a placeholder 0 until an instructor decides, so pages say "under review" and means leave it out."""
+    q = (db.select(Submission.user_id, Submission.assignment_id).distinct()
+         .where(Submission.course_id == course_id, Submission.status == SubmissionStatus.GRADED.value,
+                Submission.review_status == "pending"))
+    if user_id is not None:
+        q = q.where(Submission.user_id == user_id)
+    for uid, aid in db.session.execute(q):
+        item = items.get(aid)
+        cell = cells.get(uid, {}).get(item.key) if item else None
+        if cell is not None:
+            cell.review = True
 
 
 def _keep_while_regrading(course_id: int, items: dict[str, Item], cells, user_id: int | None) -> None:

@@ -15,6 +15,8 @@ audited, and the instructor is asked to look again.
 """
 from __future__ import annotations
 
+import re
+
 from flask import flash, redirect, render_template, request, url_for
 from flask_babel import gettext as _
 from flask_login import current_user
@@ -33,10 +35,15 @@ MAX_REASON = 2000
 PER_PAGE = 200
 
 
+SCRIPT_NAMES = ("train.py", "train_fsdp.py")  # what the graders stage an uploaded script as (the runs' file name)
+_WHERE = re.compile(r"([\w.-]+\.py):(\d{1,6})")
+MAX_LINE = 200
+
+
 def review_queue(course_id: int) -> list[Submission]:
     """Submissions of the course under integrity review: pending first, then decided, newest first."""
     subs = db.session.scalars(
-        db.select(Submission).options(undefer(Submission.report_json))
+        db.select(Submission).options(undefer(Submission.report_json), undefer(Submission.content))
         .where(Submission.course_id == course_id, Submission.review_status.is_not(None))
         .order_by((Submission.review_status != "pending"), Submission.finished_at.desc())
         .limit(PER_PAGE)).all()
@@ -48,6 +55,25 @@ def events_of(sub: Submission) -> list[dict]:
     integrity = (sub.report_json or {}).get("integrity") or {}
     events = integrity.get("events") if isinstance(integrity, dict) else None
     return [e for e in events if isinstance(e, dict)] if isinstance(events, list) else []
+
+
+def source_line(sub: Submission, event: dict) -> dict | None:
+    """``{"file", "line", "code"}``: the line of the student's upload an event names (the audit hook's
+    ``at train.py:12``, the static scan's ``train.py:12:``), or None when it names none of theirs.
+
+    Only a single uploaded ``.py`` file is looked up, under its own name or the name the graders ran it
+    as; the code is shown as text (escaped by the template), cut to one screen line.
+    """
+    m = _WHERE.search(str(event.get("detail", "")))
+    if m is None or not (sub.filename or "").endswith(".py") or not sub.content:
+        return None
+    name, number = m.group(1), int(m.group(2))
+    if name != sub.filename and name not in SCRIPT_NAMES:
+        return None  # e.g. the homework's own model.py
+    lines = sub.content.decode("utf-8", errors="replace").splitlines()
+    if not 1 <= number <= len(lines):
+        return None
+    return {"file": name, "line": number, "code": lines[number - 1].strip()[:MAX_LINE]}
 
 
 def decide(sub: Submission, decision: str, reason: str, actor_id: int, seen_run: int | None) -> None:
@@ -101,7 +127,8 @@ def integrity_reviews(code: str):
     course = course_or_404(code, instructor=True)
     subs = review_queue(course.id)
     users = {u.id: u for u in db.session.scalars(db.select(User).where(User.id.in_({s.user_id for s in subs})))}
-    rows = [{"sub": s, "user": users.get(s.user_id), "events": events_of(s)} for s in subs]
+    rows = [{"sub": s, "user": users.get(s.user_id),
+             "events": [{**e, "source_line": source_line(s, e)} for e in events_of(s)]} for s in subs]
     pending = sum(1 for s in subs if s.review_status == "pending")
     return render_template("dashboard/integrity.html", course=course, rows=rows, pending=pending)
 

@@ -158,8 +158,8 @@ def _class_fractions(course_id: int, assignment_id: str) -> list[float]:
     item = book.item(f"hw:{assignment_id}")
     if item is None or not item.max_score:
         return []
-    return [r.cells[item.key].score / item.max_score for r in book.rows
-            if item.key in r.cells and r.cells[item.key].score is not None]
+    return [r.cells[item.key].score / item.max_score for r in book.rows  # a held cell's 0 is not a result yet
+            if item.key in r.cells and r.cells[item.key].score is not None and not r.cells[item.key].review]
 
 
 def homework_stats(course_id: int, assignment_id: str) -> HomeworkStats:

@@ -382,3 +382,24 @@ def test_every_killed_reason_has_its_own_bilingual_label():
     assert ddp._killed(None) == {"zh": "自行退出", "en": "exit"}
     assert ddp._killed("something-new") == {"zh": "something-new", "en": "something-new"}
 
+
+
+def _views(run, halves: dict[int, list[int]], base: int, digests: dict[int, str]) -> None:
+    """Each rank's epoch as the harness reports a view: indices in the base numbering, the view's length."""
+    for r, indices in halves.items():
+        ep = run.ranks[r].first("epoch")
+        ep.update(indices=indices, dataset_len=base, local_len=base * 9 // 10, view="Subset -> TensorDataset",
+                  view_digest=digests[r], batches=len(indices) // 4 + 1)
+
+
+def test_a_view_is_covered_against_its_own_length_and_a_different_split_per_rank_is_named():
+    """minGPT's train half of a random_split (issue 27): coverage is of the half; an unseeded split differs per rank."""
+    run = _run(steps=10)
+    train = list(range(0, 80, 10)) + [i for i in range(80) if i % 10]  # 72 of 80 base samples, 8 held out for test
+    _views(run, {0: train[0::2], 1: train[1::2]}, 80, {0: "ab" * 8, 1: "ab" * 8})
+    assert ddp.check_coverage(run).status == CheckStatus.PASS  # 72 of the view's 72, not 72 of 80
+    assert ddp.check_disjoint(run).status == CheckStatus.PASS
+    other = list(range(0, 72))  # rank 1 split differently: its half overlaps rank 0's
+    _views(run, {0: train[0::2], 1: other[1::2]}, 80, {0: "ab" * 8, 1: "cd" * 8})
+    f = ddp.check_disjoint(run)
+    assert (f.status, f.key) == (CheckStatus.FAIL, "overlap_views_differ")

@@ -43,17 +43,16 @@ def test_static_scan_is_silent_on_every_honest_script() -> None:
 
 def test_static_scan_sees_the_gc_forgery() -> None:
     events = integrity.scan_files([ROOT / "assignments/ddp_speedup/samples/hostile_forge_stream_gc/train.py"])
-    assert any("import gc" in e["detail"] for e in events)
+    assert any("get_objects" in e["detail"] for e in events)
     assert all(e["source"] == "static" for e in events)
 
 
 @pytest.mark.parametrize("code", [
-    "import gc\n", "from ctypes import cast\n", "import ctypes.util\n", "import sys\nf = sys._getframe(1)\n",
-    "import inspect\ninspect.stack()\n", "import inspect\nfr = inspect.currentframe()\n",
-    "x = f.f_back.f_locals\n", "v = fn.__closure__[0].cell_contents\n", "getattr(fn, '__closure__')\n",
-    "__import__('gc')\n", "import importlib\nimportlib.reload(torch)\n", "import os\nos.listdir('/proc/self/fd')\n",
+    "import gc\ngc.get_objects()\n", "from gc import get_referrers\n", "from ctypes import cast\n",
+    "import ctypes.util\n", "v = fn.__closure__[0].cell_contents\n", "getattr(fn, '__closure__')\n",
+    "__import__('gc').get_referents(x)\n", "import importlib\nimportlib.reload(torch)\n",
+    "import os\nos.listdir('/proc/self/fd')\n", "import sys\nsys._current_frames()\n",
     "import os\np = os.environ['DISTGRADE_CHANNEL']\n", "import sys\nsys.settrace(lambda *a: None)\n",
-    "from sys import _getframe\n", "e.__traceback__.tb_frame\n",
 ])
 def test_static_scan_flags(code: str) -> None:
     assert integrity.scan_source(code), code
@@ -64,6 +63,10 @@ def test_static_scan_flags(code: str) -> None:
     "# import gc\nimport os\n", "model.eval()\n", "import inspect\ninspect.signature(print)\n",
     "import sys\nif 'torch_xla' in sys.modules: pass\n", "def f(:\n",  # a syntax error is not a finding
     "import logging\nlogging.getLogger(__name__).info('epoch %d', 1)\n",
+    # honest: gc.collect, and frame introspection (judged at run time by the audit hook, which sees the harness)
+    "import gc\ngc.collect()\n", "import gc as g\ng.disable()\ng.enable()\n",
+    "import sys\nname = sys._getframe(1).f_code.co_name\n", "import inspect\nline = inspect.currentframe().f_back.f_lineno\n",
+    "import inspect\nfor fr in inspect.stack(): pass\n", "import traceback\ntraceback.print_exc()\n",
 ])
 def test_static_scan_ignores(code: str) -> None:
     assert integrity.scan_source(code) == []
@@ -406,7 +409,7 @@ def test_finalize_applies_job_events_and_the_static_scan(tmp_path: Path) -> None
 
     sneaky = tmp_path / "sneaky" / "train.py"
     sneaky.parent.mkdir()
-    sneaky.write_text("import gc\n")
+    sneaky.write_text("import gc\ngc.get_objects()\n")
     r = _report()
     integrity.finalize(r, sneaky.parent, [sneaky])
     assert r.status == ReportStatus.NEEDS_REVIEW and r.score == 0.0 and r.integrity["computed_score"] == 10.0

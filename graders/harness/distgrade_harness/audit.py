@@ -9,8 +9,9 @@ grader counts as tampering by itself:
 * ``gc.get_objects`` / ``gc.get_referrers`` / ``gc.get_referents`` (the way to find the
   harness's stream), ``sys._current_frames``;
 * a frame obtained by ``sys._getframe``/``inspect``/``traceback`` from student code while a
-  harness frame is below it (its locals hold the observer), and a traceback's ``tb_frame``
-  read by student code when that frame is the harness's;
+  harness frame is below it (its locals hold the observer), a traceback's ``tb_frame`` read by
+  student code when that frame is the harness's, and the frame of a harness generator (the
+  stream's gate, which holds the socket and the MAC);
 * ``ctypes`` calls and loads made by the student's code;
 * the channel folder (open, list, chdir, connect, bind) and ``/proc/<pid>/fd`` listings or
   opens; a unix socket made from a raw file descriptor by student code;
@@ -18,13 +19,16 @@ grader counts as tampering by itself:
   (``importlib.reload`` and ``sys.modules`` tricks import again), code compiled by the student
   under a library's or the harness's file name (to pass as one of them);
 * ``sys.settrace``/``sys.setprofile`` from student code; assigning to attributes of the
-  classes the harness patches (``DataLoader`` iterators, ``DistributedDataParallel``).
+  classes the harness patches (``DataLoader`` iterators, ``DistributedDataParallel``), and
+  replacing the code or defaults of a harness function (the stream's caller checks).
 
 "Student code" is a frame whose file is neither in the Python installation, nor in the
 harness, nor frozen. Limits (documented for staff): plain attribute access is not audited,
 so a student who walks ``__closure__`` cells of the patched torch functions can reach the
-observer without any event here; ``channel.Stream`` then reports direct ``send`` calls, and
-the grader's cross-checks and the seal catch raw writes to the socket.
+observer without any event here, and change its counters (it cannot send records: the
+stream checks every caller, see ``channel``); a function's ``__globals__`` is not audited on
+this Python. The grader's cross-checks, the seal, and evidence gathered outside the process
+are what such a script meets.
 """
 from __future__ import annotations
 
@@ -41,6 +45,8 @@ WATCHED_PREFIXES = ("gc.", "sys._getframe", "sys._current_frames", "object.__get
                     "open", "os.", "shutil.rmtree", "socket.", "sys.settrace", "sys.setprofile", "compile",
                     "object.__setattr__", "distgrade_harness.", "code.__new__")
 MAX_EVENTS = 32  # sent per process; later ones are only counted
+# traceback's functions that turn frames into FrameSummary objects (file, line, name) and hand out no frame
+SUMMARISERS = frozenset({"_extract_from_extended_frame_gen", "clear_frames"})
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -115,6 +121,20 @@ def install(channel_dir: str, alarm, *, watched_types=()):
             c = c.f_back
         return c is not None and student(c.f_code.co_filename)
 
+    def summarised(f) -> bool:
+        """Is this read inside ``traceback``'s own formatting, which keeps only file, line and name?
+
+        ``traceback.print_exc()`` or ``logging.exception`` after an error that passed through a patched
+        function (a failed ``torch.save``) reads the harness frame's ``tb_frame`` on the way to a
+        ``FrameSummary``; the student never gets the frame. ``walk_tb`` iterated by the student's own
+        code, or ``inspect.getinnerframes``, does hand it out."""
+        n = 0
+        while f is not None and f.f_code.co_filename.endswith(proxies) and n < 20:
+            if f.f_code.co_name in SUMMARISERS:
+                return True
+            f, n = f.f_back, n + 1
+        return False
+
     def chain_has_harness(frame) -> bool:
         f, n = frame, 0
         while f is not None and n < 200:
@@ -182,8 +202,12 @@ def install(channel_dir: str, alarm, *, watched_types=()):
             obj, name = (tuple(args) + (None, None))[:2]
             if name == "tb_frame" and obj is not None:
                 fr = getattr(obj, "tb_frame", None)  # this read is audited too: suppressed by the guard
-                if fr is not None and harness(fr.f_code.co_filename) and by_student_or_proxy():
+                if fr is not None and harness(fr.f_code.co_filename) and by_student_or_proxy() and not summarised(caller()):
                     report("traceback.tb_frame", "a harness frame read from a traceback")
+            elif name in ("gi_frame", "cr_frame", "ag_frame") and obj is not None:
+                code = getattr(obj, name[:2] + "_code", None)  # the stream's gate keeps its socket in one
+                if code is not None and harness(code.co_filename) and by_student_or_proxy():
+                    report("generator.frame", "the frame of a harness generator")
         elif event.startswith("ctypes."):
             if by_student(skip_ctypes=True):
                 report("ctypes", event)
@@ -221,6 +245,10 @@ def install(channel_dir: str, alarm, *, watched_types=()):
             obj = args[0] if args else None
             if state["watched"] and any(obj is t for t in state["watched"]) and not by_harness():
                 report("patch.harness_hook", f"{getattr(obj, '__name__', '?')}.{str(args[1])[:40]}")
+            elif len(args) > 1 and args[1] in ("__code__", "__defaults__", "__kwdefaults__"):
+                code = getattr(obj, "__code__", None)  # a harness function's body swapped (the stream's checks)
+                if code is not None and harness(getattr(code, "co_filename", "")) and not by_harness():
+                    report("patch.harness_code", f"{getattr(obj, '__qualname__', '?')[:60]}.{args[1]}")
 
     def _hook(event: str, args: tuple) -> None:
         if not event.startswith(WATCHED_PREFIXES) or getattr(local, "busy", False):
