@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from coursework import settings as course_settings
-from graders import gpu_slots
+from graders import ddp_job, gpu_slots
 
 DEFAULTS = {"pairs": 3, "max_pairs": 6, "max_spread": 1.3, "max_age_hours": 6, "max_drift": 1.5,
             "expected_s": 240, "max_extra_load": 1.0}
@@ -248,7 +248,7 @@ def reference(cfg: dict, mode: str, *, on_wait: Callable[[int], None] | None = N
 
 def _measure(cfg: dict, mode: str, ccfg: dict) -> tuple[list[dict[str, float]], dict[str, float] | None]:
     """Interleaved 1-process / N-process runs of the reference until ``pairs`` of them agree."""
-    from graders import ddp_speedup, torchrun
+    from graders import torchrun
     from graders.checks import ddp
 
     solution = Path(cfg["_path"]) / "solution" / "train.py"
@@ -259,8 +259,8 @@ def _measure(cfg: dict, mode: str, ccfg: dict) -> tuple[list[dict[str, float]], 
     with tempfile.TemporaryDirectory(prefix="distgrade-calib-") as tmp:
         job = Path(tmp)
         os.chmod(job, 0o711)
-        script = ddp_speedup._stage(solution, job)
-        data_dir, synthetic = ddp_speedup._data_dir(job, mode, cfg)
+        script = ddp_job.stage_script(solution, job)
+        data_dir, synthetic = ddp_job.data_dir(job, mode, cfg)
         for i in range(int(ccfg["max_pairs"])):
             runs = {}
             for k in (1, n):

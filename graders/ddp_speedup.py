@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ from typing import Any
 from coursework.assignments import Assignment
 from coursework.progress import report_progress
 from coursework.report import CheckStatus, GradeReport, text
-from graders import calibration, checks_runner, cifar, gpu_slots, torchrun
+from graders import calibration, checks_runner, ddp_job, gpu_slots, torchrun
 from graders.checks import ddp
 from graders.checks.registry import Context
 from graders.checks.render import not_graded_here, render
@@ -57,8 +56,8 @@ def grade(assignment: Assignment, job: Path, files: list[Path], mode: str = "cpu
     nproc = int(cfg["nproc"])
     epochs = int(cfg["fast_epochs"] if fast_mode() else cfg["epochs"][mode])
     os.chmod(job, 0o711)
-    script = _stage(files[0], job)
-    data_dir, synthetic = _data_dir(job, mode, cfg)
+    script = ddp_job.stage_script(files[0], job)
+    data_dir, synthetic = ddp_job.data_dir(job, mode, cfg)
     limits = torchrun.make_limits(wall_limits(assignment.limits.get(mode, {}), script),
                                   json.loads(os.environ.get("DISTGRADE_LIMITS", "{}")))
     gpus = _gpu_count() if mode == "gpu" else 0
@@ -146,25 +145,6 @@ def wall_limits(base: dict[str, Any], script: Path) -> dict[str, Any]:
     if extra and uses_compile and "wall_s" in out:
         out["wall_s"] = float(out["wall_s"]) + extra
     return out
-
-
-def _stage(src: Path, job: Path) -> Path:
-    code = job / "code"
-    code.mkdir()
-    script = code / "train.py"
-    shutil.copyfile(src, script)
-    os.chmod(code, 0o755)
-    os.chmod(script, 0o644)
-    return script
-
-
-def _data_dir(job: Path, mode: str, cfg: dict) -> tuple[Path, bool]:
-    real = os.environ.get("DISTGRADE_CIFAR_DIR")
-    if mode == "gpu" and real and (Path(real) / cifar.FOLDER).is_dir():
-        return Path(real), False
-    root = job / "data"
-    cifar.write_synthetic(root, **cfg.get("synthetic", {}))
-    return root, True
 
 
 def _findings(cfg, run1, run_n, epochs, skip_reason, mode, ref=None) -> dict[str, ddp.Finding]:
