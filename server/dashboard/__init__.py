@@ -11,5 +11,6 @@ from server.dashboard.views import bp
 from server.dashboard import admin_views, item_views  # noqa: F401,E402  (routes register on bp)
 from server.dashboard import review_views  # noqa: F401,E402  (the free-text review queue, issue 12)
 from server.dashboard import integrity  # noqa: F401,E402  (integrity review routes)
+from server.dashboard import calibration_views  # noqa: F401,E402  (the host's speed calibration, issue 26)
 
 __all__ = ["bp"]
