@@ -198,7 +198,11 @@ class Session:
             return KilledReason.TIMEOUT
         if self.stop is not None and now >= self.next_stop_check:
             self.next_stop_check = now + STOP_CHECK_S
-            if self.stop():  # the grader has its evidence (graders.early_stop): no dump, kill at once
+            try:
+                wanted = bool(self.stop())
+            except Exception:  # a broken predicate must not end a student's run: it runs on to its end
+                wanted, self.stop = False, None
+            if wanted:  # the grader has its evidence (graders.early_stop): no dump, kill at once
                 return KilledReason.STOPPED
         return None
 
