@@ -146,11 +146,10 @@ NOT_DISTRIBUTED_LEAD = {
 
 
 STOPPED_NOTE = text(
-    "多进程运行在每个 rank 训练了 {steps} 步后被评分器提前停止：此时已能确定脚本不是分布式的，继续运行不会改变任何一项的结果；"
-    "1 进程运行也只检查了同样多的步数。",
-    "The multi-process run was stopped by the grader after {steps} steps on every rank: by then it was clear the "
-    "script is not distributed, and running on could not change any check; the 1-process run was checked for as "
-    "many steps.")
+    "多进程运行在每个 rank 至少训练了 {steps} 步后被评分器提前停止：此时已能确定脚本不是分布式的，继续运行不会改变任何一项的结果；"
+    "1 进程运行也只检查到同样的程度。",
+    "The multi-process run was stopped by the grader after at least {steps} steps on every rank: by then it was clear the "
+    "script is not distributed, and running on could not change any check; the 1-process run was checked as far.")
 
 
 def run_n_steps(run) -> int:
