@@ -20,6 +20,7 @@ from graders import calibration, cli
 def _seed(monkeypatch, tmp_path, speedup: float) -> dict:
     monkeypatch.setenv("DISTGRADE_VAR_DIR", str(tmp_path))
     monkeypatch.delenv("DISTGRADE_FAST", raising=False)
+    monkeypatch.setenv("DISTGRADE_LIMITS", '{"wall_s": 900}')  # 12 epochs on a shared, loaded test host
     a = assignments.load("ddp_speedup")
     cfg = {**a.raw, "_path": str(a.path), "_id": a.id}
     acc = {"t1": 1000.0, "tn": 1000.0 * speedup, "speedup": speedup, "at": time.time(), "pairs": []}
