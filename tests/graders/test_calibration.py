@@ -139,6 +139,7 @@ def _calibrate_on_a_busy_host(var: str) -> None:
     os._exit(0)
 
 
+@pytest.mark.slow
 def test_a_grading_on_a_busy_uncalibrated_host_starts_within_a_minute(tmp_path):
     """The real thing: a calibration of the reference is running (and would run for many minutes, since
     the host is too busy for any pair to count); a grading submitted now starts its runs within a minute,

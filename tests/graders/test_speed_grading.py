@@ -29,6 +29,7 @@ def _seed(monkeypatch, tmp_path, speedup: float) -> dict:
     return cfg
 
 
+@pytest.mark.slow
 def test_a_host_that_cannot_speed_up_does_not_grade_speed(monkeypatch, tmp_path):
     cfg = _seed(monkeypatch, tmp_path, 1.01)
     report = cli.grade("ddp_speedup", str(assignments.load("ddp_speedup").path / "solution" / "train.py"), "cpu")
@@ -41,6 +42,7 @@ def test_a_host_that_cannot_speed_up_does_not_grade_speed(monkeypatch, tmp_path)
     assert "speed_pairs_s" not in report.timings  # nothing measured twice where speed does not count
 
 
+@pytest.mark.slow
 def test_where_speed_counts_it_rests_on_repeated_interleaved_pairs(monkeypatch, tmp_path):
     cfg = _seed(monkeypatch, tmp_path, 1.6)
     report = cli.grade("ddp_speedup", str(assignments.load("ddp_speedup").path / "solution" / "train.py"), "cpu")
