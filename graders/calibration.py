@@ -6,13 +6,14 @@ reference's N-process throughput, measured on the same host not long before.
 
 * **When.** ``refresh_due()`` measures whatever is missing or older than
   ``calibration.max_age_hours``; the worker calls it at start-up and between jobs
-  (``python -m graders.calibration`` does the same from cron). A grading that finds
-  no usable value measures it first and tells the status page "calibrating, about N min".
-* **Quiet host.** Calibration holds the host lock exclusively (``flock`` on files in
-  ``<var>/calibration/``); a grading holds it shared while its own runs are timed, so
-  a calibration never overlaps a grading and two calibrations never overlap each other.
-  A second lock file (``intent``) keeps a waiting calibration from being starved by a
-  stream of gradings.
+  (``python -m graders.calibration`` does the same from cron). A grading never measures and
+  never waits for a measurement (issue 26 item 3): ``current()`` gives it the accepted value,
+  or None, and its speed is then "pending calibration", re-scored when a value lands.
+* **Quiet host, gradings first.** Calibration holds the host lock exclusively and only while no
+  grading holds or wants it (``graders.host_lock``); a grading that arrives stops the current
+  reference run within half a second (``Measured.yielded``), and the pairs measured so far count
+  toward the next attempt. Every attempt goes to the state's ``history`` (the instructor's
+  calibration page): accepted, rejected and why, gave way, and each pair discarded with its load.
 * **Plausible values only.** A pair measured while the 1-minute load average exceeds the
   host's CPUs plus its own ranks plus ``max_extra_load`` is discarded. A measurement is kept when ``pairs`` interleaved
   1-process/N-process runs agree within ``max_spread``, and when its speedup is within
@@ -22,8 +23,7 @@ reference's N-process throughput, measured on the same host not long before.
 """
 from __future__ import annotations
 
-import contextlib
-import fcntl
+import dataclasses
 import hashlib
 import json
 import math
@@ -34,17 +34,20 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from coursework import settings as course_settings
-from graders import gpu_slots
+from graders import ddp_job, gpu_slots
+from graders.host_lock import HostBusy, grading_wants_host, host_exclusive, host_shared  # noqa: F401 (re-exported)
 
 DEFAULTS = {"pairs": 3, "max_pairs": 6, "max_spread": 1.3, "max_age_hours": 6, "max_drift": 1.5,
             "expected_s": 240, "max_extra_load": 1.0}
 MAX_REJECTED_KEPT = 5
+MAX_HISTORY = 30  # attempts shown on the instructor's calibration page
 RETRY_AFTER_S = 3600
+PARTIAL_KEEP_S = 3600  # pairs measured before giving way to a grading count toward the next attempt
 
 
 def var_dir() -> Path:
@@ -114,50 +117,6 @@ def fresh(state: dict[str, Any] | None, key: dict[str, Any], max_age_hours: floa
     return now - checked < max_age_hours * 3600
 
 
-# -- the host lock ------------------------------------------------------------------
-def _lock_files() -> tuple[Path, Path]:
-    d = var_dir()
-    d.mkdir(parents=True, exist_ok=True)
-    return d / "intent.lock", d / "host.lock"
-
-
-@contextlib.contextmanager
-def host_shared(on_wait: Callable[[], None] | None = None) -> Iterator[None]:
-    """Held by a grading while its runs are timed; waits (calling ``on_wait``) during a calibration."""
-    intent_path, host_path = _lock_files()
-    with open(intent_path, "a") as intent, open(host_path, "a") as host:
-        try:
-            fcntl.flock(intent, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            if on_wait:
-                on_wait()
-            fcntl.flock(intent, fcntl.LOCK_SH)
-        try:
-            fcntl.flock(host, fcntl.LOCK_SH)
-        finally:
-            fcntl.flock(intent, fcntl.LOCK_UN)
-        try:
-            yield
-        finally:
-            fcntl.flock(host, fcntl.LOCK_UN)
-
-
-@contextlib.contextmanager
-def host_exclusive() -> Iterator[None]:
-    """Held while calibrating: no grading's runs and no other calibration at the same time."""
-    intent_path, host_path = _lock_files()
-    with open(intent_path, "a") as intent, open(host_path, "a") as host:
-        fcntl.flock(intent, fcntl.LOCK_EX)  # new gradings now wait
-        try:
-            fcntl.flock(host, fcntl.LOCK_EX)  # running gradings finish first
-            try:
-                yield
-            finally:
-                fcntl.flock(host, fcntl.LOCK_UN)
-        finally:
-            fcntl.flock(intent, fcntl.LOCK_UN)
-
-
 # -- state on disk ------------------------------------------------------------------
 def _state_path(assignment_id: str, mode: str) -> Path:
     return var_dir() / f"{assignment_id}-{mode}.json"
@@ -199,13 +158,28 @@ def host_key(cfg: dict, mode: str) -> dict[str, Any]:
 
 
 # -- measuring ------------------------------------------------------------------------
+def current(cfg: dict, mode: str) -> dict[str, Any] | None:
+    """The accepted reference value a grading judges against now, or None ("pending calibration").
+
+    Never measures: gradings do not wait for a calibration (issue 26 item 3). A value past
+    ``max_age_hours`` is due for a refresh but stands until one lands, up to ``max_stale_hours``.
+    """
+    ccfg = settings(cfg)
+    state = load_state(cfg["_id"], mode)
+    if not state or state.get("key") != host_key(cfg, mode) or not state.get("accepted"):
+        return None
+    stale_h = float(ccfg.get("max_stale_hours", 4 * float(ccfg["max_age_hours"])))
+    return state["accepted"] if fresh(state, state["key"], stale_h) else None
+
+
 def reference(cfg: dict, mode: str, *, on_wait: Callable[[int], None] | None = None,
               force: bool = False) -> dict[str, Any] | None:
     """The accepted reference value for this host, measuring it first if it is missing or stale.
 
-    Returns ``{"t1", "tn", "speedup", "at", "pairs", ...}`` or None when no plausible value
-    could be measured (the speed is then not graded on this host). ``on_wait(minutes)`` is
-    called once if the caller has to wait for a calibration.
+    For the worker's idle time and the command line, never for a grading. Returns ``{"t1", "tn",
+    "speedup", "at", "pairs", ...}`` or None when no plausible value exists yet. Raises HostBusy
+    when a grading holds or wants the host (before or during the measurement: the pairs measured
+    so far are kept for the next attempt). ``on_wait(minutes)`` is called once before measuring.
     """
     aid, ccfg = cfg["_id"], settings(cfg)
     key = host_key(cfg, mode)
@@ -214,73 +188,116 @@ def reference(cfg: dict, mode: str, *, on_wait: Callable[[int], None] | None = N
         return state["accepted"]
     if (not force and state and state.get("key") == key and not state.get("accepted")
             and time.time() - state.get("checked_at", 0) < RETRY_AFTER_S):
-        return None  # failed recently: do not make every job wait for another failure
+        return None  # failed recently: try again later rather than keep the host busy
     if on_wait:
         on_wait(eta_minutes(aid, mode, cfg))
     with host_exclusive():
         state = load_state(aid, mode)  # someone else may have just measured it
         if fresh(state, key, ccfg["max_age_hours"]) and not force:
             return state["accepted"]
-        state = state if state and state.get("key") == key else {"key": key, "accepted": None, "rejected": []}
+        state = state if state and state.get("key") == key else {"key": key, "accepted": None, "rejected": [],
+                                                                  "history": (state or {}).get("history", [])}
         state["running_since"] = time.time()
         save_state(aid, mode, state)
         started = time.monotonic()
+        kept = [p for p in state.get("partial", []) if time.time() - p.get("at", 0) < PARTIAL_KEEP_S]
+        measured = Measured(pairs=kept)
         try:
-            pairs, value = _measure(cfg, mode, ccfg)
+            _measure(cfg, mode, ccfg, measured)
         finally:
             state.pop("running_since", None)
-        state["took_s"] = round(time.monotonic() - started, 1)
-        state["checked_at"] = time.time()
-        attempt = {**(value or {}), "pairs": pairs, "at": time.time()}
+        took = round(time.monotonic() - started, 1)
+        if measured.yielded:
+            state["partial"] = measured.pairs
+            _remember(state, {"at": time.time(), "outcome": "yielded", "pairs": measured.pairs,
+                              "discarded": measured.discarded, "took_s": took})
+            save_state(aid, mode, state)
+            raise HostBusy("gave way to a grading")
+        state["took_s"], state["checked_at"], state["partial"] = took, time.time(), []
+        value = measured.value
+        attempt = {**(value or {}), "pairs": measured.pairs, "at": time.time()}
         if value is None:
             attempt["reason"] = f"the reference's pairs did not agree within {ccfg['max_spread']}"
-            ok = False
+            attempt["code"], ok = "spread", False
         else:
             ok, why = plausible(value, state.get("accepted"), state.get("rejected", []), float(ccfg["max_drift"]))
-            attempt["reason"] = why
+            attempt["reason"], attempt["code"] = why, "ok" if ok else "drift"
         if ok:
             state["accepted"], state["rejected"] = attempt, []
         else:
             state["rejected"] = (state.get("rejected", []) + [attempt])[-MAX_REJECTED_KEPT:]
+        _remember(state, {**attempt, "outcome": "accepted" if ok else "rejected", "discarded": measured.discarded,
+                          "took_s": took})
         save_state(aid, mode, state)
         return state.get("accepted")
 
 
-def _measure(cfg: dict, mode: str, ccfg: dict) -> tuple[list[dict[str, float]], dict[str, float] | None]:
-    """Interleaved 1-process / N-process runs of the reference until ``pairs`` of them agree."""
-    from graders import ddp_speedup, torchrun
+def _remember(state: dict[str, Any], entry: dict[str, Any]) -> None:
+    """Append one attempt to the state's ``history`` (what the instructor's calibration page shows)."""
+    state["history"] = (state.get("history", []) + [entry])[-MAX_HISTORY:]
+
+
+@dataclasses.dataclass
+class Measured:
+    """What one calibration attempt measured: kept pairs, discarded ones with their reason, the value."""
+
+    pairs: list[dict[str, float]] = dataclasses.field(default_factory=list)
+    discarded: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    value: dict[str, float] | None = None
+    yielded: bool = False
+
+
+def _measure(cfg: dict, mode: str, ccfg: dict, out: Measured | None = None) -> tuple[list[dict[str, float]], dict[str, float] | None]:
+    """Interleaved 1-process / N-process runs of the reference until ``pairs`` of them agree.
+
+    Gives way to a grading at once: the run in progress is stopped (its pair is not counted) and
+    ``out.yielded`` is set. Returns (pairs, settled value or None).
+    """
+    from graders import torchrun
     from graders.checks import ddp
 
+    out = out if out is not None else Measured()
     solution = Path(cfg["_path"]) / "solution" / "train.py"
     limits = torchrun.make_limits(cfg["limits"].get(mode, {}))
     n = int(cfg["nproc"])
-    pairs: list[dict[str, float]] = []
-    value = None
+    give_way = lambda _streams: "grading" if grading_wants_host() else None  # noqa: E731
     with tempfile.TemporaryDirectory(prefix="distgrade-calib-") as tmp:
         job = Path(tmp)
         os.chmod(job, 0o711)
-        script = ddp_speedup._stage(solution, job)
-        data_dir, synthetic = ddp_speedup._data_dir(job, mode, cfg)
-        for i in range(int(ccfg["max_pairs"])):
+        script = ddp_job.stage_script(solution, job)
+        data_dir, synthetic = ddp_job.data_dir(job, mode, cfg)
+        out.value = settled(out.pairs, int(ccfg["pairs"]), float(ccfg["max_spread"]))
+        for i in range(max(0, int(ccfg["max_pairs"]) - len(out.pairs))):
+            if out.value is not None:
+                break
             runs = {}
             for k in (1, n):
+                if grading_wants_host():
+                    out.yielded = True
+                    return out.pairs, None
                 runs[k] = torchrun.run(script, k, root=job / f"p{i}-n{k}", data_dir=data_dir,
                                        epochs=int(cfg["epochs"][mode]), limits=limits, mode=mode,
-                                       synthetic=synthetic, gpus=gpu_slots.assigned(k) if mode == "gpu" else None)
+                                       synthetic=synthetic, gpus=gpu_slots.assigned(k) if mode == "gpu" else None,
+                                       stop_when=give_way)
+                shutil.rmtree(job / f"p{i}-n{k}", ignore_errors=True)
+                if runs[k].stopped:
+                    out.yielded = True
+                    return out.pairs, None
             t1, tn = ddp.throughput(runs[1]), ddp.throughput(runs[n])
             load = os.getloadavg()[0]
-            if not quiet_enough(load, os.cpu_count() or 1, n, float(ccfg["max_extra_load"])):
+            cpus = os.cpu_count() or 1
+            if not quiet_enough(load, cpus, n, float(ccfg["max_extra_load"])):
                 print(f"calibration pair {i} discarded: load average {load:.1f}", file=sys.stderr)
-                t1 = tn = None
-            if t1 and tn:
-                pairs.append({"t1": round(t1["steady"], 3), "tn": round(tn["steady"], 3),
-                              "speedup": round(tn["steady"] / t1["steady"], 4)})
-            shutil.rmtree(job / f"p{i}-n1", ignore_errors=True)
-            shutil.rmtree(job / f"p{i}-n{n}", ignore_errors=True)
-            value = settled(pairs, int(ccfg["pairs"]), float(ccfg["max_spread"]))
-            if value is not None:
-                break
-    return pairs, value
+                out.discarded.append({"at": time.time(), "code": "load", "load": round(load, 2),
+                                      "limit": cpus + n + float(ccfg["max_extra_load"]),
+                                      "speedup": round(tn["steady"] / t1["steady"], 4) if t1 and tn else None})
+            elif not (t1 and tn):
+                out.discarded.append({"at": time.time(), "code": "no_throughput", "load": round(load, 2)})
+            else:
+                out.pairs.append({"t1": round(t1["steady"], 3), "tn": round(tn["steady"], 3),
+                                  "speedup": round(tn["steady"] / t1["steady"], 4), "at": time.time()})
+            out.value = settled(out.pairs, int(ccfg["pairs"]), float(ccfg["max_spread"]))
+    return out.pairs, out.value
 
 
 def calibrated_assignments() -> list[tuple[str, dict]]:
@@ -296,34 +313,44 @@ def calibrated_assignments() -> list[tuple[str, dict]]:
 def refresh_due(mode: str = "cpu", *, force: bool = False) -> list[dict[str, Any]]:
     """Measure every calibration that is missing or stale on this host; for the worker's start-up and idle time.
 
-    Returns one line of status per assignment: ``{"assignment", "speedup", "at"}`` (None values
-    when no plausible value could be measured). Never raises for a failed measurement.
+    Returns one line per assignment: ``{"assignment", "speedup", "at", "busy", "landed"}``: ``busy``
+    when it gave way to a grading (tried again soon), ``landed`` when a new value was accepted now
+    (gradings left "pending calibration" can be re-scored). Never raises for a failed measurement.
     """
     out = []
     for aid, cfg in calibrated_assignments():
+        before = ((load_state(aid, mode) or {}).get("accepted") or {}).get("at")
+        busy = False
         try:
             ref = reference(cfg, mode, force=force)
+        except HostBusy:
+            ref, busy = None, True
         except Exception as exc:  # staff see it in the worker's log; the next refresh tries again
             print(f"calibration of {aid} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
             ref = None
-        out.append({"assignment": aid, "speedup": ref and ref.get("speedup"), "at": ref and ref.get("at")})
+        out.append({"assignment": aid, "speedup": ref and ref.get("speedup"), "at": ref and ref.get("at"),
+                    "busy": busy, "landed": bool(ref and ref.get("at") != before)})
     return out
 
 
-def calibrate_forever(stop, mode: str = "cpu", every_s: float = 600.0) -> None:
-    """A worker thread: refresh due calibrations at start-up, then every ``every_s`` until ``stop`` is set.
+def calibrate_forever(stop, mode: str = "cpu", every_s: float = 600.0, retry_s: float = 60.0,
+                      on_landed: Callable[[str, str, dict[str, Any]], None] | None = None) -> None:
+    """A worker thread: refresh due calibrations at start-up and between jobs until ``stop`` is set.
 
-    For ``server/grading/worker.py``, beside its reconciler thread::
-
-        from graders.calibration import calibrate_forever
-        threading.Thread(target=calibrate_forever, args=(stop, "gpu" if app.config["WORKER_GPUS"] else "cpu"),
-                         daemon=True).start()
-
-    A refresh waits for the job being graded (shared host lock) and holds the next one back.
+    A refresh gives way to any grading (``host_shared``), so it is tried again after ``retry_s``
+    while one is missing or gave way, else every ``every_s``. ``on_landed(assignment, mode, ref)``
+    is called for each new accepted value (the worker re-scores gradings pending calibration).
     """
     while not stop.is_set():
-        refresh_due(mode)
-        stop.wait(every_s)
+        lines = refresh_due(mode)
+        for line in lines:
+            if line["landed"] and on_landed:
+                try:
+                    on_landed(line["assignment"], mode, load_state(line["assignment"], mode)["accepted"])
+                except Exception as exc:  # a re-scoring bug must not stop calibrating
+                    print(f"re-scoring after calibration of {line['assignment']} failed: {exc!r}", file=sys.stderr)
+        waiting = any(line["busy"] or line["speedup"] is None for line in lines)
+        stop.wait(retry_s if waiting else every_s)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 from pathlib import Path
 from typing import Any
 
 from coursework.assignments import Assignment
 from coursework.progress import report_progress
-from coursework.report import CheckStatus, GradeReport, text
-from graders import calibration, checks_runner, cifar, gpu_slots, torchrun
+from coursework.report import CheckResult, CheckStatus, GradeReport, ReportStatus, text
+from graders import calibration, checks_runner, ddp_job, early_stop, gpu_slots, speed, torchrun
 from graders.checks import ddp
 from graders.checks.registry import Context
 from graders.checks.render import not_graded_here, render
@@ -57,43 +56,79 @@ def grade(assignment: Assignment, job: Path, files: list[Path], mode: str = "cpu
     nproc = int(cfg["nproc"])
     epochs = int(cfg["fast_epochs"] if fast_mode() else cfg["epochs"][mode])
     os.chmod(job, 0o711)
-    script = _stage(files[0], job)
-    data_dir, synthetic = _data_dir(job, mode, cfg)
+    script = ddp_job.stage_script(files[0], job)
+    data_dir, synthetic = ddp_job.data_dir(job, mode, cfg)
     limits = torchrun.make_limits(wall_limits(assignment.limits.get(mode, {}), script),
                                   json.loads(os.environ.get("DISTGRADE_LIMITS", "{}")))
     gpus = _gpu_count() if mode == "gpu" else 0
     do_single, do_multi, skip_reason = gpu_plan(mode, nproc, gpus)
 
-    def launch(n: int, tag: str):
+    def launch(n: int, tag: str, stop_when=None, run_epochs: int = epochs, root: str | None = None):
         report_progress(f"run.{tag}", logs={})
-        return torchrun.run(script, n, root=job / f"n{n}", data_dir=data_dir, epochs=epochs, limits=limits,
-                            mode=mode, synthetic=synthetic, gpus=gpu_slots.assigned(n) if mode == "gpu" else None,
-                            progress=f"run.{tag}")
+        return torchrun.run(script, n, root=job / (root or f"n{n}"), data_dir=data_dir, epochs=run_epochs,
+                            limits=limits, mode=mode, synthetic=synthetic,
+                            gpus=gpu_slots.assigned(n) if mode == "gpu" else None, progress=f"run.{tag}",
+                            stop_when=stop_when)
 
-    ref = None
-    if do_single and do_multi and not fast_mode():  # measured apart from this job, normally at worker start-up
-        ref = calibration.reference(cfg, mode, on_wait=_calibrating)
-    with calibration.host_shared(on_wait=lambda: _calibrating(calibration.eta_minutes(assignment.id, mode, cfg))):
-        run1 = launch(1, "single") if do_single else None
-        run_n = launch(nproc, "distributed") if do_multi else None
+    # The reference is measured between jobs (graders.calibration), never inside this one: without
+    # an accepted value speed is "pending calibration" and re-scored when one lands (issue 26 item 3).
+    ref = calibration.current(cfg, mode) if do_single and do_multi and not fast_mode() else None
+    stop_cfg = cfg.get("early_stop", {})
+    min_steps, max_steps = int(stop_cfg.get("min_steps", 0)), int(stop_cfg.get("max_steps", 200))
+    extra: list = []
+    with calibration.host_shared(on_wait=_calibration_yielding):
+        # N processes first: a script that is not distributed is stopped once that is clear, and
+        # its 1-process run is then bounded the same way (issue 26 item 2).
+        run_n = launch(nproc, "distributed", early_stop.not_distributed(nproc, min_steps, max_steps) if min_steps else None) \
+            if do_multi else None
+        bounded = run_n is not None and run_n.stopped is not None
+        run1 = launch(1, "single", early_stop.enough_steps(1, min_steps, max_steps) if bounded else None) if do_single else None
+        if _speed_counts(cfg, run1, run_n, ref, nproc):
+            extra = _repeat_pairs(cfg, launch, nproc)
     report_progress("checks", logs={f"n{r.nproc}.{k}": v for r in (run1, run_n) if r for k, v in r.logs.items()})
-    findings = _findings(cfg, run1, run_n, epochs, skip_reason, mode, ref)
+    findings = _findings(cfg, run1, run_n, epochs, skip_reason, mode, ref, extra)
     for check_id in cfg["checks"]:  # every check of assignment.json, so the report is out of its total
         finding = findings.get(check_id) or ddp.Finding(CheckStatus.ERROR, "error")
         report.add(checks_runner.render(render, cfg["checks"][check_id], check_id, finding))  # isolated
+    speed.settle_points(report.checks, cfg["checks"].get("speedup", {}))
     report.plots = _plots(run1, run_n, findings.get("speedup"))
     report.logs = {f"n{r.nproc}.{k}": v for r in (run1, run_n) if r for k, v in r.logs.items() if v}
     report.timings = {"total_s": round(time.monotonic() - started, 2), "epochs": epochs,
-                      **{f"run_n{r.nproc}_s": round(r.result.wall_s, 2) for r in (run1, run_n) if r}}
+                      **{f"run_n{r.nproc}_s": round(r.result.wall_s, 2) for r in (run1, run_n) if r},
+                      **({"speed_pairs_s": round(sum(a.result.wall_s + b.result.wall_s for a, b in extra), 2)}
+                         if extra else {})}
     report.sandbox = {"layers": (run_n or run1).result.layers if (run_n or run1) else []}
     report.summary = summary(report, run_n)
     return report
 
 
-def _calibrating(minutes: int) -> None:
-    report_progress("calibrating", logs={}, minutes=minutes,
-                    message=text(f"正在本机校准参考解的速度，大约 {minutes} 分钟。",
-                                 f"calibrating, about {minutes} min: measuring the reference solution's speed on this host."))
+def _calibration_yielding() -> None:
+    report_progress("calibrating", logs={}, minutes=1,
+                    message=text("本机正在测量参考解的速度，它会在当前这一次运行结束前让出主机（几秒钟）。",
+                                 "the reference solution's speed is being measured on this host; it gives the host "
+                                 "up to this grading within seconds."))
+
+
+def _speed_counts(cfg, run1, run_n, ref, nproc: int) -> bool:
+    """Will the speed check's score depend on measured speed? Only then are repeated pairs run."""
+    if fast_mode() or run1 is None or run_n is None or run_n.stopped or run1.stopped:
+        return False
+    if not (run1.all_finished and run_n.all_finished and ddp.process_group(run_n) and ddp.sync_kind(run_n)):
+        return False
+    if not (ddp.throughput(run1) and ddp.throughput(run_n)):
+        return False
+    gate = cfg["checks"]["speedup"].get("host_gate", {})
+    return ref is None or ref["speedup"] >= speed.min_reference_speedup(gate, nproc)  # pending: keep pairs to re-score
+
+
+def _repeat_pairs(cfg, launch, nproc: int) -> list[tuple]:
+    """``repeat.pairs - 1`` more 1-process / N-process pairs of ``repeat.epochs`` epochs, interleaved."""
+    rep = cfg["checks"]["speedup"].get("repeat", {})
+    out = []
+    for i in range(max(0, int(rep.get("pairs", 1)) - 1)):
+        pair = tuple(launch(n, "speed", run_epochs=int(rep.get("epochs", 2)), root=f"speed{i}-n{n}") for n in (1, nproc))
+        out.append(pair)
+    return out
 
 
 NOT_DISTRIBUTED_LEAD = {
@@ -110,16 +145,32 @@ NOT_DISTRIBUTED_LEAD = {
 }
 
 
+STOPPED_NOTE = text(
+    "多进程运行在每个 rank 至少训练了 {steps} 步后被评分器提前停止：此时已能确定脚本不是分布式的，继续运行不会改变任何一项的结果；"
+    "1 进程运行也只检查到同样的程度。",
+    "The multi-process run was stopped by the grader after at least {steps} steps on every rank: by then it was clear the "
+    "script is not distributed, and running on could not change any check; the 1-process run was checked as far.")
+
+
+def run_n_steps(run) -> int:
+    """The fewest optimizer steps any rank of ``run`` reported (what an early stop was judged on)."""
+    return min((early_stop.steps_taken(s.records) for s in run.ranks.values()), default=0)
+
+
 def summary(report: GradeReport, run_n) -> dict[str, str]:
     """The report's first lines: a lead sentence when the script is not distributed, the score, what to fix."""
     total = report.max_score
     failed = [c.id for c in report.checks if c.status in (CheckStatus.FAIL, CheckStatus.WARN)]
-    elsewhere = [c.id for c in report.checks if not_graded_here(c)]
+    elsewhere = [c.id for c in report.checks if not_graded_here(c) and c.evidence.get("key") not in speed.NOT_GRADED_KEYS]
     zh = f"得分 {report.score:g}/{total:g}。" + (f"需要处理：{', '.join(failed)}。" if failed else "全部通过。")
     en = f"Score {report.score:g}/{total:g}. " + (f"To fix: {', '.join(failed)}." if failed else "Everything passed.")
     if elsewhere:
         zh += f"本机无法评判：{', '.join(elsewhere)}（这几项不计分，需要在能评判的主机上重新评分）。"
         en += f" Not graded here: {', '.join(elsewhere)} (no points from this host; a host that can must grade them)."
+    zh, en = speed.summary_note(report, zh, en)
+    if run_n is not None and run_n.stopped:
+        zh += STOPPED_NOTE["zh"].format(steps=run_n_steps(run_n))
+        en += " " + STOPPED_NOTE["en"].format(steps=run_n_steps(run_n))
     lead = None
     if run_n is not None and ddp.trained(run_n) and run_n.all_finished:
         if not ddp.process_group(run_n):
@@ -148,43 +199,42 @@ def wall_limits(base: dict[str, Any], script: Path) -> dict[str, Any]:
     return out
 
 
-def _stage(src: Path, job: Path) -> Path:
-    code = job / "code"
-    code.mkdir()
-    script = code / "train.py"
-    shutil.copyfile(src, script)
-    os.chmod(code, 0o755)
-    os.chmod(script, 0o644)
-    return script
-
-
-def _data_dir(job: Path, mode: str, cfg: dict) -> tuple[Path, bool]:
-    real = os.environ.get("DISTGRADE_CIFAR_DIR")
-    if mode == "gpu" and real and (Path(real) / cifar.FOLDER).is_dir():
-        return Path(real), False
-    root = job / "data"
-    cifar.write_synthetic(root, **cfg.get("synthetic", {}))
-    return root, True
-
-
-def _findings(cfg, run1, run_n, epochs, skip_reason, mode, ref=None) -> dict[str, ddp.Finding]:
+def _findings(cfg, run1, run_n, epochs, skip_reason, mode, ref=None, extra=()) -> dict[str, ddp.Finding]:
     """One finding per id of assignment.json's ``checks``, from the code registered under that id."""
     skipped = ddp.Finding(CheckStatus.SKIP, "host", {"reason": skip_reason or text("", "")})
-    ctx = Context(cfg=cfg, run1=run1, run_n=run_n, epochs=epochs, ref=ref, mode=mode)
+    ctx = Context(cfg=cfg, run1=run1, run_n=run_n, epochs=epochs, ref=ref, mode=mode, extra={"speed_pairs": list(extra)})
     out: dict[str, ddp.Finding] = {}
     for check_id in cfg["checks"]:
         needed = run1 if check_id == "run.single" else run_n
         out[check_id] = (checks_runner.run_check(ddp.CHECKS[check_id], ctx, finding_cls=ddp.Finding)  # isolated
                          if needed is not None else skipped)
+    if run_n is not None and run_n.stopped == early_stop.NO_PROCESS_GROUP:
+        _say_stopped(out, run1, run_n)
     return out
+
+
+def _say_stopped(out: dict[str, ddp.Finding], run1, run_n) -> None:
+    """Findings of a run the grader stopped early say what was seen, not what a finished run would show."""
+    steps = run_n_steps(run_n)
+    if "ddp.grad_sync" in out:  # no end-of-run digests to compare; nothing synchronised is already known
+        out["ddp.grad_sync"] = ddp.Finding(CheckStatus.FAIL, "no_sync_stopped", {"n": run_n.nproc, "steps": steps},
+                                           {"stopped": run_n.stopped, "process_group": False, "sync": None})
+    f = out.get("run.distributed")
+    if f is not None and f.key == "no_process_group":
+        out["run.distributed"] = ddp.Finding(f.status, "no_process_group_stopped", {**f.params, "steps": steps},
+                                             {**f.evidence, "stopped": run_n.stopped, "steps": steps})
+    f = out.get("run.single")
+    if f is not None and f.key == "ok" and run1 is not None and run1.stopped:
+        out["run.single"] = ddp.Finding(f.status, "ok_stopped", {**f.params, "steps": run_n_steps(run1)},
+                                        {**f.evidence, "stopped": run1.stopped})
 
 
 @ddp.CHECKS.check("speedup")
 def _speedup_check(ctx: Context) -> ddp.Finding:
-    return _speedup(ctx.cfg, ctx.run1, ctx.run_n, ctx.ref, ctx.mode)
+    return _speedup(ctx.cfg, ctx.run1, ctx.run_n, ctx.ref, ctx.mode, ctx.extra.get("speed_pairs", []))
 
 
-def _speedup(cfg, run1, run_n, ref, mode: str = "cpu") -> ddp.Finding:
+def _speedup(cfg, run1, run_n, ref, mode: str = "cpu", extra=()) -> ddp.Finding:
     if not (ddp.trained(run1) and ddp.trained(run_n)):
         return ddp.NO_TRAINING
     if not (run1.all_finished and run_n.all_finished):
@@ -194,24 +244,57 @@ def _speedup(cfg, run1, run_n, ref, mode: str = "cpu") -> ddp.Finding:
     t1, tn = ddp.throughput(run1), ddp.throughput(run_n)
     if not t1 or not tn:
         return ddp.Finding(CheckStatus.SKIP, "too_short")
-    scfg = cfg["checks"]["speedup"]
-    status, key, nums, fraction = ddp.judge_speed(t1["steady"], tn["steady"], run_n.nproc, ref, scfg["bands"],
-                                                  fast_mode(), t1.get("idle") if mode == "cpu" else None)  # GPU waits look idle
+    pairs = [{"t1": round(t1["steady"], 3), "tn": round(tn["steady"], 3)}]
+    idles = [t1.get("idle")]
+    for r1, rn in extra:  # repeated pairs: one that failed to measure is left out, not counted as 0
+        e1, en = ddp.throughput(r1), ddp.throughput(rn)
+        if e1 and en:
+            pairs.append({"t1": round(e1["steady"], 3), "tn": round(en["steady"], 3)})
+            idles.append(e1.get("idle"))  # a script that sleeps only in the short runs is caught there too
+    known = [i for i in idles if i is not None]
     ev = {"throughput_1": round(t1["steady"], 2), "throughput_n": round(tn["steady"], 2),
           "loop_1": round(t1["loop"], 2), "loop_n": round(tn["loop"], 2), "unique_fraction": tn["unique_fraction"],
-          "expected_gpu": scfg["chapter_expectation"], **nums, "band": key,
-          "load_dependent": True}  # the one verdict that may move with the host's load
+          "nproc": run_n.nproc,
+          "idle_1_raw": max(known) if known and mode == "cpu" else None}  # GPU waits look idle
+    return speed_finding(cfg, pairs, ref, ev)
+
+
+def speed_finding(cfg: dict, pairs: list[dict[str, float]], ref, ev: dict[str, Any]) -> ddp.Finding:
+    """The speed check's finding from measured ``pairs``: at grading time, or re-scored from a stored
+    report once a calibration lands (``rescore``), without running the student's code again."""
+    scfg = cfg["checks"]["speedup"]
+    n = int(ev["nproc"])
+    v = speed.judge(pairs, n, ref, scfg["bands"], scfg.get("host_gate", {}), ev.get("idle_1_raw"),
+                    fast=fast_mode())
+    evidence = {**ev, **v.evidence, "expected_gpu": scfg["chapter_expectation"], "band": v.key,
+                "load_dependent": True}  # the one verdict that may move with the host's load
     if ref:
-        ev["reference_at"] = ref.get("at")
-    params = {"raw": f"{nums['raw']:.2f}", "t1": f"{t1['steady']:.0f}", "tn": f"{tn['steady']:.0f}", "n": run_n.nproc,
-              "expect": ev["expected_gpu"], "max": f"{run_n.nproc * float(scfg['bands'].get('max_efficiency', 1.25)):.2f}"}
-    if "idle_1" in nums:
-        params.update(idle1=f"{100 * nums['idle_1']:.0f}%", max_idle=f"{100 * float(scfg['bands'].get('max_idle_single', 0.3)):.0f}%")
-    if "reference" in nums:
-        params.update(ref=f"{nums['reference']:.2f}", ref_t1=f"{nums['ref_t1']:.0f}", ref_tn=f"{nums['ref_tn']:.0f}",
-                      r1=f"{nums['ratio_1']:.2f}", rn=f"{nums['ratio_n']:.2f}",
-                      norm=f"{nums.get('normalised', 0):.2f}", min_raw=f"{float(scfg['bands'].get('min_raw', 1.0)):.1f}")
-    return ddp.Finding(status, key, params, ev, fraction)
+        evidence["reference_at"] = ref.get("at")
+    return ddp.Finding(v.status, v.key, speed.message_params(v, n, scfg), evidence, v.fraction)
+
+
+def rescore(report: dict[str, Any], assignment: Assignment, ref: dict[str, Any]) -> dict[str, Any] | None:
+    """A stored report whose speed was "pending calibration", re-scored against ``ref`` (None: nothing to do).
+
+    Only the speed check changes (and the points it moves); the student's code does not run again.
+    """
+    cfg = {**assignment.raw, "_path": str(assignment.path), "_id": assignment.id}
+    checks = [CheckResult.from_dict(c) for c in report.get("checks", [])]
+    old = next((c for c in checks if c.id == "speedup"), None)
+    if old is None or old.evidence.get("key") != "pending_calibration" or not old.evidence.get("pairs"):
+        return None
+    keep = ("throughput_1", "throughput_n", "loop_1", "loop_n", "unique_fraction", "nproc", "idle_1_raw")
+    finding = speed_finding(cfg, old.evidence["pairs"], ref, {k: old.evidence.get(k) for k in keep})
+    new = checks_runner.render(render, cfg["checks"]["speedup"], "speedup", finding)
+    checks = [new if c.id == "speedup" else c for c in checks]
+    speed.settle_points(checks, cfg["checks"]["speedup"])
+    rep = GradeReport.from_dict(report)
+    rep.checks = checks
+    if rep.status == ReportStatus.NEEDS_REVIEW:  # the review's own summary stays; the held score follows
+        rep.integrity["computed_score"] = rep.computed_score
+    else:
+        rep.summary = summary(rep, None)
+    return {**report, **rep.to_dict(), "rescored": {"speedup_at": time.time(), "reference_at": ref.get("at")}}
 
 
 def _plots(run1, run_n, speed: ddp.Finding | None) -> dict[str, Any]:

@@ -21,7 +21,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from coursework.progress import report_progress
 from graders import integrity, sandbox, untrusted
@@ -91,9 +91,13 @@ class TorchrunRun:
     tampering: list[str]
     scan_logs: dict[str, str] = field(default_factory=dict)  # longer tails for checks; never in the report
     integrity: list[dict[str, Any]] = field(default_factory=list)  # events; see graders.integrity
+    stopped: str | None = None  # why the grader ended the run once its evidence was in (graders.early_stop)
 
     @property
     def all_finished(self) -> bool:
+        """Did every rank send its end marker, or get as far as the grader needed (``stopped``)?"""
+        if self.stopped:
+            return True
         return all(self.ranks.get(r) is not None and self.ranks[r].finished for r in range(self.nproc))
 
     @property
@@ -406,7 +410,8 @@ def make_limits(base: dict[str, Any], override: dict[str, Any] | None = None) ->
 def run(script: Path, nproc: int, *, root: Path, data_dir: Path, epochs: int, limits: sandbox.Limits,
         mode: str = "cpu", synthetic: bool = True, gpus: list[int] | None = None,
         script_args: list[str] | None = None, extra_env: dict[str, str] | None = None,
-        progress: str | None = None) -> TorchrunRun:
+        progress: str | None = None,
+        stop_when: Callable[[dict[int, RankStream]], str | None] | None = None) -> TorchrunRun:
     """Run ``torchrun --standalone --nproc_per_node=nproc script`` from an empty directory.
 
     ``root`` is a fresh folder of the job; the run uses ``root/work`` (cwd),
@@ -414,6 +419,8 @@ def run(script: Path, nproc: int, *, root: Path, data_dir: Path, epochs: int, li
     ``script_args`` replaces the default ``--data-dir D --epochs E``; ``extra_env`` is
     added to the ranks' environment (e.g. ``DISTGRADE_FSDP=1``). With ``progress`` (a phase
     name), each rank's log tail is relayed to the status page every few seconds while it runs.
+    ``stop_when`` is asked about the records received so far every half second; the first reason
+    it returns ends the run at once and is kept as ``stopped`` (see ``graders.early_stop``).
     """
     work, logs = root / "work", root / "logs"
     for d in (root, work, logs):
@@ -428,13 +435,21 @@ def run(script: Path, nproc: int, *, root: Path, data_dir: Path, epochs: int, li
     env = {**rank_env(channel=server.dir, mode=mode, synthetic=synthetic),
            **(extra_env or {}), **job_identity(work)}
     relay = _ProgressRelay(progress, logs, nproc) if progress else None
+    stopped: list[str] = []
+
+    def should_stop() -> bool:
+        why = stop_when(dict(server.streams)) if stop_when else None
+        if why:
+            stopped.append(why)
+        return bool(why)
+
     window_start = time.monotonic()
     try:
         result = sandbox.run(argv, workdir=work, limits=limits, env=env,
                              ro_binds=[(str(HARNESS_DIR), str(HARNESS_DIR)), (str(data_dir), str(data_dir)),
                                        (str(script.parent), str(script.parent))],
                              rw_binds=[(str(server.dir), str(server.dir)), (str(logs), str(logs))],
-                             gpus=gpus if mode == "gpu" else None)
+                             gpus=gpus if mode == "gpu" else None, stop=should_stop if stop_when else None)
     finally:
         window_end = time.monotonic()
         server.close()
@@ -449,7 +464,8 @@ def run(script: Path, nproc: int, *, root: Path, data_dir: Path, epochs: int, li
                                   f"{_clean(result.stderr)[-1500:]}")
     return TorchrunRun(nproc=nproc, result=result, ranks=server.streams, stacks=read_stacks(server.dir, nproc),
                        logs={k: v[-LOG_TAIL:] for k, v in scan.items()}, tampering=server.tampering,
-                       scan_logs=scan, integrity=events)
+                       scan_logs=scan, integrity=events,
+                       stopped=stopped[0] if stopped and result.killed_reason == sandbox.KilledReason.STOPPED else None)
 
 
 def validate(server: ChannelServer, nproc: int, window: tuple[float, float]) -> list[dict[str, Any]]:

@@ -46,7 +46,7 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from graders.exceptions import SandboxSetupError
 from graders.sandbox import bwrap as bw
@@ -132,8 +132,12 @@ def _plan(slot: credentials.Slot | None, gpus: Sequence[int] | None,
 
 def run(argv: Sequence[str], *, workdir: Path, limits: Limits, env: dict[str, str],
         ro_binds: Sequence[tuple[str, str]] = (), rw_binds: Sequence[tuple[str, str]] = (),
-        gpus: Sequence[int] | None = None, hide_paths: Sequence[str] | None = None) -> SandboxResult:
+        gpus: Sequence[int] | None = None, hide_paths: Sequence[str] | None = None,
+        stop: Callable[[], bool] | None = None) -> SandboxResult:
     """Run ``argv`` in ``workdir`` under ``limits``; never raises for student behaviour.
+
+    ``stop``: asked every half second while the run lasts; once it returns True everything is
+    killed and the result's ``killed_reason`` is ``STOPPED`` (the caller had the evidence it needed).
 
     Raises SandboxSetupError when the sandbox cannot be built: a required layer is missing
     (see the module docstring), a bind source is missing, no uid is free, a fork failed.
@@ -173,7 +177,7 @@ def run(argv: Sequence[str], *, workdir: Path, limits: Limits, env: dict[str, st
             session = Session(cmd, workdir=workdir, env=env, limits=limits, preexec=pre, cgroup=cg,
                               sandbox_uid=slot.uid if slot else None,
                               setup_mark=bw.SETUP_MARK if binary else None,
-                              disk_roots=[workdir, *(Path(s) for s, _ in rw_binds)])
+                              disk_roots=[workdir, *(Path(s) for s, _ in rw_binds)], stop=stop)
             result = session.wait()
         finally:
             if cg is not None:

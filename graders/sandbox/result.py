@@ -19,6 +19,7 @@ class KilledReason(str, Enum):
     PIDS = ("pids", "超出进程数上限", "pids")
     DISK = ("disk", "超出磁盘上限", "disk")
     OUTPUT = ("output", "输出过多", "output")
+    STOPPED = ("stopped", "证据已足够，评分器提前停止", "stopped early by the grader: the evidence was in")
 
     def __new__(cls, value: str, zh: str, en: str) -> "KilledReason":
         member = str.__new__(cls, value)

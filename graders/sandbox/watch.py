@@ -21,6 +21,7 @@ from graders.sandbox.result import KilledReason, Limits, SandboxResult
 DISK_CHECK_EVERY_S = 0.5
 DRAIN_AFTER_EXIT_S = 2.0  # how long pipes may stay open once every process is gone
 TICK_S = 0.05
+STOP_CHECK_S = 0.5  # how often the caller's ``stop`` predicate is asked (it may read records)
 # The dump signal goes to leaf processes (the ranks) first and to their parents a moment
 # later: torchrun dies of SIGUSR1, and once the main process is gone bwrap tears down
 # the pid namespace, which would cut the ranks' stack dumps short.
@@ -84,13 +85,14 @@ class Session:
 
     def __init__(self, cmd: list[str], *, workdir: Path, env: dict[str, str], limits: Limits,
                  preexec: Callable[[], None], cgroup: JobCgroup | None, sandbox_uid: int | None,
-                 setup_mark: bytes | None, disk_roots: Sequence[Path]):
+                 setup_mark: bytes | None, disk_roots: Sequence[Path], stop: Callable[[], bool] | None = None):
         self.cmd, self.workdir, self.env, self.limits = cmd, workdir, env, limits
         self.preexec, self.cg, self.uid = preexec, cgroup, sandbox_uid
         self.setup_mark, self.disk_roots = setup_mark, list(disk_roots)
         self.out, self.err = Tail(limits.output_bytes), Tail(limits.output_bytes)
         self.mark = bytearray()
         self.reason: KilledReason | None = None
+        self.stop, self.next_stop_check = stop, 0.0
 
     def _start(self) -> subprocess.Popen:
         # stdin carries the setup mark: the inner shell writes it once bwrap's mounts
@@ -194,6 +196,14 @@ class Session:
             return KilledReason.DISK
         if now >= deadline:
             return KilledReason.TIMEOUT
+        if self.stop is not None and now >= self.next_stop_check:
+            self.next_stop_check = now + STOP_CHECK_S
+            try:
+                wanted = bool(self.stop())
+            except Exception:  # a broken predicate must not end a student's run: it runs on to its end
+                wanted, self.stop = False, None
+            if wanted:  # the grader has its evidence (graders.early_stop): no dump, kill at once
+                return KilledReason.STOPPED
         return None
 
     def _signal_students(self, proc: subprocess.Popen, sig: int, parents: bool) -> None:

@@ -16,5 +16,6 @@ from server.dashboard import release_views  # noqa: F401,E402  (release control,
 from server.dashboard import regrade_request_views  # noqa: F401,E402  (regrade requests per check, issue 24)
 from server.dashboard import trust_views  # noqa: F401,E402  (free-text readers: agreement, earned trust)
 from server.dashboard import confirm_views  # noqa: F401,E402  (one-key confirm, settle from a sample)
+from server.dashboard import calibration_views  # noqa: F401,E402  (the host's speed calibration, issue 26)
 
 __all__ = ["bp"]

@@ -1,7 +1,8 @@
 """``python -m server.grading.worker``: an RQ worker for this host's queues plus a reconciler thread.
 
-It also measures the reference solutions' speed at start-up and every 10 minutes when it is
-due (``graders.calibration``), so a student's job rarely waits for it; ``DISTGRADE_CALIBRATE=0``
+It also measures the reference solutions' speed at start-up and between jobs when it is due
+(``graders.calibration``); a student's job never waits for it (the calibration gives way), and
+gradings left "pending calibration" are re-scored when a value lands. ``DISTGRADE_CALIBRATE=0``
 turns that off (the tests do).
 
 The host's GPU count (``WORKER_GPUS``, ``DISTGRADE_FAKE_GPUS`` for a simulated host,
@@ -65,6 +66,17 @@ def reconcile_forever(stop: threading.Event) -> None:
         stop.wait(RECONCILE_EVERY_S)
 
 
+def rescore_after(app):
+    """The calibration thread's ``on_landed``: re-score gradings left "pending calibration" (no rerun)."""
+    def landed(assignment_id: str, mode: str, ref: dict) -> None:
+        from server.grading.speed_rescore import rescore_pending
+        with app.app_context():
+            n = rescore_pending(assignment_id, mode, ref)
+            app.logger.info("calibration of %s landed (%.3fx): %d grading(s) re-scored for speed",
+                            assignment_id, ref.get("speedup") or 0, n)
+    return landed
+
+
 def main() -> None:
     from graders import sandbox, workspace
     from server import sandbox_layers
@@ -82,7 +94,8 @@ def main() -> None:
     if os.environ.get("DISTGRADE_CALIBRATE", "1") != "0":  # the reference's speed, measured outside any student's job
         from graders.calibration import calibrate_forever
         mode = "gpu" if app.config["WORKER_GPUS"] or app.config["GRADER_MODE"] == "gpu" else "cpu"
-        threading.Thread(target=calibrate_forever, args=(stop, mode), daemon=True).start()
+        threading.Thread(target=calibrate_forever, args=(stop, mode), kwargs={"on_landed": rescore_after(app)},
+                         daemon=True).start()
     worker = GradingWorker([Queue(n, connection=conn) for n in names], connection=conn)
     sandbox_layers.publish(conn, worker.name, sandbox.probe())  # shown on the queue-health page
     try:

@@ -93,3 +93,99 @@ def test_a_failed_calibration_is_not_retried_by_every_job(tmp_path, monkeypatch)
 def test_pairs_measured_on_a_busy_host_are_discarded():
     assert calibration.quiet_enough(3.5, cpus=2, nproc=2, slack=1.0)  # the calibration's own ranks and a little
     assert not calibration.quiet_enough(15.0, cpus=2, nproc=2, slack=1.0)  # other gradings running beside it
+
+
+# -- issue 26 item 3: calibration never holds a student's job hostage ------------------------------
+def _cfg():
+    from coursework import assignments
+    a = assignments.load("ddp_speedup")
+    return {**a.raw, "_path": str(a.path), "_id": a.id}
+
+
+def test_a_grading_never_measures_the_reference(tmp_path, monkeypatch):
+    monkeypatch.setenv("DISTGRADE_VAR_DIR", str(tmp_path))
+    monkeypatch.setattr(calibration, "_measure", lambda *a, **k: pytest.fail("a grading measured the reference"))
+    cfg = _cfg()
+    assert calibration.current(cfg, "cpu") is None  # nothing yet: "pending calibration"
+    key = calibration.host_key(cfg, "cpu")
+    old = {"t1": 1.0, "tn": 1.5, "speedup": 1.5, "at": time.time() - 10 * 3600}
+    calibration.save_state(cfg["_id"], "cpu", {"key": key, "accepted": old, "rejected": []})
+    assert calibration.current(cfg, "cpu") == old  # due for a refresh, but it stands until one lands
+    calibration.save_state(cfg["_id"], "cpu", {"key": {**key, "torch": "0"}, "accepted": old, "rejected": []})
+    assert calibration.current(cfg, "cpu") is None  # another torch: another host as far as speed goes
+
+
+def test_a_calibration_gives_way_to_a_grading(tmp_path, monkeypatch):
+    monkeypatch.setenv("DISTGRADE_VAR_DIR", str(tmp_path))
+    assert not calibration.grading_wants_host()
+    with calibration.host_shared():
+        assert calibration.grading_wants_host()
+        with pytest.raises(calibration.HostBusy):
+            with calibration.host_exclusive():
+                pytest.fail("calibrated while a grading held the host")
+    with calibration.host_exclusive():
+        pass
+
+
+def _calibrate_on_a_busy_host(var: str) -> None:
+    import os
+    os.environ["DISTGRADE_VAR_DIR"] = var
+    cfg = _cfg()
+    cfg["calibration"] = {**cfg["calibration"], "max_extra_load": -1000}  # every pair discarded: a busy host
+    try:
+        calibration.reference(cfg, "cpu", force=True)
+    except calibration.HostBusy:
+        os._exit(3)
+    os._exit(0)
+
+
+@pytest.mark.slow
+def test_a_grading_on_a_busy_uncalibrated_host_starts_within_a_minute(tmp_path):
+    """The real thing: a calibration of the reference is running (and would run for many minutes, since
+    the host is too busy for any pair to count); a grading submitted now starts its runs within a minute,
+    the calibration gives way and keeps its history, and the grading is not held for speed."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    var = tmp_path / "var"
+    ctx = multiprocessing.get_context("fork")
+    calib = ctx.Process(target=_calibrate_on_a_busy_host, args=(str(var),))
+    calib.start()
+    try:
+        state_file = var / "calibration" / "ddp_speedup-cpu.json"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and '"running_since"' not in (state_file.read_text() if state_file.exists() else ""):
+            time.sleep(0.2)
+        assert state_file.exists(), "the calibration never started"
+        time.sleep(3)  # its first reference run is under way
+        progress = tmp_path / "progress.json"
+        starter = Path(calibration.__file__).parents[1] / "assignments" / "ddp_speedup" / "starter" / "train.py"
+        env = {**os.environ, "DISTGRADE_VAR_DIR": str(var), "DISTGRADE_PROGRESS_FILE": str(progress)}
+        env.pop("DISTGRADE_FAST", None)
+        submitted = time.monotonic()
+        proc = subprocess.Popen([sys.executable, "-m", "graders", "grade", "ddp_speedup", str(starter), "--json"],
+                                env=env, stdout=subprocess.PIPE, text=True)
+        started = None
+        while started is None and proc.poll() is None and time.monotonic() - submitted < 120:
+            try:
+                if json.loads(progress.read_text()).get("phase", "").startswith("run."):
+                    started = time.monotonic() - submitted
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.2)
+        out, _ = proc.communicate(timeout=300)
+        assert started is not None and started < 60, f"the grading started after {started} s"
+        report = json.loads(out)
+        by = {c["id"]: c for c in report["checks"]}
+        assert by["run.single"]["status"] == "pass" and by["run.distributed"]["status"] == "fail"
+        calib.join(60)
+        assert calib.exitcode == 3  # it gave way (HostBusy)
+        history = json.loads(state_file.read_text())["history"]
+        assert history[-1]["outcome"] == "yielded"
+    finally:
+        if calib.is_alive():
+            calib.terminate()
+            calib.join(10)

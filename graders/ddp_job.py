@@ -1,0 +1,34 @@
+"""What one homework-1 run needs on disk, shared by the grader and the calibration.
+
+``graders.ddp_speedup`` (a student's job) and ``graders.calibration`` (the reference solution
+between jobs) both stage a script and a data folder the same way; keeping that here lets
+each import it without importing the other.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from graders import cifar
+
+
+def stage_script(src: Path, job: Path) -> Path:
+    """Copy ``src`` to ``<job>/code/train.py``, readable by the sandbox's uid, and return that path."""
+    code = job / "code"
+    code.mkdir()
+    script = code / "train.py"
+    shutil.copyfile(src, script)
+    os.chmod(code, 0o755)
+    os.chmod(script, 0o644)
+    return script
+
+
+def data_dir(job: Path, mode: str, cfg: dict) -> tuple[Path, bool]:
+    """(data folder, synthetic?): the real CIFAR-10 on a GPU host that has it, else synthetic data in the job."""
+    real = os.environ.get("DISTGRADE_CIFAR_DIR")
+    if mode == "gpu" and real and (Path(real) / cifar.FOLDER).is_dir():
+        return Path(real), False
+    root = job / "data"
+    cifar.write_synthetic(root, **cfg.get("synthetic", {}))
+    return root, True

@@ -1,0 +1,67 @@
+"""The instructor's calibration page: the reference speed this host judges against, and its history.
+
+Speed is judged against the reference solution measured on the grading host (``graders.calibration``).
+Staff see, per calibrated assignment and mode: the accepted value and whether it lets this host grade
+speed at all (``graders.speed``: the reference must reach ``host_gate``'s threshold), then every recent
+attempt with its pairs, the pairs discarded and why (a busy host), why an attempt was rejected, and when
+a calibration gave way to a grading. All of it is read from the state files; nothing is measured here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from flask import render_template
+
+from server.access import course_or_404
+from server.dashboard.views import bp
+
+
+@dataclass
+class CalibrationView:
+    """One assignment in one mode, ready for the template."""
+
+    assignment: str
+    mode: str
+    accepted: dict[str, Any] | None
+    threshold: float
+    grades_speed: bool | None  # None: no accepted value yet (gradings are "pending calibration")
+    running_since: datetime | None
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _when(ts: Any) -> datetime | None:
+    return datetime.fromtimestamp(ts, tz=timezone.utc).replace(tzinfo=None) if isinstance(ts, (int, float)) else None
+
+
+def calibration_views() -> list[CalibrationView]:
+    """Every calibrated assignment's state on this host, newest attempt first."""
+    from graders import calibration, speed
+
+    out = []
+    for aid, cfg in calibration.calibrated_assignments():
+        gate = cfg.get("checks", {}).get("speedup", {}).get("host_gate", {})
+        threshold = speed.min_reference_speedup(gate, int(cfg.get("nproc", 2)))
+        for mode in ("cpu", "gpu"):
+            state = calibration.load_state(aid, mode)
+            if state is None and mode == "gpu":
+                continue
+            state = state or {}
+            accepted = state.get("accepted")
+            history = [{**h, "when": _when(h.get("at")),
+                        "ratios": [p.get("speedup") for p in h.get("pairs", []) if isinstance(p, dict)]}
+                       for h in reversed(state.get("history", [])) if isinstance(h, dict)]
+            out.append(CalibrationView(
+                assignment=aid, mode=mode, accepted={**accepted, "when": _when(accepted.get("at"))} if accepted else None,
+                threshold=threshold,
+                grades_speed=None if not accepted else float(accepted.get("speedup", 0)) >= threshold,
+                running_since=_when(state.get("running_since")), history=history))
+    return out
+
+
+@bp.route("/<code>/calibration")
+def calibration_page(code: str):
+    """This host's calibration of the reference solutions, with why pairs and attempts were rejected."""
+    course = course_or_404(code, instructor=True)
+    return render_template("dashboard/calibration.html", course=course, views=calibration_views())

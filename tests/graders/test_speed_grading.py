@@ -1,0 +1,57 @@
+"""Speed through the real grader (issue 27 item 6): the reference solution graded in full mode on this
+host against a calibration the test writes (the calibration itself is tested in test_calibration.py).
+
+* The issue's 2-core host (reference 1.01x): speed is "not graded on this host", its 10 points move
+  as assignment.json says, the report stays out of 100, and no repeated pairs are run.
+* A host whose reference reaches 1.6x: speed counts, so the grader runs repeated interleaved pairs
+  and scores the median of their ratios; on this CPU host the script measures below 1.0x, which
+  earns nothing.
+"""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from coursework import assignments
+from graders import calibration, cli
+
+
+def _seed(monkeypatch, tmp_path, speedup: float) -> dict:
+    monkeypatch.setenv("DISTGRADE_VAR_DIR", str(tmp_path))
+    monkeypatch.delenv("DISTGRADE_FAST", raising=False)
+    monkeypatch.setenv("DISTGRADE_LIMITS", '{"wall_s": 900}')  # 12 epochs on a shared, loaded test host
+    a = assignments.load("ddp_speedup")
+    cfg = {**a.raw, "_path": str(a.path), "_id": a.id}
+    acc = {"t1": 1000.0, "tn": 1000.0 * speedup, "speedup": speedup, "at": time.time(), "pairs": []}
+    calibration.save_state(a.id, "cpu", {"key": calibration.host_key(cfg, "cpu"), "accepted": acc, "rejected": [],
+                                         "checked_at": time.time()})
+    return cfg
+
+
+@pytest.mark.slow
+def test_a_host_that_cannot_speed_up_does_not_grade_speed(monkeypatch, tmp_path):
+    cfg = _seed(monkeypatch, tmp_path, 1.01)
+    report = cli.grade("ddp_speedup", str(assignments.load("ddp_speedup").path / "solution" / "train.py"), "cpu")
+    by = {c.id: c for c in report.checks}
+    assert by["speedup"].evidence["key"] == "host_no_gain" and by["speedup"].max_points == 0
+    assert by["speedup"].evidence["points_moved_to"] == cfg["checks"]["speedup"]["not_graded_moves_points_to"]
+    assert "not graded on this host" in by["speedup"].message["en"] and "本机无法评判速度" in by["speedup"].message["zh"]
+    assert by["sampler.disjoint"].max_points == 20 and report.max_score == 100
+    assert report.score == 100, {c.id: (c.status.value, c.points) for c in report.checks}
+    assert "speed_pairs_s" not in report.timings  # nothing measured twice where speed does not count
+
+
+@pytest.mark.slow
+def test_where_speed_counts_it_rests_on_repeated_interleaved_pairs(monkeypatch, tmp_path):
+    cfg = _seed(monkeypatch, tmp_path, 1.6)
+    report = cli.grade("ddp_speedup", str(assignments.load("ddp_speedup").path / "solution" / "train.py"), "cpu")
+    speed = report.check("speedup")
+    pairs = cfg["checks"]["speedup"]["repeat"]["pairs"]
+    assert len(speed.evidence["pairs"]) == pairs and len(speed.evidence["ratios"]) == pairs, speed.evidence
+    assert report.timings["speed_pairs_s"] > 0
+    raw = speed.evidence["raw"]
+    assert raw == pytest.approx(sorted(speed.evidence["ratios"])[pairs // 2], abs=1e-3)  # the median of the ratios
+    if raw < 1.0:  # a 2-core host: N processes are no faster; nothing below 1.0x earns points
+        assert (speed.status.value, speed.points, speed.evidence["key"]) == ("fail", 0, "below_one")
+    assert report.max_score == 100

@@ -1,0 +1,42 @@
+"""The instructor's calibration page (issue 26 item 3, issue 27 item 6): the accepted reference, whether
+this host grades speed and why not, and the history with why pairs and attempts were rejected, in both
+languages. Read from a real calibration state file; nothing is measured."""
+from __future__ import annotations
+
+import time
+
+from graders import calibration
+
+
+def _state(tmp_path, monkeypatch):
+    monkeypatch.setenv("DISTGRADE_VAR_DIR", str(tmp_path / "calvar"))
+    now = time.time()
+    pairs = [{"t1": 600.0, "tn": 606.0, "speedup": 1.01, "at": now}] * 3
+    history = [
+        {"at": now - 300, "outcome": "yielded", "pairs": pairs[:1], "discarded": [], "took_s": 40},
+        {"at": now - 200, "outcome": "rejected", "code": "spread", "pairs": pairs[:2], "took_s": 200,
+         "discarded": [{"at": now, "code": "load", "load": 11.2, "limit": 5.0, "speedup": 0.61}]},
+        {"at": now - 100, "outcome": "accepted", "code": "ok", "reason": "first", "speedup": 1.01, "pairs": pairs,
+         "discarded": [], "took_s": 180},
+    ]
+    calibration.save_state("ddp_speedup", "cpu", {"key": {}, "history": history, "rejected": [],
+                                                  "accepted": {"t1": 600.0, "tn": 606.0, "speedup": 1.01, "at": now}})
+
+
+def test_staff_see_why_speed_is_not_graded_here_and_why_pairs_were_rejected(app, client, auth, tmp_path, monkeypatch):
+    _state(tmp_path, monkeypatch)
+    auth.login("teacher", "teacher-pass")
+    en = client.get("/dashboard/DIST101/calibration?lang=en").get_data(as_text=True)
+    assert "Speed is not graded on this host: the reference solution reaches only 1.01x here" in en
+    assert "a pair was discarded: load average 11.2 above 5.0" in en
+    assert "gave way to a grading" in en and "the pairs did not agree closely enough" in en
+    zh = client.get("/dashboard/DIST101/calibration?lang=zh_CN").get_data(as_text=True)
+    assert "本机不评判速度" in zh and "负载均值 11.2 高于 5.0" in zh and "为评分让出主机" in zh
+
+
+def test_no_calibration_yet_says_gradings_are_pending(app, client, auth, tmp_path, monkeypatch):
+    monkeypatch.setenv("DISTGRADE_VAR_DIR", str(tmp_path / "empty"))
+    auth.login("teacher", "teacher-pass")
+    en = client.get("/dashboard/DIST101/calibration?lang=en").get_data(as_text=True)
+    assert 'none accepted yet: gradings are "pending calibration"' in en.replace("&#34;", '"')
+    assert "No calibration has run on this host yet." in en
