@@ -26,6 +26,7 @@ from coursework.report import CheckStatus, GradeReport, text
 from graders import calibration, checks_runner, cifar, gpu_slots, torchrun
 from graders.checks import ddp
 from graders.checks.registry import Context
+from graders.evidence import model as evidence_model
 from graders.checks.render import not_graded_here, render
 
 
@@ -77,6 +78,7 @@ def grade(assignment: Assignment, job: Path, files: list[Path], mode: str = "cpu
         run1 = launch(1, "single") if do_single else None
         run_n = launch(nproc, "distributed") if do_multi else None
     report_progress("checks", logs={f"n{r.nproc}.{k}": v for r in (run1, run_n) if r for k, v in r.logs.items()})
+    evidence_model.evaluate([r for r in (run1, run_n) if r], job, cfg)  # rank 0's model on held-out data
     findings = _findings(cfg, run1, run_n, epochs, skip_reason, mode, ref)
     for check_id in cfg["checks"]:  # every check of assignment.json, so the report is out of its total
         finding = findings.get(check_id) or ddp.Finding(CheckStatus.ERROR, "error")
@@ -186,7 +188,7 @@ def _speedup_check(ctx: Context) -> ddp.Finding:
 
 def _speedup(cfg, run1, run_n, ref, mode: str = "cpu") -> ddp.Finding:
     if not (ddp.trained(run1) and ddp.trained(run_n)):
-        return ddp.NO_TRAINING
+        return ddp.untrained(run_n if not ddp.trained(run_n) else run1)
     if not (run1.all_finished and run_n.all_finished):
         return ddp.NOT_FINISHED
     if not ddp.process_group(run_n) or ddp.sync_kind(run_n) is None:

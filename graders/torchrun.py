@@ -16,6 +16,7 @@ import re
 import secrets
 import signal
 import socket
+import struct
 import sys
 import threading
 import time
@@ -25,6 +26,7 @@ from typing import Any
 
 from coursework.progress import report_progress
 from graders import integrity, sandbox, untrusted
+from graders.evidence import host as evidence_host
 
 HARNESS_DIR = Path(__file__).resolve().parent / "harness"
 MAX_STREAM_BYTES = 16 * 1024 * 1024  # per rank; an honest 12-epoch CIFAR run sends under 5 MiB
@@ -88,6 +90,7 @@ class TorchrunRun:
     tampering: list[str]
     scan_logs: dict[str, str] = field(default_factory=dict)  # longer tails for checks; never in the report
     integrity: list[dict[str, Any]] = field(default_factory=list)  # events; see graders.integrity
+    evidence: dict[str, Any] = field(default_factory=dict)  # gathered outside the ranks; see graders.evidence
 
     @property
     def all_finished(self) -> bool:
@@ -141,6 +144,7 @@ class ChannelServer:
         self.first_unknown: str | None = None
         self.total_bytes = 0
         self.accepted = 0
+        self.pids: dict[int, int] = {}  # rank -> its pid, from the kernel (SO_PEERCRED), for graders.evidence.host
         self.lock = threading.Lock()
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.bind(str(directory / "sock"))
@@ -178,6 +182,10 @@ class ChannelServer:
             stream = self._hello(hello)
             if stream is None:
                 return
+            pid = _peer_pid(conn)
+            if pid:
+                with self.lock:
+                    self.pids.setdefault(stream.rank, pid)
             conn.settimeout(None)
             self._read_records(conn, stream, buf)
 
@@ -383,6 +391,7 @@ def run(script: Path, nproc: int, *, root: Path, data_dir: Path, epochs: int, li
     env = {**rank_env(channel=server.dir, mode=mode, synthetic=synthetic),
            **(extra_env or {}), "HOME": str(work), "TMPDIR": str(work)}
     relay = _ProgressRelay(progress, logs, nproc) if progress else None
+    sampler = evidence_host.Sampler(lambda: dict(server.pids), gpu=mode == "gpu")
     window_start = time.monotonic()
     try:
         result = sandbox.run(argv, workdir=work, limits=limits, env=env,
@@ -392,15 +401,37 @@ def run(script: Path, nproc: int, *, root: Path, data_dir: Path, epochs: int, li
                              gpus=gpus if mode == "gpu" else None)
     finally:
         window_end = time.monotonic()
+        sampler.stop()
         server.close()
         if relay:
             relay.stop()
     events = validate(server, nproc, (window_start, window_end))
     integrity.append_events(root.parent, events, tag=f"n{nproc}")
     scan = read_logs(logs, nproc, result, SCAN_TAIL)
-    return TorchrunRun(nproc=nproc, result=result, ranks=server.streams, stacks=read_stacks(server.dir, nproc),
-                       logs={k: v[-LOG_TAIL:] for k, v in scan.items()}, tampering=server.tampering,
-                       scan_logs=scan, integrity=events)
+    out = TorchrunRun(nproc=nproc, result=result, ranks=server.streams, stacks=read_stacks(server.dir, nproc),
+                      logs={k: v[-LOG_TAIL:] for k, v in scan.items()}, tampering=server.tampering,
+                      scan_logs=scan, integrity=events)
+    out.evidence = gather_evidence(out, root, sampler)
+    return out
+
+
+def gather_evidence(run: TorchrunRun, root: Path, sampler) -> dict[str, Any]:
+    """What the grader saw of the run from outside the ranks (``graders.evidence``)."""
+    from graders.evidence import files, model, outputs
+    left = files.scan(root / "work")
+    return {"host": sampler.evidence(run.result.wall_s), "outputs": outputs.rank_outputs(root / "logs", run.nproc),
+            "files": files.created_files(run, root / "work"),
+            "_candidates": model.candidates(root / "chan", root / "work", left)}
+
+
+def _peer_pid(conn: socket.socket) -> int | None:
+    """The pid of the process at the other end of a unix socket, as the kernel knows it."""
+    try:
+        raw = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        pid = struct.unpack("3i", raw)[0]
+    except OSError:
+        return None
+    return pid if pid > 0 else None
 
 
 def validate(server: ChannelServer, nproc: int, window: tuple[float, float]) -> list[dict[str, Any]]:

@@ -208,6 +208,13 @@ def check_checkpoint(run, global_param_bytes: float, mode: str) -> Finding:
         ranks = sorted(full)
         return Finding(CheckStatus.WARN, "every_rank", {"ranks": ", ".join(map(str, ranks)), "n": len(ranks),
                        "bytes": fmt_bytes(max(x["bytes"] for v in full.values() for x in v))}, ev)
+    gathered = {r: max((g.get("bytes") or 0 for g in s.of("fsdp_gathered") if isinstance(g.get("bytes"), int)), default=0)
+                for r, s in run.ranks.items() if r != 0}
+    everywhere = sorted(r for r, b in gathered.items() if b >= 0.9 * global_param_bytes)
+    ev["gathered_full_on"] = everywhere
+    if full and everywhere:  # rank 0 saved, but every rank paid for a full copy (FSDP1 rank0_only=False)
+        return Finding(CheckStatus.WARN, "gathered_everywhere", {"ranks": ", ".join(map(str, everywhere)),
+                       "bytes": fmt_bytes(max(gathered.values()))}, ev, fallback="every_rank")
     if full:
         rec = full[0][0]
         opts = [o for o in run.ranks[0].of("fsdp_state_dict") if o["full_state_dict"]]

@@ -1,0 +1,102 @@
+"""The trained model, evaluated by the grader: rank 0's final parameters on held-out data.
+
+The grader makes the synthetic data (``graders.cifar``), so it can draw more samples of the same
+classes that no script ever saw. Rank 0's harness writes its final parameters at exit (the
+module whose forward used the stepped parameters, else the parameters in optimizer order);
+without that file, the script's own checkpoint (what the chapter's checklist says rank 0
+saves) is tried. ``evaluate_model.py`` loads them weights-only in a sandboxed process of the
+grader's and scores them. A run whose records claim training but whose model stays near chance
+learned nothing, whatever its records say. Weights that do not fit the assignment's model
+cannot be scored here: that costs no points, and the evidence says why.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from graders import cifar, sandbox
+from graders.evidence import SOURCE_OUTSIDE
+
+SCRIPT = Path(__file__).resolve().parent / "evaluate_model.py"
+HARNESS_FILE = "model-rank0.pt"
+CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin")
+MAX_CHECKPOINT_BYTES = 256 * 1024 * 1024
+EVAL_WALL_S = 240  # importing torch on a loaded 2-core host alone can take a minute
+
+
+def write_held_out(path: Path, synthetic: dict, n: int) -> Path:
+    """``n`` fresh samples of the synthetic classes (same patterns, a seed no script was given)."""
+    seed = int(synthetic.get("seed", 0))
+    rng = np.random.default_rng(seed)
+    patterns = rng.uniform(30, 225, size=(10, 3072))  # exactly as cifar.write_synthetic draws them first
+    held = np.random.default_rng([seed, 27, 1])
+    labels = held.integers(0, 10, size=n)
+    np.savez(path, x=cifar._images(held, labels, patterns), y=labels)
+    path.chmod(0o644)
+    return path
+
+
+def candidates(chan: Path, work: Path, left: dict[str, int]) -> list[Path]:
+    """Model files to score, best first: the harness's dump, then the script's own checkpoints."""
+    out = []
+    dumped = chan / HARNESS_FILE
+    if dumped.is_file() and not dumped.is_symlink():
+        out.append(dumped)
+    for path, size in sorted(left.items()):
+        if path.endswith(CHECKPOINT_SUFFIXES) and 0 < size <= MAX_CHECKPOINT_BYTES and len(out) < 4:
+            out.append(Path(path))
+    return out
+
+
+def evaluate(runs: list, job: Path, cfg: dict) -> None:
+    """Score rank 0's model of each run (one sandboxed process for all) into ``run.evidence["model"]``."""
+    spec = cfg.get("model_eval")
+    if not spec:
+        return
+    todo: dict[int, list[Path]] = {}
+    for i, run in enumerate(runs):
+        files = run.evidence.get("_candidates") or []
+        todo[i] = files
+        run.evidence["model"] = {"source": SOURCE_OUTSIDE, "evaluated": False,
+                                 "why": "no model file: rank 0 saved nothing and its harness wrote nothing"}
+    files = [f for fs in todo.values() for f in fs]
+    if not files:
+        return
+    groups = [str(f) for i in sorted(todo) for f in [*todo[i], "--"]]
+    data = write_held_out(job / "held_out.npz", cfg.get("synthetic", {}), int(spec.get("samples", 1000)))
+    factory = Path(cfg["_path"]) / spec["factory_file"]
+    argv = [sys.executable, str(SCRIPT), str(factory), spec["factory"], str(data), *groups]
+    binds = [(str(SCRIPT), str(SCRIPT)), (str(factory), str(factory)), (str(data), str(data))]
+    binds += [(str(f), str(f)) for f in files]
+    result = sandbox.run(argv, workdir=job / "evaluate", env={"OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"},
+                         ro_binds=binds, limits=sandbox.Limits(wall_s=EVAL_WALL_S, memory_bytes=4 * 1024 * sandbox.MiB,
+                                                               nproc=256, address_space=False))
+    try:
+        scores = json.loads(result.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        for run in runs:
+            run.evidence["model"]["why"] = (f"the evaluation failed (exit {result.returncode}, "
+                                            f"{result.killed_reason or 'no kill'}): {result.stderr[-200:]}")
+        return
+    floor = float(spec["min_accuracy"])
+    for i, run in enumerate(runs):
+        for f in todo[i]:
+            got = scores.get(str(f))
+            if isinstance(got, dict) and got.get("evaluated"):
+                run.evidence["model"] = {"source": SOURCE_OUTSIDE, "evaluated": True, "file": f.name,
+                                         "accuracy": got.get("accuracy"), "chance": 0.1,
+                                         "min_accuracy": floor, "how": got.get("how"),
+                                         "learned": float(got.get("accuracy") or 0) >= floor}
+                break
+            if isinstance(got, dict):
+                run.evidence["model"]["why"] = str(got.get("why", ""))[:200]
+
+
+def learned_nothing(run) -> bool:
+    """True when the grader scored rank 0's model and it stayed below the floor: no training happened."""
+    ev = getattr(run, "evidence", None) or {}
+    model = ev.get("model") or {}
+    return bool(model.get("evaluated")) and not model.get("learned")
