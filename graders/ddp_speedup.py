@@ -78,7 +78,7 @@ def grade(assignment: Assignment, job: Path, files: list[Path], mode: str = "cpu
         run1 = launch(1, "single") if do_single else None
         run_n = launch(nproc, "distributed") if do_multi else None
     report_progress("checks", logs={f"n{r.nproc}.{k}": v for r in (run1, run_n) if r for k, v in r.logs.items()})
-    evidence_model.evaluate([r for r in (run1, run_n) if r], job, cfg)  # rank 0's model on held-out data
+    evidence_model.evaluate([r for r in (run1, run_n) if r], job, cfg, synthetic)  # rank 0's model, held-out data
     findings = _findings(cfg, run1, run_n, epochs, skip_reason, mode, ref)
     for check_id in cfg["checks"]:  # every check of assignment.json, so the report is out of its total
         finding = findings.get(check_id) or ddp.Finding(CheckStatus.ERROR, "error")

@@ -7,6 +7,7 @@ bilingual ``CheckResult``s with points from ``assignment.json``.
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 import statistics
 from dataclasses import dataclass, field
@@ -56,6 +57,7 @@ class Finding:
 # cannot run the job skips a check).
 NO_TRAINING = Finding(CheckStatus.FAIL, "no_training")
 LEARNED_NOTHING = Finding(CheckStatus.FAIL, "model_untrained", fallback="no_training")
+PARAMS_FROZEN = Finding(CheckStatus.FAIL, "params_frozen", fallback="no_training")
 NOT_FINISHED = Finding(CheckStatus.FAIL, "not_finished")
 NOT_DISTRIBUTED = Finding(CheckStatus.FAIL, "not_distributed")
 NOT_OBSERVED = Finding(CheckStatus.SKIP, "not_observed")  # correct code can read data in ways we cannot see
@@ -116,12 +118,15 @@ def rank_trained(stream) -> bool:
 def trained(run) -> bool:
     """Was training observed in ``run`` (a step or a consumed batch on some rank), and did the
     model the grader evaluated learn something (``graders.evidence.model``)?"""
-    return run is not None and any(rank_trained(s) for s in run.ranks.values()) and not learned_nothing(run)
+    return (run is not None and any(rank_trained(s) for s in run.ranks.values()) and not learned_nothing(run)
+            and not sync.params_frozen(run))
 
 
 def untrained(run) -> Finding:
     """The finding of a check that needs training: the grader's model evaluation, or no step at all."""
-    return LEARNED_NOTHING if run is not None and learned_nothing(run) else NO_TRAINING
+    if run is not None and learned_nothing(run):
+        return LEARNED_NOTHING
+    return PARAMS_FROZEN if sync.params_frozen(run) else NO_TRAINING
 
 
 def model_params(run) -> dict[str, Any]:
@@ -235,6 +240,9 @@ def check_run(run) -> Finding:
         if learned_nothing(run):  # records may claim steps; the grader's own evaluation says otherwise
             ev["model"] = run.evidence.get("model")
             return Finding(CheckStatus.FAIL, "model_untrained", {"n": run.nproc, **model_params(run)}, ev,
+                           fallback="no_training")
+        if sync.params_frozen(run):  # stepped, but nothing ever moved: the records say so themselves
+            return Finding(CheckStatus.FAIL, "params_frozen", {"n": run.nproc, **model_params(run)}, ev,
                            fallback="no_training")
         if not trained(run):
             return Finding(CheckStatus.FAIL, "no_training", {"n": run.nproc, "ranks": "all", "rc": 0,
@@ -646,52 +654,77 @@ def loss_series(run, rank: int = 0, max_points: int = 400) -> list[float]:
     return [round(x, 5) for x in losses[::stride]]
 
 
+# What each check rests on (graders.evidence): shown with its evidence, so a reader sees at once what the
+# student's process could have chosen. Every verdict also needs training, which rests on the grader's own
+# evaluation of rank 0's model where it can be scored.
+RESTS_ON = {
+    "run.single": f"{SOURCE_OUTSIDE}: exit codes, launcher wall clock; {SOURCE_INSIDE}: end markers",
+    "run.distributed": f"{SOURCE_OUTSIDE}: exit codes, launcher wall clock, model scored by the grader; "
+                       f"{SOURCE_INSIDE}: end markers",
+    "sampler.disjoint": f"{SOURCE_INSIDE}: indices the DataLoader fetched",
+    "sampler.coverage": f"{SOURCE_INSIDE}: indices the DataLoader fetched",
+    "sampler.reshuffle": f"{SOURCE_INSIDE}: indices the DataLoader fetched",
+    "ddp.grad_sync": f"{SOURCE_CROSS_CHECKED}: stepped parameters compared during training, against the job's "
+                     f"loopback traffic ({SOURCE_OUTSIDE}, gloo only)",
+    "io.rank0_only": f"{SOURCE_OUTSIDE}: each rank's captured output, files left in the work folder; "
+                     f"{SOURCE_INSIDE}: which rank opened them",
+    "ddp.syncbn": f"{SOURCE_INSIDE}: the (Sync)BatchNorm layers the optimizer trains",
+    "ddp.no_sync": f"{SOURCE_INSIDE}: backward passes and DDP buckets per step",
+    "batch.global": f"{SOURCE_INSIDE}: batch sizes and learning rates",
+}
+
+
+def _sourced(check_id: str, finding: Finding) -> Finding:
+    """``finding`` with what its check rests on (a copy: some findings are shared constants)."""
+    return dataclasses.replace(finding, evidence={**finding.evidence, "rests_on": RESTS_ON[check_id]})
+
+
 # -- the registry: each id of homework 1's assignment.json and the code that judges it -----------------
 @CHECKS.check("run.single")
 def _run_single(ctx: Context) -> Finding:
-    return check_run(ctx.run1)
+    return _sourced("run.single", check_run(ctx.run1))
 
 
 @CHECKS.check("run.distributed")
 def _run_distributed(ctx: Context) -> Finding:
-    return check_run(ctx.run_n)
+    return _sourced("run.distributed", check_run(ctx.run_n))
 
 
 @CHECKS.check("sampler.disjoint")
 def _sampler_disjoint(ctx: Context) -> Finding:
-    return check_disjoint(ctx.run_n)
+    return _sourced("sampler.disjoint", check_disjoint(ctx.run_n))
 
 
 @CHECKS.check("sampler.coverage")
 def _sampler_coverage(ctx: Context) -> Finding:
-    return check_coverage(ctx.run_n)
+    return _sourced("sampler.coverage", check_coverage(ctx.run_n))
 
 
 @CHECKS.check("sampler.reshuffle")
 def _sampler_reshuffle(ctx: Context) -> Finding:
-    return check_reshuffle(ctx.run_n)
+    return _sourced("sampler.reshuffle", check_reshuffle(ctx.run_n))
 
 
 @CHECKS.check("ddp.grad_sync")
 def _grad_sync(ctx: Context) -> Finding:
-    return check_grad_sync(ctx.run_n)
+    return _sourced("ddp.grad_sync", check_grad_sync(ctx.run_n))
 
 
 @CHECKS.check("io.rank0_only")
 def _rank0_io(ctx: Context) -> Finding:
-    return check_rank0_io(ctx.run_n, ctx.epochs, int(ctx.cfg["checks"]["io.rank0_only"]["extra_prints"]))
+    return _sourced("io.rank0_only", check_rank0_io(ctx.run_n, ctx.epochs, int(ctx.cfg["checks"]["io.rank0_only"]["extra_prints"])))
 
 
 @CHECKS.check("ddp.syncbn")
 def _syncbn(ctx: Context) -> Finding:
-    return check_syncbn(ctx.run_n)
+    return _sourced("ddp.syncbn", check_syncbn(ctx.run_n))
 
 
 @CHECKS.check("ddp.no_sync")
 def _no_sync(ctx: Context) -> Finding:
-    return check_no_sync(ctx.run_n)
+    return _sourced("ddp.no_sync", check_no_sync(ctx.run_n))
 
 
 @CHECKS.check("batch.global")
 def _batch_global(ctx: Context) -> Finding:
-    return batch_info(ctx.run1, ctx.run_n) if trained(ctx.run_n) else untrained(ctx.run_n)
+    return _sourced("batch.global", batch_info(ctx.run1, ctx.run_n) if trained(ctx.run_n) else untrained(ctx.run_n))

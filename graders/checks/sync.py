@@ -106,3 +106,15 @@ def rank_output(run) -> dict[int, dict[str, Any]]:
 
 
 
+
+
+def params_frozen(run) -> bool:
+    """Rank 0's stepped parameters were the same after its first step and at its end, over more than one
+    step: the optimizer stepped without ever moving them (no backward, or zeroed gradients). This holds
+    whatever model the script uses, where the grader's own evaluation cannot load it."""
+    recs = _params(run.ranks.get(0)) if run is not None else {}
+    if len(recs) < 2:
+        return False
+    steps = sorted(recs)
+    first, last = recs[steps[0]], recs[steps[-1]]
+    return steps[-1] > steps[0] and first.get("digest") == last.get("digest") and not first.get("sharded")

@@ -51,10 +51,18 @@ def candidates(chan: Path, work: Path, left: dict[str, int]) -> list[Path]:
     return out
 
 
-def evaluate(runs: list, job: Path, cfg: dict) -> None:
-    """Score rank 0's model of each run (one sandboxed process for all) into ``run.evidence["model"]``."""
+def evaluate(runs: list, job: Path, cfg: dict, synthetic: bool = True) -> None:
+    """Score rank 0's model of each run (one sandboxed process for all) into ``run.evidence["model"]``.
+
+    Only on the grader's synthetic data: for the real CIFAR-10 the grader has no sample the script
+    could not have read, so nothing is scored and the evidence says why."""
     spec = cfg.get("model_eval")
     if not spec:
+        return
+    if not synthetic:
+        for run in runs:
+            run.evidence["model"] = {"source": SOURCE_OUTSIDE, "evaluated": False,
+                                     "why": "real CIFAR-10: the grader has no held-out data of its own"}
         return
     todo: dict[int, list[Path]] = {}
     for i, run in enumerate(runs):

@@ -160,3 +160,16 @@ def test_a_model_that_learned_nothing_means_no_training():
     assert (got.status, got.key, got.params["acc"]) == (CheckStatus.FAIL, "model_untrained", "11%")
     unknown = {"model": {"evaluated": False, "why": "names or shapes differ"}}
     assert ddp.trained(_run(recs, unknown))  # what cannot be scored costs nothing
+
+
+def test_parameters_that_never_move_mean_no_training():
+    steps = {"type": "steps", "t": [1.0], "samples": [64], "loss": [None], "backwards": [0], "buckets": [0],
+             "synced": [0], "bucket_bytes": [0]}
+    frozen = {0: [steps, _params(1, "a"), _params(2, "a"), _params(40, "a", final=True), {"type": "finished", "steps": 40}],
+              1: [steps, {"type": "finished", "steps": 40}]}
+    run = _run(frozen)
+    assert sync.params_frozen(run) and not ddp.trained(run)
+    assert ddp.check_run(run).key == "params_frozen"
+    moving = {0: [steps, _params(1, "a"), _params(2, "b")], 1: [steps]}
+    assert not sync.params_frozen(_run(moving))
+    assert not sync.params_frozen(_run({0: [steps, _params(1, "a")], 1: [steps]}))  # one step: nothing to compare
