@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -79,6 +80,7 @@ def evaluate(runs: list, job: Path, cfg: dict, synthetic: bool = True) -> None:
     argv = [sys.executable, str(SCRIPT), str(factory), spec["factory"], str(data), *groups]
     binds = [(str(SCRIPT), str(SCRIPT)), (str(factory), str(factory)), (str(data), str(data))]
     binds += [(str(f), str(f)) for f in files]
+    started = time.monotonic()
     result = sandbox.run(argv, workdir=job / "evaluate", env={"OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"},
                          ro_binds=binds, limits=sandbox.Limits(wall_s=EVAL_WALL_S, memory_bytes=4 * 1024 * sandbox.MiB,
                                                                nproc=256, address_space=False))
@@ -90,6 +92,7 @@ def evaluate(runs: list, job: Path, cfg: dict, synthetic: bool = True) -> None:
                                             f"{result.killed_reason or 'no kill'}): {result.stderr[-200:]}")
         return
     floor = float(spec["min_accuracy"])
+    seconds = round(time.monotonic() - started, 2)  # what this evidence costs a grading (bench/ddp_grader.py)
     for i, run in enumerate(runs):
         for f in todo[i]:
             got = scores.get(str(f))
@@ -97,7 +100,7 @@ def evaluate(runs: list, job: Path, cfg: dict, synthetic: bool = True) -> None:
                 run.evidence["model"] = {"source": SOURCE_OUTSIDE, "evaluated": True, "file": f.name,
                                          "accuracy": got.get("accuracy"), "chance": 0.1,
                                          "min_accuracy": floor, "how": got.get("how"),
-                                         "learned": float(got.get("accuracy") or 0) >= floor}
+                                         "learned": float(got.get("accuracy") or 0) >= floor, "seconds": seconds}
                 break
             if isinstance(got, dict):
                 run.evidence["model"]["why"] = str(got.get("why", ""))[:200]
