@@ -388,9 +388,9 @@ def check_grad_sync(run) -> Finding:
         bad = during["differ"]
         if bad:  # the parameters the optimizers step, compared while training: a late broadcast cannot hide it
             ev["differ_at_step"] = bad["step"]
-            key = "differ_during"
+            key = "differ_during" if kind else "no_ddp_during"
             return Finding(CheckStatus.FAIL, key, {"rank": bad["rank"], "diff": f"{bad['diff']:.2e}",
-                           "step": bad["step"]}, ev, fallback="differ")
+                           "step": bad["step"]}, ev, fallback="differ" if kind else "no_ddp")
     short = sync.loopback_shortfall(run, max(steps.values(), default=0)) if kind else None
     if short:  # "synchronised", yet the ranks hardly exchanged a byte: the host's counters decide
         ev["loopback"] = {**short, "source": SOURCE_OUTSIDE}

@@ -2,7 +2,7 @@
 
 The grader makes the synthetic data (``graders.cifar``), so it can draw more samples of the same
 classes that no script ever saw. Rank 0's harness writes its final parameters at exit (the
-module whose forward used the stepped parameters, else the parameters in optimizer order);
+module that owns the stepped parameters, with its buffers, else the parameters in optimizer order);
 without that file, the script's own checkpoint (what the chapter's checklist says rank 0
 saves) is tried. ``evaluate_model.py`` loads them weights-only in a sandboxed process of the
 grader's and scores them. A run whose records claim training but whose model stays near chance

@@ -165,7 +165,7 @@ class Observer:
         self.bn_sent = False
         self.data_wait = 0.0  # seconds spent inside DataLoader.__next__ (loading, or waiting for workers)
         self.writes = witness.Writes(os.environ.get("DISTGRADE_CHANNEL", "/nonexistent"))  # graders.evidence
-        self.roots: witness.ForwardRoots | None = None
+        self.modules = witness.Modules()
         self.digests = 0
 
     # -- installation -------------------------------------------------------------
@@ -173,7 +173,7 @@ class Observer:
         """Patch torch and builtins; each patch calls the original."""
         syncbn.install()
         self.writes.install()
-        self.roots = witness.ForwardRoots()
+        self.modules.install()
         self._hook_dataloader()
         self._hook_ddp()
         self._hook_optim()
@@ -323,8 +323,6 @@ class Observer:
 
     def _witness_step(self) -> None:
         """Parameters compared across ranks at fixed steps (graders.checks.sync)."""
-        if self.step_count == 1 and self.roots is not None:
-            self.roots.stop()  # the model's forward has run by now: no hook on every later forward
         if witness.digest_step(self.step_count) and self.digests < witness.MAX_DIGESTS:
             self.digests += 1
             self.stream.send(witness.params_record(self.optimizers, self.step_count))
@@ -531,7 +529,7 @@ class Observer:
             self.stream.send({**witness.params_record(self.optimizers, self.step_count), "final": True})
         if self.rank == 0 and self.optimizers:
             try:
-                owner = self.roots.owner(self.optimizers) if self.roots else None
+                owner = self.modules.owner(self.optimizers)
                 path = os.path.join(os.environ.get("DISTGRADE_CHANNEL", "."), "model-rank0.pt")
                 self.stream.send(witness.save_model(path, self.optimizers, owner))
             except Exception as exc:  # the grader sees no model and says why

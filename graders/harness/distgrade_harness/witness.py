@@ -5,8 +5,8 @@
 * ``writes``: the paths this rank opened for writing. An audit hook sees ``open``/``os.open``
   (student code cannot remove an audit hook) and torch's own zip writer, which opens its
   file in C++ and so raises no ``open`` event;
-* ``model``: rank 0's stepped parameters at exit (the module whose forward used them, else the
-  parameters in optimizer order), written for the grader's own evaluation in a process of its own.
+* ``model``: rank 0's stepped parameters at exit (the module that owns them, with its buffers, else
+  the parameters in optimizer order), written for the grader's own evaluation in a process of its own.
 
 All of this runs inside the student's process: the grader trusts none of it alone. Writes are
 confirmed by the files still in the job folder, the model by its score on held-out data.
@@ -44,12 +44,17 @@ def stepped_params(optimizers) -> list[torch.Tensor]:
     return out
 
 
+def _sharded(p) -> bool:
+    """FSDP2 DTensors and FSDP1 flat parameters: each rank holds a shard."""
+    return type(p).__name__ in ("DTensor", "FlatParameter") or hasattr(p, "_local_tensor") or hasattr(p, "_is_flat_param")
+
+
 def params_record(optimizers, step: int) -> dict:
     """The ``params`` record: sha256 over each tensor's float64 sum and absolute sum (computed on
     the tensor's device: no copy of the model per digest), plus the first sums for a readable
     difference. Ranks that stepped identically produce identical bytes."""
     params = stepped_params(optimizers)
-    sharded = any(type(p).__name__ in ("DTensor", "FlatParameter") or hasattr(p, "_local_tensor") for p in params)
+    sharded = any(_sharded(p) for p in params)
     with torch.no_grad():
         rows = []
         for p in params:
@@ -118,26 +123,27 @@ class Writes:
         return {"type": "writes", "paths": [[p[-300:], n] for p, n in self.paths.items()], "more": self.more}
 
 
-class ForwardRoots:
-    """Modules whose forward ran before the first optimizer step (a global pre-hook, removed then)."""
+class Modules:
+    """Every ``nn.Module`` built after installation (weakly held), to find the one that owns the
+    stepped parameters at exit. Construction is patched rather than forward: a global forward hook
+    breaks ``torch.compile`` ("already tracked for mutation"), construction happens outside it."""
 
     def __init__(self):
         self.seen: "weakref.WeakSet" = weakref.WeakSet()
-        self.handle = torch.nn.modules.module.register_module_forward_pre_hook(self._pre)
 
-    def _pre(self, module, args) -> None:
-        try:
-            self.seen.add(module)
-        except TypeError:
-            pass
+    def install(self) -> None:
+        init, seen = torch.nn.Module.__init__, self.seen
 
-    def stop(self) -> None:
-        if self.handle is not None:
-            self.handle.remove()
-            self.handle = None
+        def __init__(module, *args, **kwargs):
+            init(module, *args, **kwargs)
+            try:
+                seen.add(module)
+            except TypeError:
+                pass
+        torch.nn.Module.__init__ = __init__
 
     def owner(self, optimizers):
-        """The seen module holding the most stepped parameters (the model), or None."""
+        """The module holding the most stepped parameters (the model; a wrapper of it is as good), or None."""
         stepped = {id(p) for p in stepped_params(optimizers)}
         best, best_n = None, 0
         for m in list(self.seen):
@@ -145,7 +151,7 @@ class ForwardRoots:
                 n = sum(1 for p in m.parameters() if id(p) in stepped)
             except Exception:
                 continue
-            if n > best_n:
+            if n > best_n or (n == best_n and n and type(m).__name__ == "DistributedDataParallel"):
                 best, best_n = m, n
         return best
 
@@ -153,11 +159,16 @@ class ForwardRoots:
 def save_model(path: str, optimizers, owner) -> dict:
     """Write rank 0's model for the grader: the owner's state dict (parameters and buffers) with
     its names, else the stepped parameters by position. Returns the ``model`` record."""
+    params = stepped_params(optimizers)
+    if any(_sharded(p) for p in params) or (owner is not None and any(
+            "FullyShardedDataParallel" in type(m).__name__ for m in owner.modules())):
+        # FSDP: a state dict is a collective every rank must join; rank 0 alone at exit would hang
+        return {"type": "model", "saved": False, "source": "sharded"}
     with torch.no_grad():
         if owner is not None:
             state = {k: v.detach().to("cpu").clone() for k, v in owner.state_dict().items()
                      if isinstance(v, torch.Tensor) and not hasattr(v, "to_local")}
-            source = "forward"
+            source = "module"
         else:
             state = {f"param.{i}": p.detach().to("cpu").clone()
                      for i, p in enumerate(stepped_params(optimizers)) if not hasattr(p, "to_local")}
