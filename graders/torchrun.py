@@ -421,7 +421,7 @@ def gather_evidence(run: TorchrunRun, root: Path, sampler) -> dict[str, Any]:
     left = files.scan(root / "work")
     return {"host": sampler.evidence(run.result.wall_s), "outputs": outputs.rank_outputs(root / "logs", run.nproc),
             "files": files.created_files(run, root / "work"),
-            "_candidates": model.candidates(root / "chan", root / "work", left)}
+            "_candidates": model.candidates(root / "chan", root / "work", left, run.ranks.get(0))}
 
 
 def _peer_pid(conn: socket.socket) -> int | None:

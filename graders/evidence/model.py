@@ -11,6 +11,7 @@ cannot be scored here: that costs no points, and the evidence says why.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import time
@@ -40,16 +41,27 @@ def write_held_out(path: Path, synthetic: dict, n: int) -> Path:
     return path
 
 
-def candidates(chan: Path, work: Path, left: dict[str, int]) -> list[Path]:
-    """Model files to score, best first: the harness's dump, then the script's own checkpoints."""
+def candidates(chan: Path, work: Path, left: dict[str, int], stream=None) -> list[Path]:
+    """Model files to score, best first: the harness's dump (only if rank 0's ``model`` record names
+    exactly these bytes: the channel folder is writable by the ranks), then the script's checkpoints."""
     out = []
     dumped = chan / HARNESS_FILE
-    if dumped.is_file() and not dumped.is_symlink():
+    told = stream.first("model") if stream is not None else None
+    if (isinstance(told, dict) and told.get("saved") is True and dumped.is_file() and not dumped.is_symlink()
+            and dumped.stat().st_size <= MAX_CHECKPOINT_BYTES and _sha256(dumped) == told.get("sha256")):
         out.append(dumped)
     for path, size in sorted(left.items()):
         if path.endswith(CHECKPOINT_SUFFIXES) and 0 < size <= MAX_CHECKPOINT_BYTES and len(out) < 4:
             out.append(Path(path))
     return out
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def evaluate(runs: list, job: Path, cfg: dict, synthetic: bool = True) -> None:

@@ -173,3 +173,17 @@ def test_parameters_that_never_move_mean_no_training():
     moving = {0: [steps, _params(1, "a"), _params(2, "b")], 1: [steps]}
     assert not sync.params_frozen(_run(moving))
     assert not sync.params_frozen(_run({0: [steps, _params(1, "a")], 1: [steps]}))  # one step: nothing to compare
+
+
+def test_the_harness_dump_counts_only_if_rank_0_reported_those_bytes(tmp_path):
+    import hashlib
+    chan, work = tmp_path / "chan", tmp_path / "work"
+    chan.mkdir()
+    work.mkdir()
+    (chan / model.HARNESS_FILE).write_bytes(b"weights")
+    (work / "checkpoint.pt").write_bytes(b"ckpt")
+    left = files.scan(work)
+    told = RankStream(0, records=[{"type": "model", "saved": True, "sha256": hashlib.sha256(b"weights").hexdigest()}])
+    assert model.candidates(chan, work, left, told) == [chan / model.HARNESS_FILE, work / "checkpoint.pt"]
+    planted = RankStream(0, records=[{"type": "model", "saved": False, "source": "error: FileExistsError"}])
+    assert model.candidates(chan, work, left, planted) == [work / "checkpoint.pt"]
