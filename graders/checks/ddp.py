@@ -424,8 +424,8 @@ def check_rank0_io(run, epochs: int, extra_prints: int) -> Finding:
     prints = {r: printed[r] + logged[r] for r in printed}  # logging.info every step is the same noise
     outside = sync.rank_output(run)  # what the launcher captured and the files left: no patched function involved
     ev = {"saves": saves, "prints": printed, "logging": logged, "source": SOURCE_CROSS_CHECKED,
-          "outside": {r: {"stdout_lines": o["stdout_lines"], "stderr_lines": o["stderr_lines"], "files": o["files"][:5]}
-                      for r, o in outside.items()}}
+          "outside": {r: {"stdout_lines": o["stdout_lines"], "stderr_lines": o["stderr_lines"], "files": o["files"][:5],
+                          "other_files": o["other_files"][:5]} for r, o in outside.items()}}
     for r, o in outside.items():
         if o["files"]:
             saves[r] = max(saves.get(r, 0), len(o["files"]))

@@ -17,6 +17,9 @@ from typing import Any
 
 
 
+# What a saved model or state looks like: other files a rank leaves (a TensorBoard event file, a per-rank
+# log) are shown as evidence but are not checkpoints.
+CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".pkl", ".pickle", ".safetensors", ".npz", ".npy", ".h5")
 MIN_TRAFFIC_FRACTION = 0.02  # of the least all-reduce volume: catches "nothing moved", spares compressing comm hooks
 
 
@@ -93,15 +96,17 @@ def loopback_shortfall(run, steps: int) -> dict[str, Any] | None:
 
 
 def rank_output(run) -> dict[int, dict[str, Any]]:
-    """rank -> {"lines": stdout+stderr lines, "files": files it wrote that the run left} for ranks > 0."""
+    """rank -> stdout/stderr lines, checkpoint-like ``files`` it wrote that the run left, and ``other_files``."""
     ev = getattr(run, "evidence", None) or {}
     outs = (ev.get("outputs") or {}).get("ranks") or {}
     made = (ev.get("files") or {}).get("ranks") or {}
     out = {}
     for r in range(1, run.nproc):
         o = outs.get(r) or {}
+        left = [str(f) for f in (made.get(r) or [])]
         out[r] = {"stdout_lines": int(o.get("stdout_lines") or 0), "stderr_lines": int(o.get("stderr_lines") or 0),
-                  "files": list(made.get(r) or [])}
+                  "files": [f for f in left if f.lower().endswith(CHECKPOINT_SUFFIXES)],
+                  "other_files": [f for f in left if not f.lower().endswith(CHECKPOINT_SUFFIXES)]}
     return out
 
 

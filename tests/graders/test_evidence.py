@@ -100,6 +100,8 @@ def test_rank0_io_judged_from_outside_evidence():
     noisy = {"outputs": {"ranks": {1: {"stdout_lines": 40, "stderr_lines": 0}}}, "files": {"ranks": {1: []}}}
     got = ddp.check_rank0_io(_run(recs, noisy), 2, 3)
     assert (got.status, got.params["prints"]) == (CheckStatus.WARN, 40)
+    tensorboard = {"outputs": {"ranks": {}}, "files": {"ranks": {1: ["runs/events.out.tfevents.1"]}}}
+    assert ddp.check_rank0_io(_run(recs, tensorboard), 2, 3).status == CheckStatus.PASS  # shown, not a checkpoint
     saved = {"outputs": {"ranks": {}}, "files": {"ranks": {1: ["checkpoint-rank1.pt"]}}}
     got = ddp.check_rank0_io(_run(recs, saved), 2, 3)
     assert (got.status, got.key, got.params["paths"]) == (CheckStatus.FAIL, "files", "checkpoint-rank1.pt")
