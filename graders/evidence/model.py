@@ -112,14 +112,34 @@ def evaluate(runs: list, job: Path, cfg: dict, synthetic: bool = True) -> None:
                 run.evidence["model"] = {"source": SOURCE_OUTSIDE, "evaluated": True, "file": f.name,
                                          "accuracy": got.get("accuracy"), "chance": 0.1,
                                          "min_accuracy": floor, "how": got.get("how"),
-                                         "learned": float(got.get("accuracy") or 0) >= floor, "seconds": seconds}
+                                         "learned": float(got.get("accuracy") or 0) >= floor, "seconds": seconds,
+                                         "claimed_loss_below": float(spec.get("claimed_loss_below", 0))}
                 break
             if isinstance(got, dict):
                 run.evidence["model"]["why"] = str(got.get("why", ""))[:200]
 
 
 def learned_nothing(run) -> bool:
-    """True when the grader scored rank 0's model and it stayed below the floor: no training happened."""
+    """True when the grader scored rank 0's model below the floor while the run's own records claim it
+    learned (their loss fell below ``claimed_loss_below``, or no loss was recorded at all): a
+    contradiction, so no training happened. An honest run whose loss stayed high agrees with the
+    evaluation: its other checks are judged as they are, with the score in the evidence."""
     ev = getattr(run, "evidence", None) or {}
     model = ev.get("model") or {}
-    return bool(model.get("evaluated")) and not model.get("learned")
+    if not model.get("evaluated") or model.get("learned"):
+        return False
+    losses = _rank0_losses(run)
+    if not losses:
+        return True  # steps without a loss: nothing corroborates any training
+    tail = losses[-max(1, len(losses) // 4):]
+    return sum(tail) / len(tail) < float(model.get("claimed_loss_below") or 0)
+
+
+def _rank0_losses(run) -> list[float]:
+    stream = run.ranks.get(0) if getattr(run, "ranks", None) else None
+    out: list[float] = []
+    for rec in stream.of("steps") if stream is not None else []:
+        for x in rec.get("loss") or []:
+            if isinstance(x, (int, float)) and not isinstance(x, bool) and x == x and abs(x) < 1e30:
+                out.append(float(x))
+    return out

@@ -153,10 +153,14 @@ def test_model_trained_or_not_scored_on_held_out_data(tmp_path):
 
 
 def test_a_model_that_learned_nothing_means_no_training():
-    recs = {r: [{"type": "steps", "t": [1.0], "samples": [64], "loss": [2.3], "backwards": [1], "buckets": [1],
-                 "synced": [1], "bucket_bytes": [4]}, {"type": "finished", "steps": 40}] for r in (0, 1)}
-    untrained = {"model": {"evaluated": True, "accuracy": 0.11, "min_accuracy": 0.3, "learned": False}}
-    run = _run(recs, untrained)
+    recs = {r: [{"type": "steps", "t": [1.0, 2.0], "samples": [64, 128], "loss": [2.3, 0.4], "backwards": [1, 1],
+                 "buckets": [1, 1], "synced": [1, 1], "bucket_bytes": [4, 4]}, {"type": "finished", "steps": 40}]
+            for r in (0, 1)}
+    untrained = {"model": {"evaluated": True, "accuracy": 0.11, "min_accuracy": 0.3, "learned": False,
+                           "claimed_loss_below": 1.84}}
+    honest = {r: [{**recs[r][0], "loss": [2.3, 2.31]}, recs[r][1]] for r in (0, 1)}
+    assert ddp.trained(_run(honest, untrained))  # its own loss says it did not learn either: no contradiction
+    run = _run(recs, untrained)  # records claim a loss of 0.4, the model scores at chance
     assert not ddp.trained(run)
     got = ddp.check_run(run)
     assert (got.status, got.key, got.params["acc"]) == (CheckStatus.FAIL, "model_untrained", "11%")
