@@ -25,6 +25,7 @@ from coursework.report import CheckResult, CheckStatus, GradeReport, ReportStatu
 from graders import calibration, checks_runner, ddp_job, early_stop, gpu_slots, speed, torchrun
 from graders.checks import ddp
 from graders.checks.registry import Context
+from graders.evidence import model as evidence_model
 from graders.checks.render import not_graded_here, render
 
 
@@ -86,6 +87,7 @@ def grade(assignment: Assignment, job: Path, files: list[Path], mode: str = "cpu
         if _speed_counts(cfg, run1, run_n, ref, nproc):
             extra = _repeat_pairs(cfg, launch, nproc)
     report_progress("checks", logs={f"n{r.nproc}.{k}": v for r in (run1, run_n) if r for k, v in r.logs.items()})
+    evidence_model.evaluate([r for r in (run1, run_n) if r], job, cfg, synthetic)  # rank 0's model, held-out data
     findings = _findings(cfg, run1, run_n, epochs, skip_reason, mode, ref, extra)
     for check_id in cfg["checks"]:  # every check of assignment.json, so the report is out of its total
         finding = findings.get(check_id) or ddp.Finding(CheckStatus.ERROR, "error")
@@ -236,7 +238,7 @@ def _speedup_check(ctx: Context) -> ddp.Finding:
 
 def _speedup(cfg, run1, run_n, ref, mode: str = "cpu", extra=()) -> ddp.Finding:
     if not (ddp.trained(run1) and ddp.trained(run_n)):
-        return ddp.NO_TRAINING
+        return ddp.untrained(run_n if not ddp.trained(run_n) else run1)
     if not (run1.all_finished and run_n.all_finished):
         return ddp.NOT_FINISHED
     if not ddp.process_group(run_n) or ddp.sync_kind(run_n) is None:

@@ -16,6 +16,7 @@ import re
 import secrets
 import signal
 import socket
+import struct
 import sys
 import threading
 import time
@@ -26,6 +27,7 @@ from typing import Any, Callable
 from coursework.progress import report_progress
 from graders import integrity, sandbox, untrusted
 from graders.exceptions import InfrastructureError
+from graders.evidence import host as evidence_host
 
 HARNESS_DIR = Path(__file__).resolve().parent / "harness"
 MAX_STREAM_BYTES = 16 * 1024 * 1024  # per rank; an honest 12-epoch CIFAR run sends under 5 MiB
@@ -92,6 +94,7 @@ class TorchrunRun:
     scan_logs: dict[str, str] = field(default_factory=dict)  # longer tails for checks; never in the report
     integrity: list[dict[str, Any]] = field(default_factory=list)  # events; see graders.integrity
     stopped: str | None = None  # why the grader ended the run once its evidence was in (graders.early_stop)
+    evidence: dict[str, Any] = field(default_factory=dict)  # gathered outside the ranks; see graders.evidence
 
     @property
     def all_finished(self) -> bool:
@@ -173,6 +176,7 @@ class ChannelServer:
         self.first_unknown: str | None = None
         self.total_bytes = 0
         self.accepted = 0
+        self.pids: dict[int, int] = {}  # rank -> its pid, from the kernel (SO_PEERCRED), for graders.evidence.host
         self.lock = threading.Lock()
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.bind(str(directory / "sock"))
@@ -210,6 +214,10 @@ class ChannelServer:
             stream = self._hello(hello)
             if stream is None:
                 return
+            pid = _peer_pid(conn)
+            if pid:
+                with self.lock:
+                    self.pids.setdefault(stream.rank, pid)
             conn.settimeout(None)
             self._read_records(conn, stream, buf)
 
@@ -443,6 +451,7 @@ def run(script: Path, nproc: int, *, root: Path, data_dir: Path, epochs: int, li
             stopped.append(why)
         return bool(why)
 
+    sampler = evidence_host.Sampler(lambda: dict(server.pids), gpu=mode == "gpu")
     window_start = time.monotonic()
     try:
         result = sandbox.run(argv, workdir=work, limits=limits, env=env,
@@ -452,6 +461,7 @@ def run(script: Path, nproc: int, *, root: Path, data_dir: Path, epochs: int, li
                              gpus=gpus if mode == "gpu" else None, stop=should_stop if stop_when else None)
     finally:
         window_end = time.monotonic()
+        sampler.stop()
         server.close()
         if relay:
             relay.stop()
@@ -462,10 +472,31 @@ def run(script: Path, nproc: int, *, root: Path, data_dir: Path, epochs: int, li
     if outside:  # the host's failure, not the student's: retried, no attempt used, staff told why
         raise InfrastructureError(f"{outside}; exit codes {failed_ranks(result.stderr)}; launcher: "
                                   f"{_clean(result.stderr)[-1500:]}")
-    return TorchrunRun(nproc=nproc, result=result, ranks=server.streams, stacks=read_stacks(server.dir, nproc),
-                       logs={k: v[-LOG_TAIL:] for k, v in scan.items()}, tampering=server.tampering,
-                       scan_logs=scan, integrity=events,
-                       stopped=stopped[0] if stopped and result.killed_reason == sandbox.KilledReason.STOPPED else None)
+    out = TorchrunRun(nproc=nproc, result=result, ranks=server.streams, stacks=read_stacks(server.dir, nproc),
+                      logs={k: v[-LOG_TAIL:] for k, v in scan.items()}, tampering=server.tampering,
+                      scan_logs=scan, integrity=events,
+                      stopped=stopped[0] if stopped and result.killed_reason == sandbox.KilledReason.STOPPED else None)
+    out.evidence = gather_evidence(out, root, sampler)
+    return out
+
+
+def gather_evidence(run: TorchrunRun, root: Path, sampler) -> dict[str, Any]:
+    """What the grader saw of the run from outside the ranks (``graders.evidence``)."""
+    from graders.evidence import files, model, outputs
+    left = files.scan(root / "work")
+    return {"host": sampler.evidence(run.result.wall_s), "outputs": outputs.rank_outputs(root / "logs", run.nproc),
+            "files": files.created_files(run, root / "work"),
+            "_candidates": model.candidates(root / "chan", root / "work", left, run.ranks.get(0))}
+
+
+def _peer_pid(conn: socket.socket) -> int | None:
+    """The pid of the process at the other end of a unix socket, as the kernel knows it."""
+    try:
+        raw = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        pid = struct.unpack("3i", raw)[0]
+    except OSError:
+        return None
+    return pid if pid > 0 else None
 
 
 def validate(server: ChannelServer, nproc: int, window: tuple[float, float]) -> list[dict[str, Any]]:

@@ -7,6 +7,7 @@ bilingual ``CheckResult``s with points from ``assignment.json``.
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 import statistics
 from dataclasses import dataclass, field
@@ -14,7 +15,10 @@ from typing import Any
 
 from coursework.report import CheckStatus, text
 from graders import desync
+from graders.checks import sync
 from graders.checks.registry import Context, Registry
+from graders.evidence import SOURCE_CROSS_CHECKED, SOURCE_INSIDE, SOURCE_OUTSIDE
+from graders.evidence.model import learned_nothing
 from graders.sandbox.result import KilledReason
 
 CHECKS = Registry()  # homework 1's checks by id; graders.ddp_speedup registers "speedup"
@@ -52,9 +56,12 @@ class Finding:
 # code caused that, so each of them fails with 0 points and says why (only a host that
 # cannot run the job skips a check).
 NO_TRAINING = Finding(CheckStatus.FAIL, "no_training")
+LEARNED_NOTHING = Finding(CheckStatus.FAIL, "model_untrained", fallback="no_training")
+PARAMS_FROZEN = Finding(CheckStatus.FAIL, "params_frozen", fallback="no_training")
 NOT_FINISHED = Finding(CheckStatus.FAIL, "not_finished")
 NOT_DISTRIBUTED = Finding(CheckStatus.FAIL, "not_distributed")
 NOT_OBSERVED = Finding(CheckStatus.SKIP, "not_observed")  # correct code can read data in ways we cannot see
+STDERR_ALLOWANCE = 30  # lines of library warnings a rank may print to stderr without being noisy
 HAND_REDUCED_MIN = 0.9  # median fraction of gradient elements all-reduced by hand per step
 
 
@@ -77,8 +84,8 @@ def sync_kind(run) -> str | None:
     """How gradients were synchronised: "ddp", "fsdp", "hand" (all_reduce of the grads), or None."""
     if run is None or not run.ranks:
         return None
-    if any(s.first("ddp") for s in run.ranks.values()):
-        return "ddp"
+    if any(s.first("ddp") for s in run.ranks.values()) and sync.ddp_drives(run, _step_rows):
+        return "ddp"  # a DDP counts only where it wraps the stepped parameters and its hook fired
     if any(any(str(rec.get("type", "")).startswith("fsdp") or (rec.get("type") == "norms" and rec.get("sharded") is True)
                for rec in s.records) for s in run.ranks.values()):
         return "fsdp"
@@ -94,7 +101,7 @@ def sync_kind(run) -> str | None:
 def distributed_gate(run) -> Finding | None:
     """The finding every distributed check returns before judging, or None to judge."""
     if not trained(run):
-        return NO_TRAINING
+        return untrained(run)
     if not process_group(run):
         return NOT_DISTRIBUTED
     return None
@@ -109,8 +116,24 @@ def rank_trained(stream) -> bool:
 
 
 def trained(run) -> bool:
-    """Was any training observed in ``run`` (a step or a consumed batch on some rank)?"""
-    return run is not None and any(rank_trained(s) for s in run.ranks.values())
+    """Was training observed in ``run`` (a step or a consumed batch on some rank), and did the
+    model the grader evaluated learn something (``graders.evidence.model``)?"""
+    return (run is not None and any(rank_trained(s) for s in run.ranks.values()) and not learned_nothing(run)
+            and not sync.params_frozen(run))
+
+
+def untrained(run) -> Finding:
+    """The finding of a check that needs training: the grader's model evaluation, or no step at all."""
+    if run is not None and learned_nothing(run):
+        return LEARNED_NOTHING
+    return PARAMS_FROZEN if sync.params_frozen(run) else NO_TRAINING
+
+
+def model_params(run) -> dict[str, Any]:
+    """Message numbers for a model the grader scored at chance."""
+    m = run.evidence.get("model") or {}
+    return {"acc": f"{100 * float(m.get('accuracy') or 0):.0f}%", "floor": f"{100 * float(m.get('min_accuracy') or 0):.0f}%",
+            "steps": max((int((s.first("finished") or {}).get("steps") or 0) for s in run.ranks.values()), default=0)}
 
 
 def epochs_of(stream) -> list[dict]:
@@ -204,6 +227,7 @@ def check_run(run) -> Finding:
     """
     ev = {"returncode": run.result.returncode, "timed_out": run.result.timed_out,
           "wall_s": round(run.result.wall_s, 2), "tampering": run.tampering, "exit_codes": run.exit_codes}
+    ev["outside"] = {k: v for k, v in (run.evidence or {}).items() if not k.startswith("_")}  # graders.evidence
     if run.tampering:
         return Finding(CheckStatus.FAIL, "tampering", {"what": "; ".join(run.tampering)}, ev)
     if run.all_finished:
@@ -213,6 +237,13 @@ def check_run(run) -> Finding:
             return Finding(CheckStatus.FAIL, "exit_code", {"rank": rank, "code": code, "ranks": rank, "rc": code,
                            "reason": text("脚本以非零状态退出", "non-zero exit status of the script")},
                            ev, fallback="died")
+        if learned_nothing(run):  # records may claim steps; the grader's own evaluation says otherwise
+            ev["model"] = run.evidence.get("model")
+            return Finding(CheckStatus.FAIL, "model_untrained", {"n": run.nproc, **model_params(run)}, ev,
+                           fallback="no_training")
+        if sync.params_frozen(run):  # stepped, but nothing ever moved: the records say so themselves
+            return Finding(CheckStatus.FAIL, "params_frozen", {"n": run.nproc, **model_params(run)}, ev,
+                           fallback="no_training")
         if not trained(run):
             return Finding(CheckStatus.FAIL, "no_training", {"n": run.nproc, "ranks": "all", "rc": 0,
                            "reason": text("没有观察到任何训练步", "no training step was observed")},
@@ -346,7 +377,7 @@ def check_reshuffle(run) -> Finding:
 def check_grad_sync(run) -> Finding:
     fins = {r: run.ranks[r].first("finished") for r in range(run.nproc) if r in run.ranks}
     if not trained(run):
-        return NO_TRAINING
+        return untrained(run)
     if len(fins) < run.nproc or not all(fins.values()):
         return NOT_FINISHED
     if not any(f.get("steps") for f in fins.values()):  # untouched parameters are trivially equal
@@ -355,7 +386,22 @@ def check_grad_sync(run) -> Finding:
     steps = {r: f["steps"] for r, f in fins.items()}
     kind = sync_kind(run) if process_group(run) else None
     ev = {"digests": {r: f["digest"][:16] for r, f in fins.items()}, "steps": steps,
-          "model_source": ref["model_source"], "process_group": process_group(run), "sync": kind}
+          "model_source": ref["model_source"], "process_group": process_group(run), "sync": kind,
+          "source": SOURCE_INSIDE}
+    during = sync.compare_params(run)
+    if during is not None and not during["sharded"]:
+        ev.update(compared_steps=during["compared"][:16], source=SOURCE_CROSS_CHECKED)
+        bad = during["differ"]
+        if bad:  # the parameters the optimizers step, compared while training: a late broadcast cannot hide it
+            ev["differ_at_step"] = bad["step"]
+            key = "differ_during" if kind else "no_ddp_during"
+            return Finding(CheckStatus.FAIL, key, {"rank": bad["rank"], "diff": f"{bad['diff']:.2e}",
+                           "step": bad["step"]}, ev, fallback="differ" if kind else "no_ddp")
+    short = sync.loopback_shortfall(run, max(steps.values(), default=0)) if kind else None
+    if short:  # "synchronised", yet the ranks hardly exchanged a byte: the host's counters decide
+        ev["loopback"] = {**short, "source": SOURCE_OUTSIDE}
+        return Finding(CheckStatus.FAIL, "no_traffic", {"moved": short["moved"], "least": short["least"]}, ev,
+                       fallback="differ")
     for r, f in fins.items():
         if f["digest"] != ref["digest"]:
             diff = max((abs(x - y) / max(abs(x), abs(y), 1e-12)
@@ -382,13 +428,26 @@ def check_rank0_io(run, epochs: int, extra_prints: int) -> Finding:
     printed = {r: sum(p["count"] for p in run.ranks[r].of("prints")) for r in run.ranks if r > 0}
     logged = {r: sum(p.get("logging", 0) for p in run.ranks[r].of("prints")) for r in run.ranks if r > 0}
     prints = {r: printed[r] + logged[r] for r in printed}  # logging.info every step is the same noise
-    ev = {"saves": saves, "prints": printed, "logging": logged}
+    outside = sync.rank_output(run)  # what the launcher captured and the files left: no patched function involved
+    ev = {"saves": saves, "prints": printed, "logging": logged, "source": SOURCE_CROSS_CHECKED,
+          "outside": {r: {"stdout_lines": o["stdout_lines"], "stderr_lines": o["stderr_lines"], "files": o["files"][:5],
+                          "other_files": o["other_files"][:5]} for r, o in outside.items()}}
+    for r, o in outside.items():
+        if o["files"]:
+            saves[r] = max(saves.get(r, 0), len(o["files"]))
+        captured = o["stdout_lines"] + max(0, o["stderr_lines"] - STDERR_ALLOWANCE)
+        if captured > prints.get(r, 0):
+            prints[r] = captured
+            printed[r] = max(printed.get(r, 0), captured - logged.get(r, 0))
     bad_saves = {r: n for r, n in saves.items() if n}
     noisy = {r: n for r, n in prints.items() if n > epochs + extra_prints}
     if bad_saves:
         r, n = next(iter(bad_saves.items()))
         key = "saves_and_prints" if noisy else "saves"
-        return Finding(CheckStatus.FAIL, key, {"rank": r, "saves": n, "prints": noisy.get(r, 0)}, ev)
+        if outside.get(r, {}).get("files") and not len(run.ranks[r].of("save")):  # only the files show it
+            key = "files_and_prints" if noisy else "files"
+        return Finding(CheckStatus.FAIL, key, {"rank": r, "saves": n, "prints": noisy.get(r, 0),
+                       "paths": ", ".join(outside.get(r, {}).get("files", [])[:3])}, ev, fallback="saves")
     if noisy:
         r, n = next(iter(noisy.items()))
         return Finding(CheckStatus.WARN, "prints", {"rank": r, "prints": n, "print_calls": printed[r],
@@ -402,7 +461,7 @@ def check_syncbn(run) -> Finding:
         return gate
     if sync_kind(run) is None:
         return Finding(CheckStatus.FAIL, "no_ddp")
-    ddp = (run.ranks[0].first("ddp") or run.ranks[0].first("norms")) if 0 in run.ranks else None
+    ddp = (run.ranks[0].first("norms") or run.ranks[0].first("ddp")) if 0 in run.ranks else None  # what the optimizer trains
     if ddp is None:
         return NOT_OBSERVED
     ev = {"batchnorm": ddp["batchnorm"], "syncbatchnorm": ddp["syncbatchnorm"]}
@@ -601,52 +660,77 @@ def loss_series(run, rank: int = 0, max_points: int = 400) -> list[float]:
     return [round(x, 5) for x in losses[::stride]]
 
 
+# What each check rests on (graders.evidence): shown with its evidence, so a reader sees at once what the
+# student's process could have chosen. Every verdict also needs training, which rests on the grader's own
+# evaluation of rank 0's model where it can be scored.
+RESTS_ON = {
+    "run.single": f"{SOURCE_OUTSIDE}: exit codes, launcher wall clock; {SOURCE_INSIDE}: end markers",
+    "run.distributed": f"{SOURCE_OUTSIDE}: exit codes, launcher wall clock, model scored by the grader; "
+                       f"{SOURCE_INSIDE}: end markers",
+    "sampler.disjoint": f"{SOURCE_INSIDE}: indices the DataLoader fetched",
+    "sampler.coverage": f"{SOURCE_INSIDE}: indices the DataLoader fetched",
+    "sampler.reshuffle": f"{SOURCE_INSIDE}: indices the DataLoader fetched",
+    "ddp.grad_sync": f"{SOURCE_CROSS_CHECKED}: stepped parameters compared during training, against the job's "
+                     f"loopback traffic ({SOURCE_OUTSIDE}, gloo only)",
+    "io.rank0_only": f"{SOURCE_OUTSIDE}: each rank's captured output, files left in the work folder; "
+                     f"{SOURCE_INSIDE}: which rank opened them",
+    "ddp.syncbn": f"{SOURCE_INSIDE}: the (Sync)BatchNorm layers the optimizer trains",
+    "ddp.no_sync": f"{SOURCE_INSIDE}: backward passes and DDP buckets per step",
+    "batch.global": f"{SOURCE_INSIDE}: batch sizes and learning rates",
+}
+
+
+def _sourced(check_id: str, finding: Finding) -> Finding:
+    """``finding`` with what its check rests on (a copy: some findings are shared constants)."""
+    return dataclasses.replace(finding, evidence={**finding.evidence, "rests_on": RESTS_ON[check_id]})
+
+
 # -- the registry: each id of homework 1's assignment.json and the code that judges it -----------------
 @CHECKS.check("run.single")
 def _run_single(ctx: Context) -> Finding:
-    return check_run(ctx.run1)
+    return _sourced("run.single", check_run(ctx.run1))
 
 
 @CHECKS.check("run.distributed")
 def _run_distributed(ctx: Context) -> Finding:
-    return check_run(ctx.run_n)
+    return _sourced("run.distributed", check_run(ctx.run_n))
 
 
 @CHECKS.check("sampler.disjoint")
 def _sampler_disjoint(ctx: Context) -> Finding:
-    return check_disjoint(ctx.run_n)
+    return _sourced("sampler.disjoint", check_disjoint(ctx.run_n))
 
 
 @CHECKS.check("sampler.coverage")
 def _sampler_coverage(ctx: Context) -> Finding:
-    return check_coverage(ctx.run_n)
+    return _sourced("sampler.coverage", check_coverage(ctx.run_n))
 
 
 @CHECKS.check("sampler.reshuffle")
 def _sampler_reshuffle(ctx: Context) -> Finding:
-    return check_reshuffle(ctx.run_n)
+    return _sourced("sampler.reshuffle", check_reshuffle(ctx.run_n))
 
 
 @CHECKS.check("ddp.grad_sync")
 def _grad_sync(ctx: Context) -> Finding:
-    return check_grad_sync(ctx.run_n)
+    return _sourced("ddp.grad_sync", check_grad_sync(ctx.run_n))
 
 
 @CHECKS.check("io.rank0_only")
 def _rank0_io(ctx: Context) -> Finding:
-    return check_rank0_io(ctx.run_n, ctx.epochs, int(ctx.cfg["checks"]["io.rank0_only"]["extra_prints"]))
+    return _sourced("io.rank0_only", check_rank0_io(ctx.run_n, ctx.epochs, int(ctx.cfg["checks"]["io.rank0_only"]["extra_prints"])))
 
 
 @CHECKS.check("ddp.syncbn")
 def _syncbn(ctx: Context) -> Finding:
-    return check_syncbn(ctx.run_n)
+    return _sourced("ddp.syncbn", check_syncbn(ctx.run_n))
 
 
 @CHECKS.check("ddp.no_sync")
 def _no_sync(ctx: Context) -> Finding:
-    return check_no_sync(ctx.run_n)
+    return _sourced("ddp.no_sync", check_no_sync(ctx.run_n))
 
 
 @CHECKS.check("batch.global")
 def _batch_global(ctx: Context) -> Finding:
-    return batch_info(ctx.run1, ctx.run_n) if trained(ctx.run_n) else NO_TRAINING
+    return _sourced("batch.global", batch_info(ctx.run1, ctx.run_n) if trained(ctx.run_n) else untrained(ctx.run_n))

@@ -129,6 +129,20 @@ def check_wrap_units(run, max_fraction: float) -> Finding:
     return Finding(CheckStatus.PASS, "ok", params, ev)
 
 
+def outside_memory(run, baseline=None) -> dict[str, Any]:
+    """The job cgroup's peak memory (all ranks with Python and torch, measured by the kernel) of the run and
+    of the 1-card baseline, beside what the harness counted: evidence for staff, not yet a verdict (the
+    cgroup also holds each interpreter's ~300 MB, which tensor counts leave out)."""
+    from graders.evidence import SOURCE_OUTSIDE
+
+    def peak(r):
+        return getattr(getattr(r, "result", None), "peak_memory_bytes", None) if r is not None else None
+    host = ((getattr(run, "evidence", None) or {}).get("host") or {}) if run is not None else {}
+    return {"source": SOURCE_OUTSIDE, "cgroup_peak_bytes": peak(run), "baseline_cgroup_peak_bytes": peak(baseline),
+            "cpu_total_s": host.get("cpu_total_s"), "wall_s": host.get("wall_s"),
+            "gpu": "the harness's per-process memory fraction; no host-side reading of GPU memory is taken here"}
+
+
 def check_fit(run, capacity: float, card: str | dict[str, str], baseline=None) -> Finding:
     """Does every rank's peak stay under the simulated card? ``baseline``: the 1-card run."""
     found = oom_of(run)
@@ -139,7 +153,8 @@ def check_fit(run, capacity: float, card: str | dict[str, str], baseline=None) -
                               "base_peak": fmt_bytes(base["peak"] if base else
                                                      (base_oom[1].get("allocated") if base_oom else None))}
     suffix = "_baseline" if (base or base_oom) else ""
-    ev: dict[str, Any] = {"capacity": capacity, "ranks": ranks, "baseline": base, "baseline_oom": bool(base_oom)}
+    ev: dict[str, Any] = {"capacity": capacity, "ranks": ranks, "baseline": base, "baseline_oom": bool(base_oom),
+                          "outside": outside_memory(run, baseline)}
     if found:
         r, rec = found
         params.update(rank=r, peak=fmt_bytes(rec.get("allocated")), step=rec.get("step", 0))
@@ -208,6 +223,13 @@ def check_checkpoint(run, global_param_bytes: float, mode: str) -> Finding:
         ranks = sorted(full)
         return Finding(CheckStatus.WARN, "every_rank", {"ranks": ", ".join(map(str, ranks)), "n": len(ranks),
                        "bytes": fmt_bytes(max(x["bytes"] for v in full.values() for x in v))}, ev)
+    gathered = {r: max((g.get("bytes") or 0 for g in s.of("fsdp_gathered") if isinstance(g.get("bytes"), int)), default=0)
+                for r, s in run.ranks.items() if r != 0}
+    everywhere = sorted(r for r, b in gathered.items() if b >= 0.9 * global_param_bytes)
+    ev["gathered_full_on"] = everywhere
+    if full and everywhere:  # rank 0 saved, but every rank paid for a full copy (FSDP1 rank0_only=False)
+        return Finding(CheckStatus.WARN, "gathered_everywhere", {"ranks": ", ".join(map(str, everywhere)),
+                       "bytes": fmt_bytes(max(gathered.values()))}, ev, fallback="every_rank")
     if full:
         rec = full[0][0]
         opts = [o for o in run.ranks[0].of("fsdp_state_dict") if o["full_state_dict"]]

@@ -136,6 +136,7 @@ class FsdpObserver:
         register_optimizer_step_pre_hook(self._pre_step)
         register_optimizer_step_post_hook(self._post_step)
         self._hook_save()
+        self._hook_fsdp1_state_dict()
         previous = sys.excepthook
 
         def excepthook(etype, value, tb):
@@ -223,6 +224,28 @@ class FsdpObserver:
         self.stream.send({"type": "fsdp_mem", **self.last_states})
 
     # -- checkpoints --------------------------------------------------------------
+    def _hook_fsdp1_state_dict(self) -> None:
+        """What an FSDP1 ``model.state_dict()`` gathered on this rank (``fsdp_gathered``): a full state
+        dict gathered with ``rank0_only=False`` costs every rank a full copy, though only rank 0 saves it."""
+        try:
+            from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+        except ImportError:
+            return
+        obs, state_dict = self, FSDP.state_dict
+
+        def hooked(module, *args, **kwargs):
+            out = state_dict(module, *args, **kwargs)
+            if not args and not kwargs.get("prefix") and kwargs.get("destination") is None:  # the outermost call
+                summary = {"tensors": 0, "bytes": 0, "sharded": 0, "devices": set()}
+                try:
+                    _summarise(out, summary)
+                except Exception:  # an odd state dict: nothing to report
+                    return out
+                obs.stream.send({"type": "fsdp_gathered", "step": obs.steps, "tensors": summary["tensors"],
+                                 "bytes": summary["bytes"], "sharded": summary["sharded"]})
+            return out
+        FSDP.state_dict = hooked
+
     def _hook_save(self) -> None:
         obs, save = self, torch.save
 

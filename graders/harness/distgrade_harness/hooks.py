@@ -35,7 +35,7 @@ from torch.nn.modules.batchnorm import SyncBatchNorm, _BatchNorm
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import dataloader as dl
 
-from distgrade_harness import syncbn
+from distgrade_harness import syncbn, witness
 
 _ALL_REDUCE = dist.all_reduce  # the original, for the grader's own comm hook
 # Bound before student code runs: a script that replaces ``time.monotonic``, ``open`` or ``hashlib.sha256`` on
@@ -171,11 +171,16 @@ class Observer:
         self.norms: "weakref.WeakSet" = weakref.WeakSet()
         self.bn_sent = False
         self.data_wait = 0.0  # seconds spent inside DataLoader.__next__ (loading, or waiting for workers)
+        self.writes = witness.Writes(os.environ.get("DISTGRADE_CHANNEL", "/nonexistent"))  # graders.evidence
+        self.modules = witness.Modules()
+        self.digests = 0
 
     # -- installation -------------------------------------------------------------
     def install(self) -> None:
         """Patch torch and builtins; each patch calls the original."""
         syncbn.install()
+        self.writes.install()
+        self.modules.install()
         self._hook_dataloader()
         self._hook_ddp()
         self._hook_optim()
@@ -323,10 +328,17 @@ class Observer:
         self.steps.append([now, self.consumed.get(key, 0) if key is not None else 0, self.last_loss,
                            self.backwards, self.buckets, self.synced, self.bucket_bytes, manual, *_schedstat(), self.data_wait])
         self.step_count += 1
+        self._witness_step()
         self.backwards = self.buckets = self.synced = self.bucket_bytes = 0
         self.last_loss = None
         if len(self.steps) >= STEP_FLUSH:
             self._flush_steps()
+
+    def _witness_step(self) -> None:
+        """Parameters compared across ranks at fixed steps (graders.checks.sync)."""
+        if witness.digest_step(self.step_count) and self.digests < witness.MAX_DIGESTS:
+            self.digests += 1
+            self.stream.send(witness.params_record(self.optimizers, self.step_count))
 
     def _flush_steps(self) -> None:
         if not self.steps:
@@ -354,6 +366,9 @@ class Observer:
 
         def all_reduce(tensor, *args, **kwargs):
             out = _ALL_REDUCE(tensor, *args, **kwargs)
+            group = kwargs.get("group", args[1] if len(args) > 1 else None)
+            if not _spans_world(group):
+                return out  # a reduction on a smaller group (new_group([rank])) synchronises nothing
             if isinstance(tensor, torch.Tensor) and len(obs.pending_reduces) < MAX_PENDING_REDUCES:
                 # A flattened gradient buffer must add up like the grads: a synchronous call's result is summed
                 # now; an overlapped one's (async_op=True) lands when the script waits, so it is summed at the step.
@@ -438,9 +453,11 @@ class Observer:
               and getattr(m, "weight", None) is not None and id(m.weight) in trained]
         sync = sum(isinstance(m, SyncBatchNorm) for m in bn)
         params = [p for g in optimizer.param_groups for p in g["params"]]
+        in_ddp = {id(p) for m in self.models for p in m.parameters()}
         sharded = any(type(p).__name__ in ("DTensor", "FlatParameter") or hasattr(p, "_local_tensor")
                       for p in params)  # FSDP2 DTensors, FSDP1 flat parameters: gradients reduce-scattered
-        self.stream.send({"type": "norms", "batchnorm": len(bn) - sync, "syncbatchnorm": sync, "sharded": sharded})
+        self.stream.send({"type": "norms", "batchnorm": len(bn) - sync, "syncbatchnorm": sync, "sharded": sharded,
+                          "stepped": len(params), "in_ddp": sum(id(p) in in_ddp for p in params)})
 
     def _hook_backward(self) -> None:
         obs, backward = self, torch.autograd.backward
@@ -497,6 +514,7 @@ class Observer:
         for ep in list(self.open_epochs):
             self._close_epoch(ep, complete=False)
         self._flush_steps()
+        self.stream.send(self.writes.record())
         self.stream.send({"type": "prints", "count": self.prints, "logging": self.log_records,
                           "tail": self.print_tail})
 
@@ -505,6 +523,7 @@ class Observer:
         if os.getpid() != self.stream.pid:
             return
         if self.exception is None:
+            self._witness_exit()
             self._flush_all()
             self.stream.send({"type": "finished", "steps": self.step_count, "process_group": self.process_group,
                               **self._digest()})
@@ -515,6 +534,19 @@ class Observer:
                 dist.destroy_process_group()
             except Exception:  # teardown only; the verdict is already sent
                 pass
+
+    def _witness_exit(self) -> None:
+        """The final parameters compared across ranks, and rank 0's model for the grader's evaluation."""
+        self.writes.on = False  # what the harness writes from here on is not the student's
+        if self.optimizers and self.digests < witness.MAX_DIGESTS + 1:
+            self.stream.send({**witness.params_record(self.optimizers, self.step_count), "final": True})
+        if self.rank == 0 and self.optimizers:
+            try:
+                owner = self.modules.owner(self.optimizers)
+                path = os.path.join(os.environ.get("DISTGRADE_CHANNEL", "."), "model-rank0.pt")
+                self.stream.send(witness.save_model(path, self.optimizers, owner))
+            except Exception as exc:  # the grader sees no model and says why
+                self.stream.send({"type": "model", "saved": False, "source": f"error: {type(exc).__name__}"[:80]})
 
     def _digest(self) -> dict:
         params = [p for m in self.models for p in m.parameters()]
@@ -530,6 +562,16 @@ class Observer:
                 sums.append(float(t.double().sum()))
         return {"digest": h.hexdigest(), "param_sums": sums[:64], "param_tensors": len(params),
                 "model_source": "ddp" if self.models else ("optimizer" if params else "none")}
+
+
+def _spans_world(group) -> bool:
+    """Whether a collective on ``group`` (None: the default group) reaches every rank."""
+    if group is None:
+        return True
+    try:
+        return dist.get_world_size(group) == dist.get_world_size()
+    except Exception:  # not a member, or no default group: it synchronises nothing we can count
+        return False
 
 
 def _schedstat() -> tuple[float | None, float | None]:

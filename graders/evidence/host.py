@@ -1,0 +1,120 @@
+"""What the host sees of a run while it runs: CPU time and loopback traffic of each rank's process.
+
+Each rank's pid comes from the kernel (``SO_PEERCRED`` of its channel connection, taken before
+student code runs), not from anything the rank says. A sampler thread reads ``/proc/<pid>/stat``
+(CPU time of the rank and of its waited-for children) and ``/proc/<pid>/net/dev`` (the counters
+of the rank's network namespace) every ``EVERY_S``; the last reading before a process ends is
+kept, so at most that interval of its end is missed.
+
+Loopback bytes mean something only inside the job's own network namespace (bubblewrap's
+``--unshare-net``), where the only traffic is the job's: gloo's TCP connections between ranks
+and its rendezvous store. Outside one, or with NCCL on GPUs (NVLink, PCIe or shared memory,
+which no counter here sees), the traffic is reported as not seen and judged from other evidence.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+from graders.evidence import SOURCE_OUTSIDE
+
+EVERY_S = 0.5
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read(65536).decode("ascii", "replace")
+    except OSError:
+        return None
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """utime + stime + cutime + cstime of ``pid`` in seconds."""
+    raw = _read(f"/proc/{pid}/stat")
+    if not raw or ")" not in raw:
+        return None
+    fields = raw.rsplit(")", 1)[1].split()
+    try:
+        return sum(int(x) for x in fields[11:15]) / _TICK
+    except (ValueError, IndexError):
+        return None
+
+
+def loopback_bytes(pid: int) -> int | None:
+    """Bytes sent on ``lo`` in the network namespace of ``pid``."""
+    raw = _read(f"/proc/{pid}/net/dev")
+    for line in (raw or "").splitlines():
+        name, _, rest = line.partition(":")
+        if name.strip() == "lo":
+            cols = rest.split()
+            try:
+                return int(cols[8])  # transmit bytes (on lo every byte sent is also received)
+            except (ValueError, IndexError):
+                return None
+    return None
+
+
+def own_netns(pid: int) -> bool:
+    """Whether ``pid`` lives in a network namespace other than the grader's."""
+    try:
+        return os.readlink(f"/proc/{pid}/ns/net") != os.readlink("/proc/self/ns/net")
+    except OSError:
+        return False
+
+
+class Sampler(threading.Thread):
+    """Samples ``pids()`` (rank -> pid) until ``stop()``; then ``evidence(wall_s)``."""
+
+    def __init__(self, pids, gpu: bool = False):
+        super().__init__(daemon=True)
+        self.pids, self.gpu = pids, gpu
+        self.cpu: dict[int, float] = {}
+        self.lo_first: int | None = None
+        self.lo_last: int | None = None
+        self.netns: bool | None = None
+        self._done = threading.Event()
+        self.start()
+
+    def run(self) -> None:
+        while not self._done.is_set():
+            self.sample()
+            self._done.wait(EVERY_S)
+        self.sample()
+
+    def sample(self) -> None:
+        for rank, pid in list(self.pids().items()):
+            cpu = cpu_seconds(pid)
+            if cpu is not None:
+                self.cpu[rank] = max(cpu, self.cpu.get(rank, 0.0))
+            lo = loopback_bytes(pid)
+            if lo is not None:
+                if self.netns is None:
+                    self.netns = own_netns(pid)
+                if self.lo_first is None:
+                    self.lo_first = lo
+                self.lo_last = max(lo, self.lo_last or 0)
+
+    def stop(self) -> None:
+        self._done.set()
+        self.join(timeout=5)
+
+    def evidence(self, wall_s: float) -> dict:
+        """The readings as report evidence; traffic only where it means something."""
+        out = {"source": SOURCE_OUTSIDE, "wall_s": round(wall_s, 3),
+               "cpu_s": {r: round(c, 2) for r, c in sorted(self.cpu.items())},
+               "cpu_total_s": round(sum(self.cpu.values()), 2)}
+        if self.gpu:
+            out["loopback"] = {"seen": False, "why": "NCCL moves data over NVLink, PCIe or shared memory, "
+                                                     "which no host counter here sees"}
+        elif not self.netns:
+            out["loopback"] = {"seen": False, "why": "the run had no network namespace of its own"}
+        elif self.lo_last is None:
+            out["loopback"] = {"seen": False, "why": "no rank connected to the grader"}
+        else:
+            out["loopback"] = {"seen": True, "bytes": self.lo_last - (self.lo_first or 0),
+                               "why": "gloo's TCP traffic in the job's own network namespace (after the first "
+                                      "rank connected to the grader)"}
+        return out

@@ -1,0 +1,145 @@
+"""The trained model, evaluated by the grader: rank 0's final parameters on held-out data.
+
+The grader makes the synthetic data (``graders.cifar``), so it can draw more samples of the same
+classes that no script ever saw. Rank 0's harness writes its final parameters at exit (the
+module that owns the stepped parameters, with its buffers, else the parameters in optimizer order);
+without that file, the script's own checkpoint (what the chapter's checklist says rank 0
+saves) is tried. ``evaluate_model.py`` loads them weights-only in a sandboxed process of the
+grader's and scores them. A run whose records claim training but whose model stays near chance
+learned nothing, whatever its records say. Weights that do not fit the assignment's model
+cannot be scored here: that costs no points, and the evidence says why.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from graders import cifar, sandbox
+from graders.evidence import SOURCE_OUTSIDE
+
+SCRIPT = Path(__file__).resolve().parent / "evaluate_model.py"
+HARNESS_FILE = "model-rank0.pt"
+CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin")
+MAX_CHECKPOINT_BYTES = 256 * 1024 * 1024
+EVAL_WALL_S = 240  # importing torch on a loaded 2-core host alone can take a minute
+
+
+def write_held_out(path: Path, synthetic: dict, n: int) -> Path:
+    """``n`` fresh samples of the synthetic classes (same patterns, a seed no script was given)."""
+    seed = int(synthetic.get("seed", 0))
+    rng = np.random.default_rng(seed)
+    patterns = rng.uniform(30, 225, size=(10, 3072))  # exactly as cifar.write_synthetic draws them first
+    held = np.random.default_rng([seed, 27, 1])
+    labels = held.integers(0, 10, size=n)
+    np.savez(path, x=cifar._images(held, labels, patterns), y=labels)
+    path.chmod(0o644)
+    return path
+
+
+def candidates(chan: Path, work: Path, left: dict[str, int], stream=None) -> list[Path]:
+    """Model files to score, best first: the harness's dump (only if rank 0's ``model`` record names
+    exactly these bytes: the channel folder is writable by the ranks), then the script's checkpoints."""
+    out = []
+    dumped = chan / HARNESS_FILE
+    told = stream.first("model") if stream is not None else None
+    if (isinstance(told, dict) and told.get("saved") is True and dumped.is_file() and not dumped.is_symlink()
+            and dumped.stat().st_size <= MAX_CHECKPOINT_BYTES and _sha256(dumped) == told.get("sha256")):
+        out.append(dumped)
+    for path, size in sorted(left.items()):
+        if path.endswith(CHECKPOINT_SUFFIXES) and 0 < size <= MAX_CHECKPOINT_BYTES and len(out) < 4:
+            out.append(Path(path))
+    return out
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def evaluate(runs: list, job: Path, cfg: dict, synthetic: bool = True) -> None:
+    """Score rank 0's model of each run (one sandboxed process for all) into ``run.evidence["model"]``.
+
+    Only on the grader's synthetic data: for the real CIFAR-10 the grader has no sample the script
+    could not have read, so nothing is scored and the evidence says why."""
+    spec = cfg.get("model_eval")
+    if not spec:
+        return
+    if not synthetic:
+        for run in runs:
+            run.evidence["model"] = {"source": SOURCE_OUTSIDE, "evaluated": False,
+                                     "why": "real CIFAR-10: the grader has no held-out data of its own"}
+        return
+    todo: dict[int, list[Path]] = {}
+    for i, run in enumerate(runs):
+        files = run.evidence.get("_candidates") or []
+        todo[i] = files
+        run.evidence["model"] = {"source": SOURCE_OUTSIDE, "evaluated": False,
+                                 "why": "no model file: rank 0 saved nothing and its harness wrote nothing"}
+    files = [f for fs in todo.values() for f in fs]
+    if not files:
+        return
+    groups = [str(f) for i in sorted(todo) for f in [*todo[i], "--"]]
+    data = write_held_out(job / "held_out.npz", cfg.get("synthetic", {}), int(spec.get("samples", 1000)))
+    factory = Path(cfg["_path"]) / spec["factory_file"]
+    argv = [sys.executable, str(SCRIPT), str(factory), spec["factory"], str(data), *groups]
+    binds = [(str(SCRIPT), str(SCRIPT)), (str(factory), str(factory)), (str(data), str(data))]
+    binds += [(str(f), str(f)) for f in files]
+    started = time.monotonic()
+    result = sandbox.run(argv, workdir=job / "evaluate", env={"OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"},
+                         ro_binds=binds, limits=sandbox.Limits(wall_s=EVAL_WALL_S, memory_bytes=4 * 1024 * sandbox.MiB,
+                                                               nproc=256, address_space=False))
+    try:
+        scores = json.loads(result.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        for run in runs:
+            run.evidence["model"]["why"] = (f"the evaluation failed (exit {result.returncode}, "
+                                            f"{result.killed_reason or 'no kill'}): {result.stderr[-200:]}")
+        return
+    floor = float(spec["min_accuracy"])
+    seconds = round(time.monotonic() - started, 2)  # what this evidence costs a grading (bench/ddp_grader.py)
+    for i, run in enumerate(runs):
+        for f in todo[i]:
+            got = scores.get(str(f))
+            if isinstance(got, dict) and got.get("evaluated"):
+                run.evidence["model"] = {"source": SOURCE_OUTSIDE, "evaluated": True, "file": f.name,
+                                         "accuracy": got.get("accuracy"), "chance": 0.1,
+                                         "min_accuracy": floor, "how": got.get("how"),
+                                         "learned": float(got.get("accuracy") or 0) >= floor, "seconds": seconds,
+                                         "claimed_loss_below": float(spec.get("claimed_loss_below", 0))}
+                break
+            if isinstance(got, dict):
+                run.evidence["model"]["why"] = str(got.get("why", ""))[:200]
+
+
+def learned_nothing(run) -> bool:
+    """True when the grader scored rank 0's model below the floor while the run's own records claim it
+    learned (their loss fell below ``claimed_loss_below``, or no loss was recorded at all): a
+    contradiction, so no training happened. An honest run whose loss stayed high agrees with the
+    evaluation: its other checks are judged as they are, with the score in the evidence."""
+    ev = getattr(run, "evidence", None) or {}
+    model = ev.get("model") or {}
+    if not model.get("evaluated") or model.get("learned"):
+        return False
+    losses = _rank0_losses(run)
+    if not losses:
+        return True  # steps without a loss: nothing corroborates any training
+    tail = losses[-max(1, len(losses) // 4):]
+    return sum(tail) / len(tail) < float(model.get("claimed_loss_below") or 0)
+
+
+def _rank0_losses(run) -> list[float]:
+    stream = run.ranks.get(0) if getattr(run, "ranks", None) else None
+    out: list[float] = []
+    for rec in stream.of("steps") if stream is not None else []:
+        for x in rec.get("loss") or []:
+            if isinstance(x, (int, float)) and not isinstance(x, bool) and x == x and abs(x) < 1e30:
+                out.append(float(x))
+    return out

@@ -1,0 +1,195 @@
+"""graders.evidence: outside evidence of a run, and the checks that rest on it (issue 27)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from coursework.report import CheckStatus
+from graders.checks import ddp, sync
+from graders.evidence import SOURCE_OUTSIDE, files, host, model, outputs
+from graders.sandbox import SandboxResult
+from graders.torchrun import RankStream, TorchrunRun
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(ranks: dict[int, list[dict]], evidence: dict | None = None, nproc: int = 2) -> TorchrunRun:
+    streams = {r: RankStream(r, records=list(recs)) for r, recs in ranks.items()}
+    run = TorchrunRun(nproc=nproc, result=SandboxResult(returncode=0, timed_out=False, wall_s=1.0), ranks=streams,
+                      stacks={}, logs={}, tampering=[])
+    run.evidence = evidence or {}
+    return run
+
+
+def _params(step: int, digest: str, **extra) -> dict:
+    return {"type": "params", "step": step, "digest": digest, "tensors": 2, "elements": 1000, "sharded": False,
+            "sums": [1.0, 2.0], **extra}
+
+
+def test_params_compared_during_training_not_only_at_the_end():
+    # a broadcast at the end makes the last digests agree; step 2 already differed
+    run = _run({0: [_params(1, "a"), _params(2, "b"), _params(40, "z")],
+                1: [_params(1, "a"), _params(2, "c", sums=[1.5, 2.0]), _params(40, "z")]})
+    got = sync.compare_params(run)
+    assert got["differ"] == {"step": 2, "rank": 1, "diff": pytest.approx(1 / 3)}
+    assert sync.compare_params(_run({0: [_params(1, "a")], 1: [_params(1, "a")]}))["differ"] is None
+
+
+def test_params_of_sharded_models_are_not_compared():
+    run = _run({0: [_params(1, "a", sharded=True)], 1: [_params(1, "b", sharded=True)]})
+    assert sync.compare_params(run) == {"compared": [], "differ": None, "sharded": True}
+    assert sync.compare_params(_run({0: [], 1: []})) is None  # an older harness: nothing to compare
+
+
+def test_ddp_drives_only_the_parameters_it_wraps_when_its_hook_fires():
+    def rows(stream):
+        return [{"synced": x} for x in stream.records[-1].get("synced_rows", [])]
+    decoy = {"type": "norms", "stepped": 10, "in_ddp": 0, "synced_rows": [1, 1]}
+    unused = {"type": "norms", "stepped": 10, "in_ddp": 10, "synced_rows": [0, 0]}
+    good = {"type": "norms", "stepped": 10, "in_ddp": 10, "synced_rows": [1, 1]}
+    assert not sync.ddp_drives(_run({0: [decoy], 1: [decoy]}), rows)
+    assert not sync.ddp_drives(_run({0: [unused], 1: [unused]}), rows)
+    assert sync.ddp_drives(_run({0: [good], 1: [good]}), rows)
+
+
+def test_loopback_shortfall_only_where_traffic_is_seen():
+    recs = {0: [_params(1, "a", elements=25_000)], 1: []}
+    seen = {"host": {"loopback": {"seen": True, "bytes": 3_000}}}
+    short = sync.loopback_shortfall(_run(recs, seen), steps=40)
+    assert short["moved"] == 3_000 and short["least"] > 3_000
+    plenty = {"host": {"loopback": {"seen": True, "bytes": 10 ** 9}}}
+    assert sync.loopback_shortfall(_run(recs, plenty), steps=40) is None
+    gpu = {"host": {"loopback": {"seen": False, "why": "NCCL"}}}
+    assert sync.loopback_shortfall(_run(recs, gpu), steps=40) is None
+
+
+def test_rank_outputs_counts_lines_and_bytes_per_rank(tmp_path):
+    for rank, text in ((0, "a\nb\n"), (1, "x\n" * 40)):
+        d = tmp_path / "run-1" / "attempt_0" / str(rank)
+        d.mkdir(parents=True)
+        (d / "stdout.log").write_text(text)
+        (d / "stderr.log").write_text("warn\n")
+    os.symlink("/etc/passwd", tmp_path / "run-1" / "attempt_0" / "1" / "extra.log")  # never followed
+    got = outputs.rank_outputs(tmp_path, 2)
+    assert got["source"] == SOURCE_OUTSIDE
+    assert got["ranks"][0] == {"stdout_lines": 2, "stdout_bytes": 4, "stderr_lines": 1, "stderr_bytes": 5}
+    assert got["ranks"][1]["stdout_lines"] == 40
+
+
+def test_created_files_keeps_only_what_the_run_left(tmp_path):
+    (tmp_path / "ckpt-1.pt").write_bytes(b"x")
+    (tmp_path / "torchinductor_root").mkdir()
+    (tmp_path / "torchinductor_root" / "cache.py").write_text("")
+    writes = {"type": "writes", "paths": [[str(tmp_path / "ckpt-1.pt"), 1], [str(tmp_path / "gone.tmp"), 1]], "more": 0}
+    run = _run({0: [], 1: [writes]})
+    got = files.created_files(run, tmp_path)
+    assert got["ranks"] == {0: [], 1: ["ckpt-1.pt"]} and got["left"] == 1
+
+
+def test_rank0_io_judged_from_outside_evidence():
+    recs = {r: [{"type": "process_group", "world": 2}, {"type": "steps", "t": [1.0], "samples": [64], "loss": [1.0],
+                                                         "backwards": [1], "buckets": [1], "synced": [1],
+                                                         "bucket_bytes": [4]}] for r in (0, 1)}
+    quiet = {"outputs": {"ranks": {1: {"stdout_lines": 0, "stderr_lines": 3}}}, "files": {"ranks": {1: []}}}
+    assert ddp.check_rank0_io(_run(recs, quiet), 2, 3).status == CheckStatus.PASS
+    noisy = {"outputs": {"ranks": {1: {"stdout_lines": 40, "stderr_lines": 0}}}, "files": {"ranks": {1: []}}}
+    got = ddp.check_rank0_io(_run(recs, noisy), 2, 3)
+    assert (got.status, got.params["prints"]) == (CheckStatus.WARN, 40)
+    tensorboard = {"outputs": {"ranks": {}}, "files": {"ranks": {1: ["runs/events.out.tfevents.1"]}}}
+    assert ddp.check_rank0_io(_run(recs, tensorboard), 2, 3).status == CheckStatus.PASS  # shown, not a checkpoint
+    saved = {"outputs": {"ranks": {}}, "files": {"ranks": {1: ["checkpoint-rank1.pt"]}}}
+    got = ddp.check_rank0_io(_run(recs, saved), 2, 3)
+    assert (got.status, got.key, got.params["paths"]) == (CheckStatus.FAIL, "files", "checkpoint-rank1.pt")
+
+
+def test_host_sampler_reads_this_process():
+    assert host.cpu_seconds(os.getpid()) is not None
+    sampler = host.Sampler(lambda: {0: os.getpid()})
+    sampler.stop()
+    got = sampler.evidence(1.5)
+    assert got["wall_s"] == 1.5 and 0 in got["cpu_s"]
+    assert got["loopback"]["seen"] is False  # the test shares the grader's network namespace
+
+
+def test_model_trained_or_not_scored_on_held_out_data(tmp_path):
+    """The evaluation script alone (the grader runs it sandboxed): a trained model passes the
+    floor under any of the usual normalisations, an untrained one stays at chance."""
+    import torch
+    sys.path.insert(0, str(ROOT / "assignments" / "ddp_speedup" / "starter"))
+    try:
+        from train import make_model  # the assignment's model
+    finally:
+        sys.path.pop(0)
+    data = model.write_held_out(tmp_path / "held.npz", {"seed": 0}, 300)
+    train = model.write_held_out(tmp_path / "train.npz", {"seed": 0}, 300)  # same classes, another draw is fine here
+    arrays = __import__("numpy").load(train)
+    x = torch.from_numpy(arrays["x"]).float().div(255).view(-1, 3, 32, 32)
+    x = (x - 0.5) / 0.5  # the script's own normalisation, which the grader does not know
+    y = torch.from_numpy(arrays["y"]).long()
+    torch.manual_seed(0)
+    net = make_model()
+    opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+    for _ in range(25):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(net(x), y).backward()
+        opt.step()
+    torch.save({"module." + k: v for k, v in net.state_dict().items()}, tmp_path / "trained.pt")
+    torch.save({f"param.{i}": p.detach() for i, p in enumerate(make_model().parameters())}, tmp_path / "fresh.pt")
+    torch.save({"w": torch.zeros(3)}, tmp_path / "other.pt")
+    out = subprocess.run([sys.executable, str(model.SCRIPT), str(ROOT / "assignments/ddp_speedup/starter/train.py"),
+                          "make_model", str(data), str(tmp_path / "trained.pt"), "--", str(tmp_path / "fresh.pt"), "--",
+                          str(tmp_path / "other.pt")],  # one group per run: the first file that fits is scored
+                         capture_output=True, text=True, timeout=300, check=True)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    trained, fresh, other = (got[str(tmp_path / n)] for n in ("trained.pt", "fresh.pt", "other.pt"))
+    assert trained["accuracy"] >= 0.4, trained  # the floor is 0.3; chance 0.1
+    assert fresh["accuracy"] < 0.3, fresh  # chance is 0.1
+    assert other == {"evaluated": False, "why": "names or shapes differ from the assignment's model"}
+
+
+def test_a_model_that_learned_nothing_means_no_training():
+    recs = {r: [{"type": "steps", "t": [1.0, 2.0], "samples": [64, 128], "loss": [2.3, 0.4], "backwards": [1, 1],
+                 "buckets": [1, 1], "synced": [1, 1], "bucket_bytes": [4, 4]}, {"type": "finished", "steps": 40}]
+            for r in (0, 1)}
+    untrained = {"model": {"evaluated": True, "accuracy": 0.11, "min_accuracy": 0.3, "learned": False,
+                           "claimed_loss_below": 1.84}}
+    honest = {r: [{**recs[r][0], "loss": [2.3, 2.31]}, recs[r][1]] for r in (0, 1)}
+    assert ddp.trained(_run(honest, untrained))  # its own loss says it did not learn either: no contradiction
+    run = _run(recs, untrained)  # records claim a loss of 0.4, the model scores at chance
+    assert not ddp.trained(run)
+    got = ddp.check_run(run)
+    assert (got.status, got.key, got.params["acc"]) == (CheckStatus.FAIL, "model_untrained", "11%")
+    unknown = {"model": {"evaluated": False, "why": "names or shapes differ"}}
+    assert ddp.trained(_run(recs, unknown))  # what cannot be scored costs nothing
+
+
+def test_parameters_that_never_move_mean_no_training():
+    steps = {"type": "steps", "t": [1.0], "samples": [64], "loss": [None], "backwards": [0], "buckets": [0],
+             "synced": [0], "bucket_bytes": [0]}
+    frozen = {0: [steps, _params(1, "a"), _params(2, "a"), _params(40, "a", final=True), {"type": "finished", "steps": 40}],
+              1: [steps, {"type": "finished", "steps": 40}]}
+    run = _run(frozen)
+    assert sync.params_frozen(run) and not ddp.trained(run)
+    assert ddp.check_run(run).key == "params_frozen"
+    moving = {0: [steps, _params(1, "a"), _params(2, "b")], 1: [steps]}
+    assert not sync.params_frozen(_run(moving))
+    assert not sync.params_frozen(_run({0: [steps, _params(1, "a")], 1: [steps]}))  # one step: nothing to compare
+
+
+def test_the_harness_dump_counts_only_if_rank_0_reported_those_bytes(tmp_path):
+    import hashlib
+    chan, work = tmp_path / "chan", tmp_path / "work"
+    chan.mkdir()
+    work.mkdir()
+    (chan / model.HARNESS_FILE).write_bytes(b"weights")
+    (work / "checkpoint.pt").write_bytes(b"ckpt")
+    left = files.scan(work)
+    told = RankStream(0, records=[{"type": "model", "saved": True, "sha256": hashlib.sha256(b"weights").hexdigest()}])
+    assert model.candidates(chan, work, left, told) == [chan / model.HARNESS_FILE, work / "checkpoint.pt"]
+    planted = RankStream(0, records=[{"type": "model", "saved": False, "source": "error: FileExistsError"}])
+    assert model.candidates(chan, work, left, planted) == [work / "checkpoint.pt"]
