@@ -21,12 +21,10 @@ from rq import Queue, Worker
 
 from graders.gpu_slots import host_gpus
 from server.grading.queue import queues_for_host, redis_conn
-from server.grading.reconcile import reconcile
+from server.grading.reconcile import RECONCILE_EVERY_S, reconcile
 from server.grading.task import worker_app
 from server.similarity import jobs as similarity_jobs
 from server.process import die_with_parent
-
-RECONCILE_EVERY_S = float(os.environ.get("RECONCILE_EVERY_S", "5"))
 
 
 class GradingWorker(Worker):
