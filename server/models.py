@@ -178,7 +178,7 @@ class Submission(db.Model):
 # The columns ``status_dict`` reads: the polled status API selects just these, no ORM object.
 STATUS_COLUMNS = ("id", "assignment_id", "status", "filename", "sha256", "created_at", "enqueued_at",
                   "started_at", "finished_at", "score", "max_score", "progress_json", "job_id", "resource",
-                  "user_id", "queued_since", "replaced_by", "course_id")
+                  "user_id", "queued_since", "replaced_by", "course_id", "lease_until")
 
 
 def status_dict(sub: Any) -> dict[str, Any]:

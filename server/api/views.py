@@ -13,7 +13,8 @@ from sqlalchemy import bindparam, exists, or_, select
 from server.auth.views import checks_session_version, session_is_current, session_user_id
 from server.extensions import db
 from server.homework.rules import elapsed_s
-from server.models import FINISHED_STATUSES, STATUS_COLUMNS, Membership, Role, Submission, User, status_dict
+from server.models import FINISHED_STATUSES, PENDING_STATUSES, STATUS_COLUMNS, Membership, Role, Submission, User, status_dict
+from server.grading.lifecycle import host_lost
 from server.grading.queue import queue_place
 from server.release import is_released
 
@@ -25,9 +26,19 @@ def status_payload(sub: Any) -> dict[str, Any]:
     data = status_dict(sub)
     data.update(queue_place(sub))  # queue_position and eta_s (expected start, seconds)
     data["elapsed_s"] = elapsed_s(sub)
+    # A running submission whose worker went silent: nothing runs, say so and when it is retried.
+    retry_in = host_lost(sub)
+    data["host_lost"] = retry_in is not None
+    data["retry_in_s"] = retry_in
     if sub.status in FINISHED_STATUSES:
         data["report_url"] = url_for("homework.report", submission_id=sub.id)
+    if sub.status not in PENDING_STATUSES and _phase(sub.progress_json) not in (None, "done"):
+        data["progress"] = None  # a final state never shows a running phase (rows stored before that held)
     return data
+
+
+def _phase(progress: Any) -> Any:
+    return progress.get("phase") if isinstance(progress, dict) else None
 
 
 def _status_query():

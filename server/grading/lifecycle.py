@@ -40,7 +40,8 @@ CLAIM_WRITES = ("status", "run_token", "started_at", "lease_until", "grading_run
 STORE_WRITES = ("status", "finished_at", "report_json", "lease_until", "results_stored", "error_detail",
                 "progress_json", "score", "max_score", "review_status", "review_reason", "reviewed_by",
                 "reviewed_at", "computed_score")
-INFRA_WRITES = ("status", "run_token", "lease_until", "error_detail", "infra_retries", "finished_at")
+INFRA_WRITES = ("status", "run_token", "lease_until", "error_detail", "infra_retries", "finished_at",
+                "progress_json")
 PROGRESS_WRITES = ("progress_json",)
 # A regrade puts a submission back as a fresh upload: it clears every column a run writes but these.
 KEPT_BY_REGRADE = {
@@ -66,6 +67,32 @@ def compare_and_set(submission_id: int, guard: Iterable[ColumnElement[bool]], **
 def lease_deadline() -> datetime:
     """When a lease taken or renewed now expires (``LEASE_S`` from now)."""
     return utcnow() + timedelta(seconds=current_app.config["LEASE_S"])
+
+
+def heartbeat_interval() -> float:
+    """Seconds between a running job's lease renewals: a few beats per lease, and at most 5 s, so
+    the status page can tell a silent host (``host_lost``) long before the lease runs out."""
+    return max(1.0, min(5.0, current_app.config["LEASE_S"] / 6))
+
+
+def host_lost(sub: Any, now: datetime | None = None) -> int | None:
+    """For a running submission whose worker stopped renewing its lease (three beats missed, or the
+    lease already over): about how many seconds until a reconciler retries it. None while the
+    host is heard from, or when the submission is not running.
+
+    ``sub`` is a ``Submission`` or a row with ``status`` and ``lease_until``. Each renewal sets
+    ``lease_until`` to ``LEASE_S`` ahead, so the last beat was ``lease_until - LEASE_S``.
+    """
+    if sub.status != RUNNING or sub.lease_until is None:
+        return None
+    from server.grading.reconcile import RECONCILE_EVERY_S  # reconcile imports the queue, which imports this
+
+    now = now or utcnow()
+    lease_s = current_app.config["LEASE_S"]
+    silent_s = (now - (sub.lease_until - timedelta(seconds=lease_s))).total_seconds()
+    if silent_s <= 3 * heartbeat_interval() + 2 and sub.lease_until > now:
+        return None
+    return round(max(0.0, (sub.lease_until - now).total_seconds()) + RECONCILE_EVERY_S)
 
 
 def create_queued(sub: Submission, queued_since: datetime) -> None:
@@ -168,10 +195,12 @@ def fail_infra(submission_id: int, token: str | None, detail: str, *, expired_be
         return "superseded"
     retry = retries < current_app.config["MAX_INFRA_RETRIES"]
     values: dict[str, Any] = dict(run_token=None, lease_until=None, error_detail=detail)
+    # The lost run's phase is not the submission's any more: a retry starts its phases afresh
+    # (claim writes "starting"), and a final error shows no running phase.
     if retry:
-        values.update(status=QUEUED, infra_retries=retries + 1)
+        values.update(status=QUEUED, infra_retries=retries + 1, progress_json=None)
     else:
-        values.update(status=ERROR, finished_at=utcnow())
+        values.update(status=ERROR, finished_at=utcnow(), progress_json={"phase": "done", "logs": {}})
     won = compare_and_set(submission_id, guard, **values)
     db.session.commit()
     if not won:
@@ -198,7 +227,7 @@ def replace(ids: Iterable[int], by: int) -> list[int]:
     """
     return [i for i in ids if compare_and_set(
         i, [Submission.status.in_(PENDING_STATUSES)], status=SubmissionStatus.REPLACED.value, replaced_by=by,
-        run_token=None, lease_until=None, finished_at=utcnow())]
+        run_token=None, lease_until=None, finished_at=utcnow(), progress_json=None)]
 
 
 def regrade_reset() -> dict[str, Any]:

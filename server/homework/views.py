@@ -27,6 +27,7 @@ from server.homework import asking, chart_labels, markdown, readable
 from server.homework.charts import charts_for
 from server.homework.rules import elapsed_s, homework_for, homework_or_404, upload_refusal
 from server.models import FINISHED_STATUSES, Course, Submission, SubmissionStatus
+from server.grading.lifecycle import host_lost
 from server.grading.queue import grading_mode, queue_place, submit
 from server.ui import lang_key, pick
 
@@ -247,7 +248,7 @@ def submission(submission_id: int):
     old = regrading_of([sub]).get(sub.id)
     place = queue_place(sub)  # one look-up of the queue for both numbers
     return render_template("homework/submission.html", hw_title=_assignment_title(sub),
-                           position=place["queue_position"], eta=place["eta_s"],
+                           position=place["queue_position"], eta=place["eta_s"], retry_in=host_lost(sub),
                            finished=sub.status in FINISHED_STATUSES,
                            regrading=old if old is not None and old.old_status == SubmissionStatus.GRADED.value
                            and sub.report_json else None,

@@ -81,10 +81,12 @@
         pos.textContent = d.queue_position || "—";
         if (eta) eta.textContent = (d.eta_s === null || d.eta_s === undefined) ? "—" : t.eta.replace("{t}", duration(d.eta_s));
         elapsed.textContent = duration(d.elapsed_s);
-        var ph = d.progress && d.progress.phase;
+        var ph = !d.host_lost && d.progress && d.progress.phase;  // a lost host's last phase is not running
         phase.textContent = (ph && ((t.phases || {})[ph] || ph)) || "—";
         if (d.status === "queued") {
           text.textContent = d.queue_position ? t.waiting_pos.replace("{n}", d.queue_position) : t.waiting;
+        } else if (d.status === "running" && d.host_lost) {
+          text.textContent = t.host_lost.replace("{n}", d.retry_in_s);  // nothing runs: say so, not "running"
         } else if (d.status === "running") {
           text.textContent = t.running_text;
           setLogs(d.progress && d.progress.logs);
