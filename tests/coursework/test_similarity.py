@@ -37,7 +37,7 @@ def run(docs: list[Doc], assignment: str = "ddp_speedup") -> dict:
 
 def test_thirty_independent_solutions_raise_no_pair():
     docs = independents()
-    assert len(docs) == 30
+    assert len(docs) >= 30  # the 30 written for this check, plus every correct sample of homework 1
     result = run(docs)
     assert result["pairs"] == [], [(p["a"], p["b"], p["score"]) for p in result["pairs"]]
 
