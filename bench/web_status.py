@@ -34,10 +34,12 @@ def login_cookie(port: int, username: str, password: str) -> str:
         "Content-Type": "application/x-www-form-urlencoded", "Cookie": cookie})
     resp = conn.getresponse()
     resp.read()
-    new_cookie = resp.getheader("Set-Cookie", "").split(";")[0]
+    # every cookie the sign-in set (the session and, since sign-in knows devices, dg_device): one header each
+    new_cookies = [c.split(";")[0] for c in resp.msg.get_all("Set-Cookie") or []]
     if resp.status not in (302, 303):
         raise RuntimeError(f"login failed with HTTP {resp.status}")
-    return new_cookie or cookie
+    session = [c for c in new_cookies if c.startswith("session=")] or [cookie]
+    return "; ".join(session + [c for c in new_cookies if not c.startswith("session=")])
 
 
 def store_graded_submission(env: dict[str, str]) -> int:
