@@ -38,7 +38,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from coursework import settings as course_settings
+from coursework import calibration_state
 from graders import ddp_job, gpu_slots
 from graders.host_lock import HostBusy, grading_wants_host, host_exclusive, host_shared  # noqa: F401 (re-exported)
 
@@ -50,8 +50,7 @@ RETRY_AFTER_S = 3600
 PARTIAL_KEEP_S = 3600  # pairs measured before giving way to a grading count toward the next attempt
 
 
-def var_dir() -> Path:
-    return course_settings.var_dir() / "calibration"
+var_dir = calibration_state.var_dir  # the state files: shared with the web app (coursework/calibration_state.py)
 
 
 def settings(cfg: dict) -> dict[str, Any]:
@@ -118,16 +117,8 @@ def fresh(state: dict[str, Any] | None, key: dict[str, Any], max_age_hours: floa
 
 
 # -- state on disk ------------------------------------------------------------------
-def _state_path(assignment_id: str, mode: str) -> Path:
-    return var_dir() / f"{assignment_id}-{mode}.json"
-
-
-def load_state(assignment_id: str, mode: str) -> dict[str, Any] | None:
-    try:
-        state = json.loads(_state_path(assignment_id, mode).read_text())
-    except (OSError, ValueError):
-        return None
-    return state if isinstance(state, dict) else None
+_state_path = calibration_state.state_path
+load_state = calibration_state.load_state
 
 
 def save_state(assignment_id: str, mode: str, state: dict[str, Any]) -> None:
@@ -300,14 +291,7 @@ def _measure(cfg: dict, mode: str, ccfg: dict, out: Measured | None = None) -> t
     return out.pairs, out.value
 
 
-def calibrated_assignments() -> list[tuple[str, dict]]:
-    """(id, cfg) of every assignment whose grader judges speed against a calibration."""
-    from coursework import assignments
-    out = []
-    for a in assignments.all_assignments():
-        if "calibration" in a.raw:
-            out.append((a.id, {**a.raw, "_path": str(a.path), "_id": a.id}))
-    return out
+calibrated_assignments = calibration_state.calibrated_assignments
 
 
 def refresh_due(mode: str = "cpu", *, force: bool = False) -> list[dict[str, Any]]:

@@ -24,6 +24,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from coursework import calibration_state
 from coursework.report import CheckResult, CheckStatus
 
 NOT_GRADED_KEYS = ("host_no_gain", "pending_calibration")
@@ -46,11 +47,7 @@ def paired(pairs: list[dict[str, float]]) -> dict[str, Any]:
             "tn": statistics.median(p["tn"] for p in pairs), "ratios": [round(r, 3) for r in ratios]}
 
 
-def min_reference_speedup(gate: dict[str, Any], nproc: int) -> float:
-    """The reference speedup below which this host cannot judge speed for ``nproc`` processes."""
-    if "min_reference_efficiency" in gate:
-        return float(gate["min_reference_efficiency"]) * nproc
-    return float(gate.get("min_reference_speedup", 1.0))
+min_reference_speedup = calibration_state.min_reference_speedup  # shared with the web app's calibration page
 
 
 def band(normalised: float, bands: dict[str, float]) -> tuple[CheckStatus, float, str]:

@@ -1,8 +1,9 @@
 """The instructor's calibration page: the reference speed this host judges against, and its history.
 
-Speed is judged against the reference solution measured on the grading host (``graders.calibration``).
+Speed is judged against the reference solution measured on the grading host (``graders.calibration``, which writes
+the state files read here through ``coursework.calibration_state``).
 Staff see, per calibrated assignment and mode: the accepted value and whether it lets this host grade
-speed at all (``graders.speed``: the reference must reach ``host_gate``'s threshold), then every recent
+speed at all (``min_reference_speedup``: the reference must reach ``host_gate``'s threshold), then every recent
 attempt with its pairs, the pairs discarded and why (a busy host), why an attempt was rejected, and when
 a calibration gave way to a grading. All of it is read from the state files; nothing is measured here.
 """
@@ -13,6 +14,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from flask import render_template
+
+from coursework import calibration_state
 
 from server.access import course_or_404
 from server.dashboard.views import bp
@@ -37,14 +40,12 @@ def _when(ts: Any) -> datetime | None:
 
 def calibration_views() -> list[CalibrationView]:
     """Every calibrated assignment's state on this host, newest attempt first."""
-    from graders import calibration, speed
-
     out = []
-    for aid, cfg in calibration.calibrated_assignments():
+    for aid, cfg in calibration_state.calibrated_assignments():
         gate = cfg.get("checks", {}).get("speedup", {}).get("host_gate", {})
-        threshold = speed.min_reference_speedup(gate, int(cfg.get("nproc", 2)))
+        threshold = calibration_state.min_reference_speedup(gate, int(cfg.get("nproc", 2)))
         for mode in ("cpu", "gpu"):
-            state = calibration.load_state(aid, mode)
+            state = calibration_state.load_state(aid, mode)
             if state is None and mode == "gpu":
                 continue
             state = state or {}

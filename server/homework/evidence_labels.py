@@ -147,6 +147,19 @@ LABELS: dict[str, tuple[str, str, str]] = {
     "review": ("复核", "Review", "id"),
     "review_points": ("复核可加的分", "Points a review may add", "plain"),
     "total_gb": ("每卡合计（GB）", "Total per card (GB)", "plain"),
+    # the speed check, before the reference is applied
+    "idle_1_raw": ("1 个进程时主线程空闲的比例（实测）", "Share of time the 1-process run sat idle (measured)", "pct"),
+    "min_reference_speedup": ("参考解至少要达到的加速比", "Speed-up the reference must reach", "x"),
+    "stopped": ("评分程序提前结束运行的原因", "Why the grader ended the run early", "plain"),
+    # outside evidence (graders.evidence): what the grader measured itself, and what a result rests on
+    "outside": ("评分程序在脚本之外测得的证据", "Evidence the grader measured outside the script", "plain"),
+    "source": ("证据来源", "Where the evidence comes from", "plain"),
+    "rests_on": ("判定依据", "What this result rests on", "plain"),
+    "model": ("评分程序对模型的评估", "The grader's own evaluation of the model", "plain"),
+    "loopback": ("本机回环网络流量", "Loopback traffic on the host", "plain"),
+    "compared_steps": ("训练中比对参数的步", "Steps at which the parameters were compared", "plain"),
+    "differ_at_step": ("参数开始不一致的步", "Step at which the parameters first differed", "plain"),
+    "gathered_full_on": ("收集过完整模型的 rank", "Ranks that gathered the full model", "plain"),
 }
 
 # Keys that mean nothing to a student (internals of the reading or the calibration); staff see them.

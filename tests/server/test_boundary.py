@@ -16,6 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 # Modules of server/ that run only in the grading worker process, never in the web app.
 WORKER_ONLY = {
     "server/grading/task.py",  # one grading job: pre-flight, GPU slots, the grader subprocess
+    "server/grading/speed_rescore.py",  # re-scores "pending calibration" reports: called by worker.py's calibration thread
     "server/grading/worker.py",  # the worker process: sandbox probe, calibration at start-up
     "server/supervisor.py",  # ./distgrade up prints the sandbox probe before starting the workers
 }
