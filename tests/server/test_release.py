@@ -130,7 +130,11 @@ def _start(client, quiz_id: str) -> int:
     return int(resp.headers["Location"].rstrip("/").split("/")[-1])
 
 
-def test_quiz_held_back_until_published(app, client, auth) -> None:
+def test_quiz_held_back_until_published(app, client, auth, monkeypatch) -> None:
+    from tests.server.quiz.trust_helpers import earn_trust
+
+    with app.app_context():  # a graded free-text verdict is counted (not provisional) only with earned trust
+        earn_trust("ch7_3/selftest_1")
     auth.login("teacher", "teacher-pass")
     _set(client, "quiz:ch7_3_graded", "mode", "manual")
     _as(auth, "alice")
@@ -151,6 +155,10 @@ def test_quiz_held_back_until_published(app, client, auth) -> None:
     _as(auth, "teacher")
     _set(client, "quiz:ch7_3_graded", "publish")
     _as(auth, "alice")
+    # the quiz's own reference_answers setting (quizint; default after_close) still applies once
+    # released: the quiz has closed by now, so its reference answers are due too
+    from coursework.quiz.bank import load_quiz
+    monkeypatch.setattr(load_quiz("ch7_3_graded"), "closes_at", "2000-01-01T00:00:00Z")
     page = client.get(f"/quiz/attempt/{att}?lang=en").get_data(as_text=True)
     assert "Reference answer" in page and "Correct" in page
     assert 'id="final-score">' in client.get(f"/quiz/attempt/{att}/results?lang=en").get_data(as_text=True)

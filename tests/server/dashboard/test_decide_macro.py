@@ -48,7 +48,7 @@ COURSE = SimpleNamespace(code="DIST101", title="t")
 def _annotation_groups():
     item = SimpleNamespace(submission_id=7, check_id="field.zero_optimization.stage", path="zero_optimization.stage",
                            value=3, annotation="<b>x</b>", reading={"zh": "读", "en": "read"}, confidence=0.6,
-                           username="alice")
+                           username="alice", provisional=0.5, review_points=1.0)
     return [SimpleNamespace(key="k1", first=item, items=[item, SimpleNamespace(**{**vars(item), "submission_id": 8})])]
 
 
@@ -73,7 +73,8 @@ def test_both_pages_render_the_same_buttons_keys_and_their_own_fields(render, la
     que = _form(render("review_question.html", lang, course=COURSE, groups=_question_groups(), q=_Question(),
                        qid="ch7_3/selftest_4", lang_key="en"))
     for form in (ann, que):
-        assert _buttons(form) == [("full", "f"), ("zero", "z"), ("partial", "")], form
+        # both groups share one suggestion, so C (freetext's one-key confirm) comes from the macro too
+        assert _buttons(form) == [("full", "f"), ("zero", "z"), ("partial", ""), ("suggested", "c")], form
         assert 'name="csrf_token"' in form and 'class="rpoints"' in form and "(P)" in form
     assert 'name="group" value="k1"' in ann and 'name="group" value="k2"' in que
     assert re.findall(r'name="item" value="([^"]+)"', ann) == ["7:field.zero_optimization.stage",

@@ -135,7 +135,13 @@ def _quiz(course, bob) -> int:
     from server.quiz import attempts
     from server.quiz.models import QuizAnswer
 
+    from coursework.quiz.bank import load_question
+    from tests.server.quiz.trust_helpers import earn_trust
+
     quiz = load_quiz("ch7_3_graded")
+    for qid in quiz.question_ids:  # graded written verdicts count (and may be asked about) once trust is earned
+        if load_question(qid).type == "text":
+            earn_trust(qid)
     att = attempts.start_attempt(quiz, bob.id, course.id)
     db.session.commit()
     texts = 0
