@@ -190,7 +190,7 @@ def hw1_single(env: Env) -> Row:
     1-process run through the runner (sandbox + harness) against bare torchrun."""
     from coursework import assignments
     from graders import cifar, torchrun
-    from graders.checks import ddp
+    from graders.checks import timing
 
     cfg = assignments.load("ddp_speedup").raw
     solution = ROOT / "assignments/ddp_speedup/solution/train.py"
@@ -203,7 +203,7 @@ def hw1_single(env: Env) -> Row:
     code = _code_dir(env, "hw1", {"train.py": solution.read_text()})
     run = torchrun.run(code / "train.py", 1, root=code.parent / "n1", data_dir=data, epochs=epochs,
                        limits=torchrun.make_limits(cfg["limits"]["gpu"]), mode="gpu", gpus=[0])
-    tp = ddp.throughput(run) or {}
+    tp = timing.throughput(run) or {}
     bare_env = {k: v for k, v in os.environ.items() if not k.startswith("DISTGRADE_")}
     started = time.monotonic()
     bare = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1",

@@ -245,7 +245,7 @@ def _measure(cfg: dict, mode: str, ccfg: dict, out: Measured | None = None) -> t
     ``out.yielded`` is set. Returns (pairs, settled value or None).
     """
     from graders import torchrun
-    from graders.checks import ddp
+    from graders.checks import timing
 
     out = out if out is not None else Measured()
     solution = Path(cfg["_path"]) / "solution" / "train.py"
@@ -274,7 +274,7 @@ def _measure(cfg: dict, mode: str, ccfg: dict, out: Measured | None = None) -> t
                 if runs[k].stopped:
                     out.yielded = True
                     return out.pairs, None
-            t1, tn = ddp.throughput(runs[1]), ddp.throughput(runs[n])
+            t1, tn = timing.throughput(runs[1]), timing.throughput(runs[n])
             load = os.getloadavg()[0]
             cpus = os.cpu_count() or 1
             if not quiet_enough(load, cpus, n, float(ccfg["max_extra_load"])):

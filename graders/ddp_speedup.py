@@ -23,7 +23,7 @@ from coursework.assignments import Assignment
 from coursework.progress import report_progress
 from coursework.report import CheckResult, CheckStatus, GradeReport, ReportStatus, text
 from graders import calibration, checks_runner, ddp_job, early_stop, gpu_slots, speed, torchrun
-from graders.checks import ddp
+from graders.checks import ddp, timing
 from graders.checks.registry import Context
 from graders.evidence import model as evidence_model
 from graders.checks.render import not_graded_here, render
@@ -117,7 +117,7 @@ def _speed_counts(cfg, run1, run_n, ref, nproc: int) -> bool:
         return False
     if not (run1.all_finished and run_n.all_finished and ddp.process_group(run_n) and ddp.sync_kind(run_n)):
         return False
-    if not (ddp.throughput(run1) and ddp.throughput(run_n)):
+    if not (timing.throughput(run1) and timing.throughput(run_n)):
         return False
     gate = cfg["checks"]["speedup"].get("host_gate", {})
     return ref is None or ref["speedup"] >= speed.min_reference_speedup(gate, nproc)  # pending: keep pairs to re-score
@@ -243,13 +243,13 @@ def _speedup(cfg, run1, run_n, ref, mode: str = "cpu", extra=()) -> ddp.Finding:
         return ddp.NOT_FINISHED
     if not ddp.process_group(run_n) or ddp.sync_kind(run_n) is None:
         return ddp.NOT_DISTRIBUTED  # N copies of one run: no speedup to credit
-    t1, tn = ddp.throughput(run1), ddp.throughput(run_n)
+    t1, tn = timing.throughput(run1), timing.throughput(run_n)
     if not t1 or not tn:
         return ddp.Finding(CheckStatus.SKIP, "too_short")
     pairs = [{"t1": round(t1["steady"], 3), "tn": round(tn["steady"], 3)}]
     idles = [t1.get("idle")]
     for r1, rn in extra:  # repeated pairs: one that failed to measure is left out, not counted as 0
-        e1, en = ddp.throughput(r1), ddp.throughput(rn)
+        e1, en = timing.throughput(r1), timing.throughput(rn)
         if e1 and en:
             pairs.append({"t1": round(e1["steady"], 3), "tn": round(en["steady"], 3)})
             idles.append(e1.get("idle"))  # a script that sleeps only in the short runs is caught there too
@@ -301,9 +301,9 @@ def rescore(report: dict[str, Any], assignment: Assignment, ref: dict[str, Any])
 
 def _plots(run1, run_n, speed: ddp.Finding | None) -> dict[str, Any]:
     ev = speed.evidence if speed else {}
-    loss = {"n1.rank0": ddp.loss_series(run1)}
+    loss = {"n1.rank0": timing.loss_series(run1)}
     if run_n:
-        loss.update({f"n{run_n.nproc}.rank{r}": ddp.loss_series(run_n, r) for r in range(run_n.nproc)})
+        loss.update({f"n{run_n.nproc}.rank{r}": timing.loss_series(run_n, r) for r in range(run_n.nproc)})
     return {"throughput": {"nproc": [1, run_n.nproc if run_n else 0],
                            "samples_per_s": [ev.get("throughput_1"), ev.get("throughput_n")]},
             "loss": loss}

@@ -27,7 +27,8 @@ from coursework.progress import report_progress
 from coursework.report import CheckStatus, GradeReport, text
 from graders import checks_runner, gpu_slots, torchrun
 from graders.checks import fsdp as fsdp_checks
-from graders.checks.ddp import Finding, loss_series
+from graders.checks.ddp import Finding
+from graders.checks.timing import loss_series
 from graders.checks.render import render as result_of  # one Finding -> CheckResult rendering for all graders
 
 CHECKS = ("run.distributed", "fsdp.sharded", "fsdp.wrap_units", "memory.fit", "train.progress", "ckpt.save")

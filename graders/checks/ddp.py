@@ -16,25 +16,15 @@ from typing import Any
 from coursework.report import CheckStatus, text
 from graders import desync
 from graders.checks import sync
+from graders.checks.records import epochs_of, rank_epochs, step_rows
 from graders.checks.registry import Context, Registry
+from graders.checks.stacks import SPAWN_RERUN, helper_process, stuck_in, where
 from graders.evidence import SOURCE_CROSS_CHECKED, SOURCE_INSIDE, SOURCE_OUTSIDE
 from graders.evidence.model import learned_nothing
 from graders.sandbox.result import KilledReason
 
 CHECKS = Registry()  # homework 1's checks by id; graders.ddp_speedup registers "speedup"
 
-COLLECTIVES = {  # innermost torch frame -> what the rank waited in (zh, en)
-    "init_process_group": ("init_process_group（建立进程组）", "init_process_group (rendezvous)"),
-    "barrier": ("barrier", "barrier"), "all_reduce": ("all_reduce", "all_reduce"),
-    "broadcast": ("broadcast", "broadcast"), "all_gather": ("all_gather", "all_gather"),
-    "_verify_param_shape_across_processes": ("DDP() 构造（参数形状检查）", "DDP() construction (parameter check)"),
-    "_sync_module_states": ("DDP() 构造（广播模型）", "DDP() construction (broadcast of the model)"),
-    "_run_ddp_forward": ("DDP 前向（广播 buffer）", "DDP forward (buffer broadcast)"),
-    "backward": ("backward() 中的梯度 all-reduce", "the gradient all-reduce in backward()"),
-    "_engine_run_backward": ("backward() 中的梯度 all-reduce", "the gradient all-reduce in backward()"),
-    "destroy_process_group": ("destroy_process_group", "destroy_process_group"),
-}
-_LOADER_WAIT = ("等待 DataLoader 工作进程送来 batch", "waiting for a batch from its DataLoader worker")
 
 
 _PEER_FAILURE = re.compile(r"closed by peer|remote worker|Connection reset|communicator was aborted|Broken pipe",
@@ -84,14 +74,14 @@ def sync_kind(run) -> str | None:
     """How gradients were synchronised: "ddp", "fsdp", "hand" (all_reduce of the grads), or None."""
     if run is None or not run.ranks:
         return None
-    if any(s.first("ddp") for s in run.ranks.values()) and sync.ddp_drives(run, _step_rows):
+    if any(s.first("ddp") for s in run.ranks.values()) and sync.ddp_drives(run, step_rows):
         return "ddp"  # a DDP counts only where it wraps the stepped parameters and its hook fired
     if any(any(str(rec.get("type", "")).startswith("fsdp") or (rec.get("type") == "norms" and rec.get("sharded") is True)
                for rec in s.records) for s in run.ranks.values()):
         return "fsdp"
     fractions = []
     for r in range(run.nproc):
-        rows = _step_rows(run.ranks[r]) if r in run.ranks else []
+        rows = step_rows(run.ranks[r]) if r in run.ranks else []
         if not rows:
             return None
         fractions.append(statistics.median(row["hand_reduced"] for row in rows))
@@ -134,70 +124,6 @@ def model_params(run) -> dict[str, Any]:
     m = run.evidence.get("model") or {}
     return {"acc": f"{100 * float(m.get('accuracy') or 0):.0f}%", "floor": f"{100 * float(m.get('min_accuracy') or 0):.0f}%",
             "steps": max((int((s.first("finished") or {}).get("steps") or 0) for s in run.ranks.values()), default=0)}
-
-
-def epochs_of(stream) -> list[dict]:
-    """The epochs of the training loader: the dataset the rank consumed most samples from."""
-    by_loader: dict[Any, list[dict]] = {}
-    for r in stream.of("epoch"):
-        by_loader.setdefault(r["loader"], []).append(r)
-    if not by_loader:
-        return []
-    eps = max(by_loader.values(), key=lambda es: sum(len(e["indices"]) for e in es))
-    full = [e for e in eps if e["complete"]]
-    return full or [max(eps, key=lambda e: len(e["indices"]))]
-
-
-def _rank_epochs(run) -> dict[int, list[dict]]:
-    return {r: epochs_of(run.ranks[r]) for r in range(run.nproc) if r in run.ranks}
-
-
-_FRAME = re.compile(r'File "([^"]+)", line \d+ in (\S+)')
-_DATALOADER_WAIT = {"_try_get_data", "_get_data", "_next_data"}  # the main process waiting for a worker's batch
-SPAWN_RERUN = "_fixup_main_from_path"  # multiprocessing's spawn child executing the main script again
-
-
-def _main_thread(stack: str) -> list[tuple[str, str]]:
-    """(file, function) frames of the dump's current thread, most recent call first."""
-    blocks = re.split(r"\n(?=(?:Current thread|Thread) 0x)", stack)
-    main = next((b for b in blocks if b.startswith("Current thread")), blocks[0] if blocks else "")
-    return _FRAME.findall(main)
-
-
-def stuck_in(stack: str) -> dict[str, str] | None:
-    """What a faulthandler dump shows the process waiting in (zh and en), or None if nothing known.
-
-    The innermost known frame wins: a collective (init_process_group, barrier, DDP's
-    construction broadcasts, the backward all-reduce) or the DataLoader waiting for a
-    worker's batch. A spawn child that re-ran the script's top level says so first.
-    """
-    frames = _main_thread(stack)
-    what = None
-    for path, func in frames:
-        if func in COLLECTIVES and "torch" in path:
-            what = COLLECTIVES[func]
-            break
-        if func in _DATALOADER_WAIT and "torch/utils/data" in path:
-            what = _LOADER_WAIT
-            break
-    if any(func == SPAWN_RERUN for _, func in frames):
-        zh, en = what or ("自身启动", "its own start-up")
-        return text(f"spawn 出的子进程重新执行了脚本顶层代码，停在 {zh}",
-                    f"a spawned worker re-running the script's top level, in {en}")
-    return text(*what) if what else None
-
-
-def _where(stuck: dict[str, dict[str, str] | None]) -> dict[str, str]:
-    """Each stuck process and where it waits, "rank1: barrier; ..." in both languages."""
-    if not stuck:
-        return text("没有栈信息", "no stack dump")
-    return text("；".join(f"{name}：{what['zh'] if what else '未知'}" for name, what in stuck.items()),
-                "; ".join(f"{name}: {what['en'] if what else 'unknown'}" for name, what in stuck.items()))
-
-
-def helper_process(stack: str) -> bool:
-    """multiprocessing's resource tracker: a child of every rank that uses spawn, never the culprit."""
-    return any(path.endswith("multiprocessing/resource_tracker.py") for path, _ in _main_thread(stack))
 
 
 def own_exit(run) -> tuple[str, int] | None:
@@ -265,10 +191,10 @@ def check_run(run, model_evidence: bool = True) -> Finding:
     if run.result.timed_out:
         stuck = {name: stuck_in(txt) for name, txt in run.stacks.items() if not helper_process(txt)}
         ev["stuck"] = {name: what["en"] if what else None for name, what in stuck.items()}
-        where = _where(stuck)
+        where_ = where(stuck)
         child = any("child" in name and SPAWN_RERUN in run.stacks[name] for name in stuck)
         return Finding(CheckStatus.FAIL, "hang_spawn" if child else "hang",
-                       {"wall": round(run.result.wall_s), "where": where}, ev)
+                       {"wall": round(run.result.wall_s), "where": where_}, ev)
     missing = [r for r in range(run.nproc) if r not in run.ranks or not run.ranks[r].finished]
     return Finding(CheckStatus.FAIL, "died", {"ranks": ", ".join(map(str, missing)),
                    "rc": run.result.returncode, "reason": _killed(run.result.killed_reason)}, ev)
@@ -305,7 +231,7 @@ def check_disjoint(run) -> Finding:
     gate = distributed_gate(run)
     if gate:
         return gate
-    eps = _rank_epochs(run)
+    eps = rank_epochs(run)
     gate = _data_gate(run, eps)
     if gate:
         return gate
@@ -334,7 +260,7 @@ def check_coverage(run) -> Finding:
     gate = distributed_gate(run)
     if gate:
         return gate
-    eps = _rank_epochs(run)
+    eps = rank_epochs(run)
     gate = _data_gate(run, eps)
     if gate:
         return gate
@@ -362,7 +288,7 @@ def check_reshuffle(run) -> Finding:
     gate = distributed_gate(run)
     if gate:
         return gate
-    eps = _rank_epochs(run)
+    eps = rank_epochs(run)
     if not any(eps.values()):
         return NOT_OBSERVED
     if any(e and e[0]["kind"] == "iterable" for e in eps.values()):
@@ -472,18 +398,6 @@ def check_syncbn(run) -> Finding:
     return Finding(CheckStatus.PASS, "ok" if ddp["syncbatchnorm"] else "no_bn", {"sbn": ddp["syncbatchnorm"]}, ev)
 
 
-def _step_rows(stream) -> list[dict]:
-    rows = []
-    for rec in stream.of("steps"):
-        for i in range(len(rec["t"])):
-            row = {k: rec[k][i] for k in ("t", "samples", "loss", "backwards", "synced")}
-            for name, default in (("hand_reduced", 0.0), ("runqueue", None), ("cpu", None), ("data_wait", None)):
-                got = rec.get(name)
-                row[name] = got[i] if isinstance(got, list) and i < len(got) else default
-            rows.append(row)
-    return rows
-
-
 def check_no_sync(run) -> Finding:
     gate = distributed_gate(run)
     if gate:
@@ -493,7 +407,7 @@ def check_no_sync(run) -> Finding:
         return Finding(CheckStatus.FAIL, "no_ddp")
     if kind == "hand":  # by-hand reduction happens where the script puts it: no bucket hook to count
         return Finding(CheckStatus.PASS, "no_accumulation", {}, {"sync": kind})
-    rows = [r for r in _step_rows(run.ranks[0]) if r["backwards"] > 1]
+    rows = [r for r in step_rows(run.ranks[0]) if r["backwards"] > 1]
     if not rows:
         return Finding(CheckStatus.PASS, "no_accumulation")
     micro = statistics.median(r["backwards"] for r in rows)
@@ -502,132 +416,6 @@ def check_no_sync(run) -> Finding:
     if synced > 1:
         return Finding(CheckStatus.WARN, "every_micro", {"synced": f"{synced:g}", "micro": f"{micro:g}"}, ev)
     return Finding(CheckStatus.PASS, "ok", {"micro": f"{micro:g}"}, ev)
-
-
-def throughput(run, skip_fraction: float = 0.1, skip_min: int = 3) -> dict[str, float] | None:
-    """Samples/s of the training loop, excluding start-up and the first steps.
-
-    Time is each rank's own time (``own_time``: wall time less its wait for a busy CPU).
-    ``loop``: samples over time between the first kept and the last step, summed
-    over ranks. ``steady``: the same from median step interval and median samples
-    per step, robust to a burst of interference from other jobs on the host. Both are
-    multiplied by the fraction of distinct samples, so ranks that duplicate work
-    do not look fast.
-    """
-    loop = steady = 0.0
-    idles = []
-    for r in range(run.nproc):
-        rows = _step_rows(run.ranks[r]) if r in run.ranks else []
-        rows = rows[max(skip_min, int(len(rows) * skip_fraction)):]
-        if len(rows) < 5:
-            return None
-        pairs = list(zip(rows, rows[1:]))
-        dt = [own_time(a, b) for a, b in pairs]
-        ds = [b["samples"] - a["samples"] for a, b in pairs]
-        good = [(t, s) for t, s in zip(dt, ds) if s > 0 and t > 0]  # epoch boundaries reset counters
-        if not good:
-            return None
-        loop += sum(s for _, s in good) / sum(t for t, _ in good)
-        steady += statistics.median(s for _, s in good) / statistics.median(t for t, _ in good)
-        idle = unexplained_idle(pairs, dt)
-        if idle is not None:
-            idles.append(idle)
-    unique = _unique_fraction(run)
-    return {"loop": loop * unique, "steady": steady * unique, "unique_fraction": unique,
-            "idle": round(max(idles), 3) if len(idles) == run.nproc else None}
-
-
-def unexplained_idle(pairs: list[tuple[dict, dict]], own: list[float]) -> float | None:
-    """Fraction of a rank's own time spent neither on a CPU nor inside ``DataLoader.__next__``.
-
-    In a 1-process CPU run nothing else should make the main thread wait (there is no peer to
-    wait for): a large value means the script sleeps. None when the harness could not see it.
-    """
-    nums = ("cpu", "data_wait")
-    if not pairs or not all(isinstance(x.get(k), (int, float)) for a, b in pairs for x in (a, b) for k in nums):
-        return None
-    total = sum(own)
-    if total <= 0:
-        return None
-    unexplained = sum(max(0.0, t - (b["cpu"] - a["cpu"]) - (b["data_wait"] - a["data_wait"]))
-                      for (a, b), t in zip(pairs, own))
-    return min(1.0, unexplained / total)
-
-
-def own_time(a: dict, b: dict) -> float:
-    """Wall time between two steps less the time the rank waited for a busy CPU (when the harness saw it).
-
-    What remains is the script's own time (computing, communicating, sleeping): the host's load
-    is taken out, so a verdict built on it does not move when other jobs share the machine.
-    """
-    dt = b["t"] - a["t"]
-    ra, rb = a.get("runqueue"), b.get("runqueue")
-    if isinstance(ra, (int, float)) and isinstance(rb, (int, float)) and 0 <= rb - ra < dt:
-        return dt - (rb - ra)
-    return dt
-
-
-def _unique_fraction(run) -> float:
-    eps = _rank_epochs(run)
-    if len(eps) < 2 or not all(eps.values()) or eps[0][0]["kind"] == "iterable":
-        return 1.0
-    sets = [set(e[0]["indices"]) for e in eps.values()]
-    total = sum(len(s) for s in sets)
-    return len(set().union(*sets)) / total if total else 1.0
-
-
-def speedup_band(normalised: float, bands: dict[str, float]) -> tuple[CheckStatus, float, str]:
-    """Status, fraction of points and band name for a normalised speedup."""
-    if normalised >= bands["pass"]:
-        return CheckStatus.PASS, 1.0, "pass"
-    if normalised >= bands["fail_below"]:
-        span = bands["pass"] - bands["fail_below"]
-        return CheckStatus.WARN, round((normalised - bands["fail_below"]) / span, 3), "partial"
-    return CheckStatus.FAIL, 0.0, "fail"
-
-
-def judge_speed(t1: float, tn: float, nproc: int, ref: dict[str, Any] | None, bands: dict[str, float],
-                fast: bool, idle_1: float | None = None
-                ) -> tuple[CheckStatus, str, dict[str, Any], float | None]:
-    """The speed verdict, like with like: (status, message key, numbers, fraction of the points).
-
-    ``t1``/``tn``: the student's samples/s with 1 and ``nproc`` processes; ``ref``: the reference
-    solution's ``{"t1", "tn", "speedup"}`` on this host (None: no plausible measurement). A raw
-    speedup above ``nproc * max_efficiency`` is impossible for data parallelism, and a 1-process
-    run much slower against the reference's 1-process run than the N-process run is against the
-    reference's N-process run was slowed down on purpose: either fails. So does a 1-process CPU
-    run whose main thread sat idle (``idle_1``: neither computing nor loading data, with no peer
-    to wait for) more than ``max_idle_single`` of its time: that needs no reference. The normalised speedup
-    (raw over the reference's) is capped at 1, and a raw speedup below ``min_raw`` never passes.
-    A host where the reference itself gains nothing cannot judge speed: skipped, "not graded here".
-    """
-    raw = tn / t1
-    nums: dict[str, Any] = {"raw": round(raw, 3)}
-    if raw > nproc * float(bands.get("max_efficiency", 1.25)):
-        return CheckStatus.FAIL, "superlinear", nums, 0.0
-    if idle_1 is not None:
-        nums["idle_1"] = round(idle_1, 3)
-        if idle_1 > float(bands.get("max_idle_single", 0.3)):
-            return CheckStatus.FAIL, "idle_single", nums, 0.0
-    if fast:
-        return CheckStatus.SKIP, "fast", nums, None
-    if not ref:
-        return CheckStatus.SKIP, "no_reference", nums, None
-    min_raw = float(bands.get("min_raw", 1.0))
-    nums.update(reference=round(ref["speedup"], 3), ref_t1=round(ref["t1"], 2), ref_tn=round(ref["tn"], 2),
-                ratio_1=round(t1 / ref["t1"], 3), ratio_n=round(tn / ref["tn"], 3))
-    if ref["speedup"] < min_raw:
-        return CheckStatus.SKIP, "host_no_gain", nums, None
-    if nums["ratio_1"] < float(bands.get("single_ratio", 0.6)) * nums["ratio_n"]:
-        return CheckStatus.FAIL, "slow_single", nums, 0.0
-    normalised = raw / ref["speedup"]
-    nums["normalised_uncapped"] = round(normalised, 3)
-    normalised = min(normalised, 1.0)
-    nums["normalised"] = round(normalised, 3)
-    status, fraction, band = speedup_band(normalised, bands)
-    if raw < min_raw and status == CheckStatus.PASS:
-        return CheckStatus.WARN, "below_one", nums, 0.5
-    return status, band, nums, fraction
 
 
 def batch_info(run1, run_n) -> Finding:
@@ -651,15 +439,6 @@ def _number(x: Any) -> str:
     if isinstance(x, (int, float)) and not isinstance(x, bool):
         return f"{x:g}"
     return "?" if x is None else str(x)[:40]
-
-
-def loss_series(run, rank: int = 0, max_points: int = 400) -> list[float]:
-    """Loss per optimizer step of one rank, thinned to at most ``max_points``."""
-    if run is None or rank not in run.ranks:
-        return []
-    losses = [r["loss"] for r in _step_rows(run.ranks[rank]) if r["loss"] is not None]
-    stride = max(1, len(losses) // max_points)
-    return [round(x, 5) for x in losses[::stride]]
 
 
 # What each check rests on (graders.evidence): shown with its evidence, so a reader sees at once what the

@@ -14,7 +14,7 @@ import statistics
 from typing import Any
 
 from coursework.report import CheckStatus
-from graders.checks import ddp
+from graders.checks import ddp, timing
 from graders.checks.ddp import Finding
 
 _TRIED = re.compile(r"Tried to allocate ([\d.]+ [KMGT]?i?B)")
@@ -176,7 +176,7 @@ def mean_loss(run, first: bool, k: int = 2) -> float | None:
     """Mean over ranks of the first (or last) ``k`` step losses."""
     values = []
     for r in sorted(run.ranks):
-        losses = ddp.loss_series(run, r)
+        losses = timing.loss_series(run, r)
         if len(losses) >= 2 * k:
             values.extend(losses[:k] if first else losses[-k:])
     return statistics.mean(values) if values else None

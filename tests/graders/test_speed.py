@@ -79,6 +79,15 @@ def test_a_held_back_single_run_still_fails():
     assert (got.status, got.key) == (CheckStatus.FAIL, "slow_single")
 
 
+def test_a_single_run_that_sleeps_is_caught_without_a_reference():
+    """Alone, the main thread has no peer to wait for: time neither computing nor loading data is sleep."""
+    got = speed.judge([{"t1": 446.0, "tn": 1018.0}], 2, None, BANDS | {"max_idle_single": 0.3}, GATE, idle_1=0.55,
+                      fast=True)
+    assert (got.status, got.key) == (CheckStatus.FAIL, "idle_single") and got.evidence["idle_1"] == 0.55
+    assert speed.judge([{"t1": 446.0, "tn": 1018.0}], 2, None, BANDS, GATE, idle_1=0.05, fast=True).key == "fast"
+    assert speed.judge(pairs(2.0), 2, REF, BANDS, GATE, idle_1=0.02).key == "pass"
+
+
 def test_threshold_scales_with_the_number_of_processes():
     assert speed.min_reference_speedup({"min_reference_speedup": 1.3}, 2) == 1.3
     assert speed.min_reference_speedup({"min_reference_efficiency": 0.65}, 4) == pytest.approx(2.6)
