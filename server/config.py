@@ -147,7 +147,6 @@ def from_env() -> dict[str, Any]:
         "QUIZ_REVIEW_REQUESTS_PER_ATTEMPT": _int("QUIZ_REVIEW_REQUESTS_PER_ATTEMPT", 3),
         # Practice answers the rubric is unsure of that wait for a teacher, per student at a time; past them a
         # practice answer keeps the rubric's reading (practice counts nothing; the queue is the teachers' time).
-        "QUIZ_PRACTICE_REVIEWS": _int("QUIZ_PRACTICE_REVIEWS", 3),
         "LOGIN_LIMIT": os.environ.get("LOGIN_LIMIT", "5 per minute"),
         "LOGIN_LIMIT_ADDRESS": os.environ.get("LOGIN_LIMIT_ADDRESS", "30 per minute"),
         # Wrong passwords for one account from anywhere (many addresses): looser, and passed by a browser or an

@@ -140,8 +140,7 @@ def answer_question(attempt: Any, question_id: str, raw: str, lang: str, variant
         # teacher decided this answer before), else provisional (``server.quiz.provisional``)
         result = provisional.settle(result, variant.question, raw, attempt.mode, attempt.course_id,
                                     _other_readings(variant, raw, attempt.mode))
-    if result.needs_review and attempt.mode != "graded" and _open_practice_reviews(attempt.user_id) >= \
-            current_app.config["QUIZ_PRACTICE_REVIEWS"]:
+    if result.needs_review and attempt.mode != "graded":  # practice never waits, whatever the question type
         result = _reading_stands(result)
     if result.status == AnswerStatus.FORMAT_ERROR:
         _count_format_error(attempt, question_id)
@@ -160,13 +159,6 @@ def answer_question(attempt: Any, question_id: str, raw: str, lang: str, variant
         raise QuizRuleError(err.code) from None
     _pending_format_errors.pop(key, None)
     return AnswerOutcome(result, answer, round(attempt.score + result.score, 4))
-
-
-def _open_practice_reviews(user_id: int) -> int:
-    """The student's practice answers waiting for a teacher (asked only when the rubric is unsure)."""
-    return db.session.scalar(db.select(func.count(QuizAnswer.id)).join(QuizAttempt, QuizAttempt.id == QuizAnswer.attempt_id)
-                             .where(QuizAnswer.user_id == user_id, QuizAnswer.review_state == ReviewState.PENDING.value,
-                                    QuizAttempt.mode != "graded")) or 0
 
 
 def _reading_stands(result: QuestionResult) -> QuestionResult:
