@@ -444,20 +444,24 @@ def _number(x: Any) -> str:
 # What each check rests on (graders.evidence): shown with its evidence, so a reader sees at once what the
 # student's process could have chosen. Every verdict also needs training, which rests on the grader's own
 # evaluation of rank 0's model where it can be scored.
+_DATALOADER = text("脚本之内：DataLoader 取到的样本下标", "inside: indices the DataLoader fetched")
 RESTS_ON = {
-    "run.single": f"{SOURCE_OUTSIDE}: exit codes, launcher wall clock; {SOURCE_INSIDE}: end markers",
-    "run.distributed": f"{SOURCE_OUTSIDE}: exit codes, launcher wall clock, model scored by the grader; "
-                       f"{SOURCE_INSIDE}: end markers",
-    "sampler.disjoint": f"{SOURCE_INSIDE}: indices the DataLoader fetched",
-    "sampler.coverage": f"{SOURCE_INSIDE}: indices the DataLoader fetched",
-    "sampler.reshuffle": f"{SOURCE_INSIDE}: indices the DataLoader fetched",
-    "ddp.grad_sync": f"{SOURCE_CROSS_CHECKED}: stepped parameters compared during training, against the job's "
-                     f"loopback traffic ({SOURCE_OUTSIDE}, gloo only)",
-    "io.rank0_only": f"{SOURCE_OUTSIDE}: each rank's captured output, files left in the work folder; "
-                     f"{SOURCE_INSIDE}: which rank opened them",
-    "ddp.syncbn": f"{SOURCE_INSIDE}: the (Sync)BatchNorm layers the optimizer trains",
-    "ddp.no_sync": f"{SOURCE_INSIDE}: backward passes and DDP buckets per step",
-    "batch.global": f"{SOURCE_INSIDE}: batch sizes and learning rates",
+    "run.single": text("脚本之外：退出码、启动器的计时；脚本之内：结束标记",
+                       "outside: exit codes, launcher wall clock; inside: end markers"),
+    "run.distributed": text("脚本之外：退出码、启动器的计时、评分程序对模型的评估；脚本之内：结束标记",
+                            "outside: exit codes, launcher wall clock, model scored by the grader; inside: end markers"),
+    "sampler.disjoint": _DATALOADER,
+    "sampler.coverage": _DATALOADER,
+    "sampler.reshuffle": _DATALOADER,
+    "ddp.grad_sync": text("脚本之内、已核对：训练中比对优化器更新的参数，并对照作业的回环网络流量（脚本之外，仅 gloo）",
+                          "inside, cross-checked: stepped parameters compared during training, against the job's "
+                          "loopback traffic (outside, gloo only)"),
+    "io.rank0_only": text("脚本之外：启动器截获的各 rank 输出、工作目录里留下的文件；脚本之内：哪个 rank 打开了它们",
+                          "outside: each rank's captured output, files left in the work folder; "
+                          "inside: which rank opened them"),
+    "ddp.syncbn": text("脚本之内：优化器训练的 (Sync)BatchNorm 层", "inside: the (Sync)BatchNorm layers the optimizer trains"),
+    "ddp.no_sync": text("脚本之内：每步的 backward 次数与 DDP bucket", "inside: backward passes and DDP buckets per step"),
+    "batch.global": text("脚本之内：batch 大小与学习率", "inside: batch sizes and learning rates"),
 }
 
 

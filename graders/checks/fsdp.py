@@ -13,7 +13,7 @@ import re
 import statistics
 from typing import Any
 
-from coursework.report import CheckStatus
+from coursework.report import CheckStatus, text
 from graders.checks import ddp, timing
 from graders.checks.ddp import Finding
 
@@ -142,7 +142,8 @@ def outside_memory(run, baseline=None) -> dict[str, Any]:
     host = ((getattr(run, "evidence", None) or {}).get("host") or {}) if run is not None else {}
     return {"source": SOURCE_OUTSIDE, "cgroup_peak_bytes": peak(run), "baseline_cgroup_peak_bytes": peak(baseline),
             "cpu_total_s": host.get("cpu_total_s"), "wall_s": host.get("wall_s"),
-            "gpu": "the harness's per-process memory fraction; no host-side reading of GPU memory is taken here"}
+            "gpu": text("harness 设置的每进程显存比例；这里没有从主机一侧读取显存",
+                        "the harness's per-process memory fraction; no host-side reading of GPU memory is taken here")}
 
 
 def check_fit(run, capacity: float, card: str | dict[str, str], baseline=None) -> Finding:

@@ -12,6 +12,7 @@ import os
 import stat
 from pathlib import Path
 
+from coursework.report import text
 from graders.evidence import SOURCE_CROSS_CHECKED
 
 MAX_ENTRIES = 2000
@@ -68,5 +69,5 @@ def created_files(run, work: Path) -> dict:
     for r in range(run.nproc):
         mine = sorted({p for p in rank_writes(run.ranks.get(r)) if p in left})
         ranks[r] = [os.path.relpath(p, work)[:200] for p in mine][:20]
-    return {"source": SOURCE_CROSS_CHECKED, "what": "files left in the work folder, by the rank that opened them",
+    return {"source": SOURCE_CROSS_CHECKED, "what": text("工作目录里留下的文件，按打开它们的 rank 分", "files left in the work folder, by the rank that opened them"),
             "left": len(left), "ranks": ranks}

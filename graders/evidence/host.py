@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 
+from coursework.report import text
 from graders.evidence import SOURCE_OUTSIDE
 
 EVERY_S = 0.5
@@ -107,14 +107,16 @@ class Sampler(threading.Thread):
                "cpu_s": {r: round(c, 2) for r, c in sorted(self.cpu.items())},
                "cpu_total_s": round(sum(self.cpu.values()), 2)}
         if self.gpu:
-            out["loopback"] = {"seen": False, "why": "NCCL moves data over NVLink, PCIe or shared memory, "
-                                                     "which no host counter here sees"}
+            out["loopback"] = {"seen": False, "why": text("NCCL 经 NVLink、PCIe 或共享内存传数据，本机的计数器看不到",
+                                                          "NCCL moves data over NVLink, PCIe or shared memory, "
+                                                          "which no host counter here sees")}
         elif not self.netns:
-            out["loopback"] = {"seen": False, "why": "the run had no network namespace of its own"}
+            out["loopback"] = {"seen": False, "why": text("这次运行没有自己的网络命名空间", "the run had no network namespace of its own")}
         elif self.lo_last is None:
-            out["loopback"] = {"seen": False, "why": "no rank connected to the grader"}
+            out["loopback"] = {"seen": False, "why": text("没有 rank 连上评分程序", "no rank connected to the grader")}
         else:
             out["loopback"] = {"seen": True, "bytes": self.lo_last - (self.lo_first or 0),
-                               "why": "gloo's TCP traffic in the job's own network namespace (after the first "
-                                      "rank connected to the grader)"}
+                               "why": text("作业自己网络命名空间里 gloo 的 TCP 流量（从第一个 rank 连上评分程序算起）",
+                                           "gloo's TCP traffic in the job's own network namespace (after the first "
+                                           "rank connected to the grader)")}
         return out

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from coursework.report import text
 from graders import cifar, sandbox
 from graders.evidence import SOURCE_OUTSIDE
 
@@ -27,6 +28,24 @@ HARNESS_FILE = "model-rank0.pt"
 CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin")
 MAX_CHECKPOINT_BYTES = 256 * 1024 * 1024
 EVAL_WALL_S = 240  # importing torch on a loaded 2-core host alone can take a minute
+
+
+# Why the sandboxed evaluation (``evaluate_model.py``) could not score a file: its fixed reasons, readable.
+_UNSCORED = {
+    "not a dict of tensors": ("不是由张量组成的字典", "not a dict of tensors"),
+    "parameters do not match the assignment's model": ("参数与作业的模型不符", "parameters do not match the assignment's model"),
+    "names or shapes differ from the assignment's model": ("参数名或形状与作业的模型不同",
+                                                           "names or shapes differ from the assignment's model"),
+}
+
+
+def _unscored(why: str) -> dict[str, str]:
+    """The evaluation's reason in both languages (``unreadable: <exception type>`` keeps its type name)."""
+    if why in _UNSCORED:
+        return text(*_UNSCORED[why])
+    if why.startswith("unreadable: "):
+        return text(f"无法读取：{why.removeprefix('unreadable: ')}", why)
+    return text(why, why)
 
 
 def write_held_out(path: Path, synthetic: dict, n: int) -> Path:
@@ -75,14 +94,15 @@ def evaluate(runs: list, job: Path, cfg: dict, synthetic: bool = True) -> None:
     if not synthetic:
         for run in runs:
             run.evidence["model"] = {"source": SOURCE_OUTSIDE, "evaluated": False,
-                                     "why": "real CIFAR-10: the grader has no held-out data of its own"}
+                                     "why": text("真实的 CIFAR-10：评分程序没有自己的留出数据", "real CIFAR-10: the grader has no held-out data of its own")}
         return
     todo: dict[int, list[Path]] = {}
     for i, run in enumerate(runs):
         files = run.evidence.get("_candidates") or []
         todo[i] = files
         run.evidence["model"] = {"source": SOURCE_OUTSIDE, "evaluated": False,
-                                 "why": "no model file: rank 0 saved nothing and its harness wrote nothing"}
+                                 "why": text("没有模型文件：rank 0 没有保存，harness 也没写出",
+                                              "no model file: rank 0 saved nothing and its harness wrote nothing")}
     files = [f for fs in todo.values() for f in fs]
     if not files:
         return
@@ -100,8 +120,9 @@ def evaluate(runs: list, job: Path, cfg: dict, synthetic: bool = True) -> None:
         scores = json.loads(result.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
         for run in runs:
-            run.evidence["model"]["why"] = (f"the evaluation failed (exit {result.returncode}, "
-                                            f"{result.killed_reason or 'no kill'}): {result.stderr[-200:]}")
+            run.evidence["model"]["why"] = text(f"评估失败（退出码 {result.returncode}）", f"the evaluation failed (exit "
+                                                f"{result.returncode}, {result.killed_reason or 'no kill'})")
+            run.evidence["model"]["stderr_tail"] = result.stderr[-200:]
         return
     floor = float(spec["min_accuracy"])
     seconds = round(time.monotonic() - started, 2)  # what this evidence costs a grading (bench/ddp_grader.py)
@@ -116,7 +137,7 @@ def evaluate(runs: list, job: Path, cfg: dict, synthetic: bool = True) -> None:
                                          "claimed_loss_below": float(spec.get("claimed_loss_below", 0))}
                 break
             if isinstance(got, dict):
-                run.evidence["model"]["why"] = str(got.get("why", ""))[:200]
+                run.evidence["model"]["why"] = _unscored(str(got.get("why", ""))[:200])
 
 
 def learned_nothing(run) -> bool:

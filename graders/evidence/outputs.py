@@ -11,6 +11,7 @@ import os
 import stat
 from pathlib import Path
 
+from coursework.report import text
 from graders.evidence import SOURCE_OUTSIDE
 from graders.sandbox import untrusted
 
@@ -60,7 +61,7 @@ def rank_outputs(logs: Path, nproc: int) -> dict:
                             lines, size = count(rfd, f"{kind}.log")
                             ranks[r][f"{kind}_lines"] += lines
                             ranks[r][f"{kind}_bytes"] += size
-    return {"source": SOURCE_OUTSIDE, "what": "each rank's stdout/stderr as torchrun captured it", "ranks": ranks}
+    return {"source": SOURCE_OUTSIDE, "what": text("torchrun 截获的各 rank 标准输出与标准错误", "each rank's stdout/stderr as torchrun captured it"), "ranks": ranks}
 
 
 class _none:

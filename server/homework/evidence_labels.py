@@ -12,7 +12,7 @@ import re
 
 # key -> (zh, en, kind); kinds: bytes, s, sps (samples/s), x (ratio), pct (0..1), when, plain,
 # id (an identifier shown as code: a concept or API name that has no translation), quote (what the
-# student wrote, shown as written), verdict (an enumerated value named in VALUES)
+# student wrote, shown as written), verdict and source (enumerated values named in VALUES)
 LABELS: dict[str, tuple[str, str, str]] = {
     "exit_codes": ("各 rank 的退出码", "Exit code per rank", "plain"),
     "returncode": ("退出码", "Exit code", "plain"),
@@ -153,7 +153,7 @@ LABELS: dict[str, tuple[str, str, str]] = {
     "stopped": ("评分程序提前结束运行的原因", "Why the grader ended the run early", "plain"),
     # outside evidence (graders.evidence): what the grader measured itself, and what a result rests on
     "outside": ("评分程序在脚本之外测得的证据", "Evidence the grader measured outside the script", "plain"),
-    "source": ("证据来源", "Where the evidence comes from", "plain"),
+    "source": ("证据来源", "Where the evidence comes from", "source"),
     "rests_on": ("判定依据", "What this result rests on", "plain"),
     "model": ("评分程序对模型的评估", "The grader's own evaluation of the model", "plain"),
     "loopback": ("本机回环网络流量", "Loopback traffic on the host", "plain"),
@@ -174,6 +174,9 @@ VALUES: dict[str, dict[str, tuple[str, str]]] = {
                 "partial": ("部分正确", "partly correct"), "contradiction": ("自相矛盾", "contradicts itself"),
                 "wrong_concept": ("说的是另一个概念", "about a different concept"),
                 "unrelated": ("与字段无关", "not about this field")},
+    "source": {"outside": ("脚本之外：评分程序或内核测得，脚本无法选择", "Outside: measured by the grader or the kernel"),
+               "inside, cross-checked": ("脚本之内，已用外部证据核对", "Inside, cross-checked against outside evidence"),
+               "inside": ("脚本之内：只有注入脚本的观察代码报告", "Inside: reported by the harness only")},
 }
 
 

@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from coursework.text import pick
-from server.homework.evidence_labels import LABELS, STAFF_ONLY, STAFF_PATTERN, generic_label, value_label
+from server.homework.evidence_labels import LABELS, STAFF_ONLY, STAFF_PATTERN, VALUES, generic_label, value_label
 
 MAX_ITEMS, MAX_TEXT, MAX_DEPTH = 16, 300, 2
 
@@ -181,7 +181,7 @@ def evidence_items(evidence: Any, lang: str, staff: bool = False, depth: int = 0
                     items.append(Item(_label(k, lang), "", kids))
         elif isinstance(value, (list, tuple)):
             items.append(Item(_label(k, lang), _list(value, kind, lang, staff, depth), ident=kind == "id"))
-        elif kind == "verdict":
+        elif kind in VALUES:
             items.append(Item(_label(k, lang), value_label(kind, str(value), lang) or fmt_value(value, "plain", lang),
                               ident=value_label(kind, str(value), lang) is None))
         else:

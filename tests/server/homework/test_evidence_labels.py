@@ -74,3 +74,39 @@ def test_the_kernel_log_is_named():
     assert readable.log_label("kernel", "zh") == "笔记本内核的输出"
     assert readable.log_label("kernel", "en") == "Notebook kernel output"
     assert readable.log_label("n2.rank1", "en") == "2 processes, rank 1"
+
+
+PROSE_KEYS = {"what", "why", "rests_on", "gpu"}  # evidence values that are sentences a student reads
+
+
+def _english_prose(tree: ast.AST) -> list[str]:
+    """Evidence dict entries whose value is a bare str or f-string sentence (one language only)."""
+    found = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Dict):
+            for k, v in zip(n.keys, n.values):
+                if isinstance(k, ast.Constant) and k.value in PROSE_KEYS and isinstance(v, (ast.Constant, ast.JoinedStr)) \
+                        and (isinstance(v, ast.JoinedStr) or (isinstance(v.value, str) and " " in v.value)):
+                    found.append(f"{k.value} at line {n.lineno}")
+        elif isinstance(n, ast.Assign) and isinstance(n.value, ast.Dict) and any(
+                isinstance(t, ast.Name) and t.id == "RESTS_ON" for t in n.targets):
+            found += [f"RESTS_ON at line {n.lineno}" for v in n.value.values if isinstance(v, (ast.Constant, ast.JoinedStr))]
+    return found
+
+
+def test_outside_evidence_reads_in_the_pages_language():
+    """The outside evidence (issue 27) said where it came from in English on Chinese pages: "outside",
+    "inside, cross-checked", "each rank's stdout/stderr as torchrun captured it"."""
+    files = [f for f in [*REPO.glob("graders/evidence/*.py"), *REPO.glob("graders/checks/*.py")]
+             if f.name != "evaluate_model.py"]  # the sandboxed evaluator's reasons: graders.evidence.model reads them
+    prose = {f.name: got for f in files if (got := _english_prose(ast.parse(f.read_text(encoding="utf-8"))))}
+    assert not prose, f"write these as coursework.report.text(zh, en): {prose}"
+    from graders.evidence import SOURCE_CROSS_CHECKED, SOURCE_INSIDE, SOURCE_OUTSIDE
+    for source in (SOURCE_OUTSIDE, SOURCE_CROSS_CHECKED, SOURCE_INSIDE):
+        zh = readable.evidence_items({"source": source}, "zh")[0].value
+        en = readable.evidence_items({"source": source}, "en")[0].value
+        assert not any(c.isascii() and c.isalpha() for c in zh), zh
+        assert en != source and en.startswith(source.split(",")[0].capitalize()), en
+    from graders.evidence import model
+    for why in ("not a dict of tensors", "unreadable: UnpicklingError", "names or shapes differ from the assignment's model"):
+        assert not any(c.isascii() and c.isalpha() for c in model._unscored(why)["zh"].replace("UnpicklingError", ""))
