@@ -44,7 +44,10 @@ TASK = "server.grading.task.grade_submission"
 _connections: dict[tuple[str, float], redis.Redis] = {}
 QUEUE_DEPTH = int(os.environ.get("QUEUE_DEPTH", "2"))  # jobs handed to RQ ahead of the workers, per queue
 RECENT_S = int(os.environ.get("FAIR_RECENT_S", "3600"))  # window for "gradings started recently"
-_LIVE = {JobStatus.QUEUED, JobStatus.STARTED, JobStatus.DEFERRED, JobStatus.SCHEDULED}
+_WAITING = {JobStatus.QUEUED, JobStatus.DEFERRED, JobStatus.SCHEDULED}
+# A worker claims its submission within milliseconds of RQ starting the job; a queued submission
+# whose job reads "started" for longer lost that worker (RQ cleans its registry only minutes later).
+CLAIM_GRACE_S = 60.0
 
 
 REDIS_SKIP_S = 5.0  # after a failed call, this process leaves Redis alone this long
@@ -135,7 +138,7 @@ def try_enqueue(sub: Submission) -> str | None:
     try_dispatch(sub.resource)
     db.session.refresh(sub)
     try:
-        return sub.job_id if job_state(sub.job_id) in _LIVE else None
+        return sub.job_id if in_rq(sub.job_id) else None
     except redis.exceptions.RedisError:
         redis_failed()
         return None
@@ -149,6 +152,31 @@ def job_state(job_id: str | None) -> str | None:
         return Job.fetch(job_id, connection=redis_conn()).get_status(refresh=True)
     except NoSuchJobError:
         return None
+
+
+def in_rq(job_id: str | None) -> bool:
+    """Does RQ still hold the job of a *queued* submission: waiting, or started by a worker that
+    has not claimed the submission yet? A job started longer than ``CLAIM_GRACE_S`` ago whose
+    submission is still queued belongs to a dead worker, so the submission is handed to RQ again
+    (the claim's compare-and-set keeps a worker that was only slow from running it twice)."""
+    if not job_id:
+        return False
+    try:
+        job = Job.fetch(job_id, connection=redis_conn())
+    except NoSuchJobError:
+        return False
+    status = job.get_status(refresh=False)
+    if status in _WAITING:
+        return True
+    if status != JobStatus.STARTED:
+        return False
+    started = job.started_at
+    if started is None:
+        return True
+    now = utcnow()
+    if (started.tzinfo is None) != (now.tzinfo is None):
+        started = started.replace(tzinfo=now.tzinfo)
+    return (now - started).total_seconds() < CLAIM_GRACE_S
 
 
 def queue_position(sub: Any) -> int | None:
@@ -267,7 +295,7 @@ def dispatch(resource: str, depth: int | None = None) -> list[int]:
     for row in ordered_waiting(resource):
         if room <= 0:
             break
-        if job_state(row.job_id) in _LIVE:
+        if in_rq(row.job_id):
             continue  # already in RQ (or being started by a worker)
         sub = db.session.get(Submission, row.id)
         if sub is None or sub.status != SubmissionStatus.QUEUED.value:

@@ -30,3 +30,63 @@ def test_a_job_enqueued_under_the_old_task_path_is_handed_to_rq_again(app, make_
         assert job.func_name == TASK and job.args == (sid,)
         assert TASK == "server.grading.task.grade_submission"
         from server.grading.task import grade_submission  # noqa: F401  (the path RQ imports exists)
+
+
+def test_a_recovered_submission_whose_old_job_still_reads_started_is_handed_to_rq_again(app, make_sub):
+    """A worker died mid-grading: its RQ job stays "started" in RQ's registry until RQ's own
+    maintenance notices (minutes). The lease expired and recovery put the submission back in the
+    queue, but Redis could not take the new job at that moment. The next pass must not read the
+    dead job as live and skip the submission until RQ cleans its registry."""
+    from datetime import timedelta
+
+    from rq.job import JobStatus
+
+    from server.extensions import db
+    from server.grading import lifecycle
+    from server.grading.queue import queue_name, redis_conn
+    from server.grading.reconcile import reconcile
+    from server.models import Submission, utcnow
+
+    sid = make_sub(status="queued")
+    with app.app_context():
+        conn = redis_conn()
+        queue = Queue(queue_name("cpu"), connection=conn)
+        old = lifecycle.mark_enqueued(db.session.get(Submission, sid))
+        job = queue.enqueue("server.grading.task.grade_submission", sid, job_id=old)
+        queue.remove(job)  # a worker took it ...
+        job.set_status(JobStatus.STARTED)
+        job.started_at = utcnow() - timedelta(minutes=10)
+        job.save()
+        assert lifecycle.claim(sid)  # ... claimed the submission, then died without a trace
+        db.session.execute(db.update(Submission).where(Submission.id == sid)
+                           .values(lease_until=utcnow() - timedelta(minutes=1)))
+        db.session.commit()
+        assert lifecycle.recover_expired() == {sid: "retrying"}  # Redis refused the new job here
+        assert Job.fetch(old, connection=conn).get_status(refresh=True) == JobStatus.STARTED
+        assert reconcile() == [sid]
+        assert db.session.get(Submission, sid).job_id == f"sub-{sid}-g2"
+
+
+def test_a_job_a_worker_just_started_is_not_enqueued_twice(app, make_sub):
+    """Between RQ starting a job and the worker's claim there are milliseconds in which the
+    submission is still queued: a reconciler passing then leaves it alone."""
+    from rq.job import JobStatus
+
+    from server.extensions import db
+    from server.grading import lifecycle
+    from server.grading.queue import queue_name, redis_conn
+    from server.grading.reconcile import reconcile
+    from server.models import Submission, utcnow
+
+    sid = make_sub(status="queued")
+    with app.app_context():
+        conn = redis_conn()
+        queue = Queue(queue_name("cpu"), connection=conn)
+        old = lifecycle.mark_enqueued(db.session.get(Submission, sid))
+        job = queue.enqueue("server.grading.task.grade_submission", sid, job_id=old)
+        queue.remove(job)
+        job.set_status(JobStatus.STARTED)
+        job.started_at = utcnow()
+        job.save()
+        assert reconcile() == []
+        assert db.session.get(Submission, sid).job_id == old
