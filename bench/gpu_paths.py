@@ -238,6 +238,8 @@ p = argparse.ArgumentParser(); p.add_argument("--model-size"); p.add_argument("-
 a = p.parse_args()
 dist.init_process_group("nccl")
 torch.cuda.set_device(0)
+if __import__("os").environ.get("LIFT_CARD"):  # a script that lifts the simulated card
+    torch.cuda.set_per_process_memory_fraction(1.0, 0)
 model = build_model(a.model_size).cuda()
 opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
 data = make_dataset(a.model_size)
@@ -250,13 +252,13 @@ dist.destroy_process_group()
 '''
 
 
-def run_unsharded(size: str, tmp: Path, card_bytes: int = T4):
+def run_unsharded(size: str, tmp: Path, card_bytes: int = T4, lift: bool = False):
     """One rank of an unsharded script under the sandbox and harness, on GPU 0, as homework 3's grader runs it."""
     from coursework import assignments
     from graders import torchrun
 
     cfg = assignments.load("fsdp_fit").raw
-    job = tmp / size
+    job = tmp / (size + ("-lifted" if lift else ""))
     code = job / "code"
     code.mkdir(parents=True)
     os.chmod(tmp, 0o711)
@@ -267,7 +269,8 @@ def run_unsharded(size: str, tmp: Path, card_bytes: int = T4):
     limits = torchrun.make_limits(cfg["limits"]["gpu"])
     return torchrun.run(code / "train_fsdp.py", 1, root=job / "n1", data_dir=code, epochs=0, limits=limits,
                         mode="gpu", gpus=[0], script_args=["--model-size", size, "--steps", "2"],
-                        extra_env={"DISTGRADE_FSDP": "1", "DISTGRADE_CAPACITY_BYTES": str(card_bytes)})
+                        extra_env={"DISTGRADE_FSDP": "1", "DISTGRADE_CAPACITY_BYTES": str(card_bytes),
+                                   **({"LIFT_CARD": "1"} if lift else {})})
 
 
 def hw3_memory(env: Env) -> Row:
@@ -283,6 +286,9 @@ def hw3_memory(env: Env) -> Row:
     crash = fsdp.check_run(big, "T4")
     small = run_unsharded("small", env.tmp / "hw3")
     small_fit = fsdp.check_fit(small, T4, "T4")
+    lifted = run_unsharded("1b", env.tmp / "hw3", lift=True)  # the card read from outside still says no
+    lifted_fit = fsdp.check_fit(lifted, T4, "T4")
+    card = ((lifted.evidence or {}).get("cards") or {}).get("cards", {}).get(0, {})
     oom = crash.evidence.get("oom", {}) if crash.evidence else {}
     peak = (small_fit.evidence or {}).get("ranks", {}).get(0, {}).get("peak") if small_fit.evidence else None
     why = [w for ok, w in [
@@ -290,13 +296,15 @@ def hw3_memory(env: Env) -> Row:
         ("does not fit" in message.lower(), f"message: {message}"),
         (crash.key == "oom", f"1b: run.distributed is {crash.key!r}"),
         (small.all_finished, f"small did not finish: {small.logs.get('rank0', '')[-800:]}"),
-        (small_fit.key == "fits", f"small: memory.fit is {small_fit.key!r}")] if not ok]
+        (small_fit.key == "fits", f"small: memory.fit is {small_fit.key!r}"),
+        (lifted_fit.status.value == "fail", f"lifted card: memory.fit is {lifted_fit.key!r}, card {card}")] if not ok]
     status, note = _verdict(not why, why)
     allocated = float(oom.get("allocated", 0) or 0)
     return Row("hw3.memory", status, numbers={
         "card_gib": 15, "oom_allocated_gib": round(allocated / GiB, 2), "small_peak_mib": round(peak / 2 ** 20, 1) if peak else None,
         "big_run_s": round(big.result.wall_s, 1), "small_run_s": round(small.result.wall_s, 1),
-        "host_peak_gib": round((big.result.peak_memory_bytes or 0) / GiB, 2)},
+        "host_peak_gib": round((big.result.peak_memory_bytes or 0) / GiB, 2),
+        "lifted_verdict": lifted_fit.key, "lifted_card_used_gib": round((card.get("used_bytes") or 0) / GiB, 2)},
         note=note, details={"message": message, "oom": oom, "big_log": big.logs.get("rank0", "")[-3000:],
                             "small_log": small.logs.get("rank0", "")[-2000:]})
 

@@ -27,6 +27,7 @@ from typing import Any, Callable
 from coursework.progress import report_progress
 from graders import integrity, sandbox, untrusted
 from graders.exceptions import InfrastructureError
+from graders.evidence import cards as evidence_cards
 from graders.evidence import host as evidence_host
 
 HARNESS_DIR = Path(__file__).resolve().parent / "harness"
@@ -452,6 +453,7 @@ def run(script: Path, nproc: int, *, root: Path, data_dir: Path, epochs: int, li
         return bool(why)
 
     sampler = evidence_host.Sampler(lambda: dict(server.pids), gpu=mode == "gpu")
+    card_watch = evidence_cards.CardWatch(gpus) if mode == "gpu" and gpus else None  # before the launch: idle
     window_start = time.monotonic()
     try:
         result = sandbox.run(argv, workdir=work, limits=limits, env=env,
@@ -462,6 +464,8 @@ def run(script: Path, nproc: int, *, root: Path, data_dir: Path, epochs: int, li
     finally:
         window_end = time.monotonic()
         sampler.stop()
+        if card_watch:
+            card_watch.stop()
         server.close()
         if relay:
             relay.stop()
@@ -477,6 +481,8 @@ def run(script: Path, nproc: int, *, root: Path, data_dir: Path, epochs: int, li
                       scan_logs=scan, integrity=events,
                       stopped=stopped[0] if stopped and result.killed_reason == sandbox.KilledReason.STOPPED else None)
     out.evidence = gather_evidence(out, root, sampler)
+    if card_watch:
+        out.evidence["cards"] = card_watch.evidence()
     return out
 
 

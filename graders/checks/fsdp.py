@@ -16,6 +16,7 @@ from typing import Any
 from coursework.report import CheckStatus, text
 from graders.checks import ddp, timing
 from graders.checks.ddp import Finding
+from graders.evidence import cards
 
 _TRIED = re.compile(r"Tried to allocate ([\d.]+ [KMGT]?i?B)")
 
@@ -133,8 +134,9 @@ def check_wrap_units(run, max_fraction: float) -> Finding:
 
 def outside_memory(run, baseline=None) -> dict[str, Any]:
     """The job cgroup's peak memory (all ranks with Python and torch, measured by the kernel) of the run and
-    of the 1-card baseline, beside what the harness counted: evidence for staff, not yet a verdict (the
-    cgroup also holds each interpreter's ~300 MB, which tensor counts leave out)."""
+    of the 1-card baseline, beside what the harness counted: evidence, not a verdict (the cgroup also holds
+    each interpreter's ~300 MB, which tensor counts leave out). On a GPU host ``check_fit`` adds each card's
+    reading (``graders.evidence.cards``), which is a verdict."""
     from graders.evidence import SOURCE_OUTSIDE
 
     def peak(r):
@@ -142,8 +144,9 @@ def outside_memory(run, baseline=None) -> dict[str, Any]:
     host = ((getattr(run, "evidence", None) or {}).get("host") or {}) if run is not None else {}
     return {"source": SOURCE_OUTSIDE, "cgroup_peak_bytes": peak(run), "baseline_cgroup_peak_bytes": peak(baseline),
             "cpu_total_s": host.get("cpu_total_s"), "wall_s": host.get("wall_s"),
-            "gpu": text("harness 设置的每进程显存比例；这里没有从主机一侧读取显存",
-                        "the harness's per-process memory fraction; no host-side reading of GPU memory is taken here")}
+            "gpu": text("GPU 主机上评分程序用 nvidia-smi 在脚本之外读取每张卡（cards）；CPU 上没有显存可读",
+                        "on a GPU host the grader reads each card with nvidia-smi, outside the script (cards); "
+                        "a CPU run has no card to read")}
 
 
 def check_fit(run, capacity: float, card: str | dict[str, str], baseline=None) -> Finding:
@@ -162,6 +165,15 @@ def check_fit(run, capacity: float, card: str | dict[str, str], baseline=None) -
         r, rec = found
         params.update(rank=r, peak=fmt_bytes(rec.get("allocated")), step=rec.get("step", 0))
         return Finding(CheckStatus.FAIL, "oom" + suffix, params, ev)
+    card_ev = (getattr(run, "evidence", None) or {}).get("cards") if run is not None else None
+    if card_ev:
+        ev["outside"]["cards"] = card_ev
+    over = cards.over_capacity(card_ev, capacity)
+    if over:  # the driver's count, beyond the script's reach: a lifted fraction or a patched peak shows here
+        reported = max((p["peak"] for p in ranks.values()), default=None)
+        params.update(gpu=over[0], used=fmt_bytes(over[1]), allowance=fmt_bytes(cards.CONTEXT_ALLOWANCE),
+                      peak=fmt_bytes(reported))
+        return Finding(CheckStatus.FAIL, "over_outside", params, ev, fallback="over")
     if not ranks:
         return Finding(CheckStatus.SKIP, "no_data")
     worst_rank, worst = max(ranks.items(), key=lambda kv: kv[1]["peak"])

@@ -160,12 +160,41 @@ LABELS: dict[str, tuple[str, str, str]] = {
     "compared_steps": ("训练中比对参数的步", "Steps at which the parameters were compared", "plain"),
     "differ_at_step": ("参数开始不一致的步", "Step at which the parameters first differed", "plain"),
     "gathered_full_on": ("收集过完整模型的 rank", "Ranks that gathered the full model", "plain"),
+    "what": ("内容", "What it is", "plain"),
+    "why": ("原因", "Why", "plain"),
+    "seen": ("测到了吗", "Seen", "plain"),
+    "ranks": ("各 rank", "Per rank", "plain"),
+    "bytes": ("字节数", "Bytes", "bytes"),
+    "left": ("留下的文件数", "Files left", "plain"),
+    "cpu_s": ("各 rank 的 CPU 时间", "CPU time per rank", "s"),
+    "cpu_total_s": ("CPU 时间合计", "Total CPU time", "s"),
+    "stdout_lines": ("标准输出行数", "Lines on stdout", "plain"),
+    "stderr_lines": ("标准错误行数", "Lines on stderr", "plain"),
+    "stdout_bytes": ("标准输出字节数", "Bytes on stdout", "bytes"),
+    "stderr_bytes": ("标准错误字节数", "Bytes on stderr", "bytes"),
+    "evaluated": ("评估了吗", "Evaluated", "plain"),
+    "accuracy": ("评分程序测得的准确率", "Accuracy the grader measured", "pct"),
+    "chance": ("随机猜测的准确率", "Accuracy of guessing", "pct"),
+    "min_accuracy": ("至少要达到的准确率", "Accuracy it must reach", "pct"),
+    "learned": ("模型学到了东西", "The model learned", "plain"),
+    "how": ("评估方式", "How it was evaluated", "id"),
+    "file": ("文件", "File", "id"),
+    "seconds": ("耗时", "Time taken", "s"),
+    "claimed_loss_below": ("脚本报告的损失低于", "Loss the script reported below", "plain"),
+    "stderr_tail": ("评估进程错误输出的末尾", "End of the evaluation's error output", "id"),
+    "cgroup_peak_bytes": ("作业 cgroup 的内存峰值", "Peak memory of the job's cgroup", "bytes"),
+    "baseline_cgroup_peak_bytes": ("单卡运行时 cgroup 的内存峰值", "Peak memory of the cgroup, one-card run", "bytes"),
+    "gpu": ("显存", "GPU memory", "plain"),
+    "idle_bytes": ("运行前卡上已用", "Used on the card before the run", "bytes"),
+    "peak_bytes": ("运行中卡上的峰值", "Peak on the card during the run", "bytes"),
+    "used_bytes": ("本作业在卡上占用", "Used by this job on the card", "bytes"),
 }
 
 # Keys that mean nothing to a student (internals of the reading or the calibration); staff see them.
 STAFF_ONLY = {"band", "key", "digests", "digest", "sha256", "solution", "host", "traceback", "calibration",
               "measured_at", "pairs", "spread", "nbgrader_log_tail", "concept", "other_concept", "confidence",
-              "needs_review", "review", "review_points", "total_gb", "load_dependent", "reference_at"}
+              "needs_review", "review", "review_points", "total_gb", "load_dependent", "reference_at", "stderr_tail",
+              "claimed_loss_below"}
 STAFF_PATTERN = re.compile(r"(hash|digest|sha\d*|token|_id$)", re.I)
 
 # Enumerated values a grader writes, by kind.
