@@ -259,14 +259,24 @@ def annotation_points(source: str, max_points: float) -> float:
     return annotation_score(source, max_points)[0]
 
 
-def annotation_score(source: str, max_points: float) -> tuple[float, dict[str, float]]:
-    """(points, waiting): the annotated config's share of ``max_points`` and, for each field
-    whose reading waits for a teacher (``field.<path>`` -> the points a teacher can give, on
-    the same scale), what it could still add."""
+def annotation_score(source: str, max_points: float) -> tuple[float, dict[str, float], dict[str, float]]:
+    """(points, waiting, provisional): the annotated config's share of ``max_points`` and, for each
+    field whose reading waits for a teacher (``field.<path>``, on the same scale), the points a
+    teacher can still give and the reading's suggestion (counted where the course counts
+    unconfirmed verdicts, ``server.dashboard.provisional_fields``)."""
     checks = annotation_checks(source)
     total = sum(c.max_points for c in checks)
     if not total:
-        return 0.0, {}
-    waiting = {c.id: round(max_points * c.evidence["review_points"] / total, 2) for c in checks
-               if c.evidence.get("review") == "pending"}
-    return round(max_points * sum(c.points for c in checks) / total, 2), waiting
+        return 0.0, {}, {}
+    exact = max_points * sum(c.points for c in checks) / total
+    # each waiting share is the difference of rounded running sums, so the points and everything a
+    # teacher can still add never round to more than ``max_points`` (30 fields of 1.33 did: 40.03)
+    waiting, running, shown = {}, exact, round(exact, 2)
+    for c in checks:
+        if c.evidence.get("review") == "pending":
+            running += max_points * c.evidence["review_points"] / total
+            waiting[c.id] = round(round(running, 2) - shown, 2)
+            shown = round(running, 2)
+    provisional = {c.id: round(max_points * float(c.evidence.get("provisional_points") or 0.0) / total, 2)
+                   for c in checks if c.id in waiting}
+    return round(exact, 2), waiting, provisional

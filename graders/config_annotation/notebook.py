@@ -317,8 +317,8 @@ def _static_score(answer_id: str, value: Any, max_pts: float) -> tuple[float, di
     if scorer:
         s = scorer(value, max_pts)
         return s.points, s.details
-    points, waiting = core.annotation_score(value, max_pts)
-    return points, ({"waiting": waiting} if waiting else {})
+    points, waiting, provisional = core.annotation_score(value, max_pts)
+    return points, ({"waiting": waiting, "provisional": provisional} if waiting else {})
 
 
 def _autograded_check(spec: dict, test_id: str, max_pts: float, *, nb_score: float | None, ran: bool,

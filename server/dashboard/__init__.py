@@ -7,6 +7,7 @@ The roster import and each homework's submission list (``roster_views``) keep th
 ``instructor``, and their /instructor/ addresses; ``server.BLUEPRINTS`` registers both.
 """
 from server.dashboard import models  # noqa: F401  (tables register with the metadata)
+from server.dashboard import provisional_fields  # noqa: F401  (rows follow every ORM write of a report)
 from server.dashboard.views import bp
 from server.dashboard import admin_views, item_views  # noqa: F401,E402  (routes register on bp)
 from server.dashboard import review_views  # noqa: F401,E402  (the free-text review queue, issue 12)

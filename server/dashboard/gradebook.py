@@ -27,7 +27,7 @@ from sqlalchemy import DateTime, and_, case, func, literal, or_
 from coursework.assignments import load as load_assignment
 from coursework.exceptions import AssignmentNotFound
 from coursework.quiz.bank import BankError, all_quiz_ids, load_quiz
-from server.dashboard.hand_scores import added_points_table, counted_score
+from server.dashboard.hand_scores import added_points_table, counted_score, unconfirmed_points, waiting_annotations
 from server.dashboard.models import Extension, ScoreOverride
 from server.extensions import db
 from server.homework.points import item_total, natural_key
@@ -260,7 +260,31 @@ def _homework_cells(course_id: int, items: dict[str, Item], user_id: int | None 
     _apply_extensions(course_id, items, graded, total, cells)
     _keep_while_regrading(course_id, items, cells, user_id)
     _mark_under_review(course_id, items, cells, user_id)
+    _mark_waiting(course_id, items, deadlines, cells, user_id)
     return cells
+
+
+def _mark_waiting(course_id: int, items: dict[str, Item], deadlines: dict[str, datetime], cells,
+                  user_id: int | None) -> None:
+    """Set ``waiting`` / ``unconfirmed`` on the homework cells whose counted submission holds annotations
+    no teacher decided yet (issue 23), as ``server.quiz.waiting.mark_cells`` does for the quiz: one query
+    over the few submissions that have any; the counted one is the one whose total the cell shows."""
+    added = added_points_table()
+    q = (db.select(Submission.user_id, Submission.assignment_id, Submission.created_at, counted_score(added),
+                   waiting_annotations(added), unconfirmed_points(added))
+         .join(added, added.c.sid == Submission.id)
+         .where(Submission.course_id == course_id, Submission.status == SubmissionStatus.GRADED.value,
+                added.c.waiting > 0))
+    if user_id is not None:
+        q = q.where(Submission.user_id == user_id)
+    for uid, aid, created, total, waiting, unconfirmed in db.session.execute(q):
+        item = items.get(aid)
+        cell = cells.get(uid, {}).get(item.key) if item else None
+        if cell is None or cell.computed is None or total is None or cell.waiting:
+            continue
+        shown = {round(total, 4), round(total * late_factor(created, deadlines.get(aid), item.penalty_per_day), 4)}
+        if any(abs(s - cell.computed) < 1e-6 for s in shown):
+            cell.waiting, cell.unconfirmed = int(waiting), round(float(unconfirmed or 0.0), 4)
 
 
 def _mark_under_review(course_id: int, items: dict[str, Item], cells, user_id: int | None) -> None:

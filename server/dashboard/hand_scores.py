@@ -23,12 +23,12 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, case, func, or_
+from sqlalchemy import and_, case, func, literal, or_, true, union_all
 
 from coursework.report import merge_manual_scores
-from server.dashboard.models import AnnotationReviewRequest, ManualCellScore
+from server.dashboard.models import AnnotationReviewRequest, ManualCellScore, ProvisionalField
 from server.extensions import db
-from server.models import Submission
+from server.models import Course, Submission
 
 log = logging.getLogger(__name__)
 
@@ -37,14 +37,26 @@ COUNTS_ZERO = ("pending", "rejected")
 
 
 def added_points_table():
-    """Subquery ``(sid, pts)``: per submission with hand-given scores, what they add before the
-    integrity rule (a decision on an asked field counts minus the field's ``auto_points``)."""
+    """Subquery ``(sid, pts, unconfirmed, waiting)`` per submission with hand-given scores or homework-2
+    annotations waiting for a teacher: what the hand-given scores add before the integrity rule (a
+    decision on an asked field counts minus the field's ``auto_points``), and the suggested points and
+    number of the annotations no teacher has decided yet (``ProvisionalField`` without a decision)."""
     asked = AnnotationReviewRequest
     pts = ManualCellScore.score - func.coalesce(asked.auto_points, 0.0)
-    return (db.select(ManualCellScore.submission_id.label("sid"), func.sum(pts).label("pts"))
-            .outerjoin(asked, and_(asked.submission_id == ManualCellScore.submission_id,
-                                   asked.check_id == ManualCellScore.cell_id))
-            .group_by(ManualCellScore.submission_id).subquery())
+    given = (db.select(ManualCellScore.submission_id.label("sid"), pts.label("pts"), literal(0.0).label("unconfirmed"),
+                       literal(0).label("waiting"))
+             .outerjoin(asked, and_(asked.submission_id == ManualCellScore.submission_id,
+                                    asked.check_id == ManualCellScore.cell_id)))
+    decided = ManualCellScore.__table__.alias("decided")
+    open_ = (db.select(ProvisionalField.submission_id.label("sid"), literal(0.0).label("pts"),
+                       ProvisionalField.provisional.label("unconfirmed"), literal(1).label("waiting"))
+             .outerjoin(decided, and_(decided.c.submission_id == ProvisionalField.submission_id,
+                                      decided.c.cell_id == ProvisionalField.check_id))
+             .where(decided.c.id.is_(None)))
+    both = union_all(given, open_).subquery()
+    return (db.select(both.c.sid, func.sum(both.c.pts).label("pts"), func.sum(both.c.unconfirmed).label("unconfirmed"),
+                      func.sum(both.c.waiting).label("waiting"))
+            .group_by(both.c.sid).subquery())
 
 
 def added_points(added):
@@ -57,7 +69,28 @@ def added_points(added):
     submission row carries its upload). Same value as testing the integrity rule first."""
     return case((added.c.pts.is_(None), 0.0),
                 (or_(Submission.score.is_(None), Submission.review_status.in_(COUNTS_ZERO)), 0.0),
+                (added.c.unconfirmed > 0, added.c.pts + case((_counts_unconfirmed(), added.c.unconfirmed), else_=0.0)),
                 else_=added.c.pts)
+
+
+def _counts_unconfirmed():
+    """SQL: does the submission's course count verdicts no teacher confirmed (``Course.count_unconfirmed``)?
+    Read only for the few submissions with waiting annotations."""
+    return (db.select(Course.count_unconfirmed).where(Course.id == Submission.course_id)
+            .correlate(Submission).scalar_subquery() == true())
+
+
+def unconfirmed_points(added):
+    """SQL: of ``added_points``, the suggested points of annotations no teacher decided (0 unless the
+    course counts them)."""
+    return case((added.c.unconfirmed.is_(None), 0.0), (added.c.unconfirmed <= 0, 0.0),
+                (or_(Submission.score.is_(None), Submission.review_status.in_(COUNTS_ZERO)), 0.0),
+                (_counts_unconfirmed(), added.c.unconfirmed), else_=0.0)
+
+
+def waiting_annotations(added):
+    """SQL: how many annotations of the submission wait for a teacher."""
+    return func.coalesce(added.c.waiting, 0)
 
 
 def counted_score(added):
@@ -68,11 +101,15 @@ def counted_score(added):
 
 @dataclass(frozen=True, slots=True)
 class SubmissionScore:
-    """One submission's numbers: ``stored`` (the grader's), ``added`` (by hand) and ``counted``."""
+    """One submission's numbers: ``stored`` (the grader's), ``added`` (by hand, plus unconfirmed
+    suggestions where the course counts them) and ``counted``; ``waiting``: annotations no teacher
+    decided yet, ``unconfirmed``: of ``counted``, their suggested points (0 unless counted)."""
 
     stored: float | None
     added: float
     counted: float | None
+    waiting: int = 0
+    unconfirmed: float = 0.0
 
 
 def submission_scores(submission_ids: list[int]) -> dict[int, SubmissionScore]:
@@ -81,10 +118,12 @@ def submission_scores(submission_ids: list[int]) -> dict[int, SubmissionScore]:
         return {}
     added = added_points_table()
     rows = db.session.execute(
-        db.select(Submission.id, Submission.score, added_points(added), counted_score(added))
+        db.select(Submission.id, Submission.score, added_points(added), counted_score(added),
+                  waiting_annotations(added), unconfirmed_points(added))
         .outerjoin(added, added.c.sid == Submission.id).where(Submission.id.in_(submission_ids)))
-    return {sid: SubmissionScore(stored, round(float(plus or 0.0), 4), None if total is None else round(total, 4))
-            for sid, stored, plus, total in rows}
+    return {sid: SubmissionScore(stored, round(float(plus or 0.0), 4), None if total is None else round(total, 4),
+                                 int(waiting or 0), round(float(unconf or 0.0), 4))
+            for sid, stored, plus, total, waiting, unconf in rows}
 
 
 def submission_score(sub: Submission) -> SubmissionScore:
@@ -116,4 +155,4 @@ def merged_report(submission_id: int, report: dict[str, Any]) -> dict[str, Any]:
 
 
 __all__ = ["SubmissionScore", "added_points", "added_points_table", "counted_score", "merged_report",
-           "submission_score", "submission_scores"]
+           "submission_score", "submission_scores", "unconfirmed_points", "waiting_annotations"]

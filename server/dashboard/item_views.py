@@ -66,8 +66,9 @@ def homework_stats(code: str, assignment_id: str):
                                    x_title=_("score, percent of the maximum (bins from)"), y_title=_("students"))
     failing = {(pick(c.title, lang_key()) or c.check_id): float(len(c.failing)) for c in hs.checks if c.failing}
     if failing:
+        same = frozenset(c.title.get("en") for c in hs.checks if c.title.get("zh") == c.title.get("en"))
         charts["failures"] = bar_chart(_("Students failing each check"), failing, x_title=_("check"),
-                                       y_title=_("students"))
+                                       y_title=_("students"), names=same)
     if hs.speedups:
         charts["speedup"] = bar_chart(_("Speed-up across the class"),
                                       _bin_starts(stats.value_histogram(hs.speedups, SPEEDUP_EDGES)),

@@ -52,6 +52,9 @@ def set_count_unconfirmed(code: str):
     count = request.form.get("count") == "1"
     n = waiting.set_count_unconfirmed(course, count)
     db.session.commit()
+    from server.lti import passback  # every counted score of the course may have moved: the LMS follows
+
+    passback.notify(course.id)
     flash(_("Unconfirmed free-text verdicts now count, marked unconfirmed (%(n)d answers updated).", n=n) if count
           else _("Only confirmed free-text verdicts count now (%(n)d answers updated).", n=n), "ok")
     return redirect(request.form.get("next") or url_for("dashboard.readers", code=code))

@@ -175,6 +175,9 @@ def store_report(submission_id: int, token: str, report: dict[str, Any]) -> str:
     values.update(review_status="pending" if review else None, review_reason=None, reviewed_by=None, reviewed_at=None,
                   computed_score=(report.get("integrity") or {}).get("computed_score") if review else None)
     won = compare_and_set(submission_id, [Submission.status == RUNNING, Submission.run_token == token], **values)
+    if won:  # homework 2's waiting annotations follow the report they came from (a bulk write: no ORM event)
+        from server.dashboard import provisional_fields
+        provisional_fields.sync(submission_id, report)
     db.session.commit()
     return ("crashed" if crashed else "graded") if won else "superseded"
 

@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import String, cast, select
 
 from coursework.assignments import load
+from server.dashboard import provisional_fields
 from server.extensions import db
 from server.grading.lifecycle import compare_and_set
 from server.models import Submission, SubmissionStatus
@@ -45,6 +46,7 @@ def rescore_pending(assignment_id: str, mode: str, ref: dict[str, Any]) -> int:
             values["score"] = new.get("score")
         if compare_and_set(sid, [Submission.status == SubmissionStatus.GRADED.value,
                                  Submission.finished_at == finished_at], **values):
+            provisional_fields.sync(sid, new)
             done += 1
         db.session.commit()
     return done

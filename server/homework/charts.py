@@ -98,8 +98,10 @@ def _y_axis(ticks: list[float], lo: float, hi: float, top: int, bottom: int, tit
 
 
 def bar_chart(title: str, series: dict[str, float], *, x_title: str = "", y_title: str = "",
-              line: tuple[float, str] | None = None, colors: list[str] | None = None) -> Markup:
-    """Bars, one per label, in the order given; ``line``: a horizontal reference (value, label)."""
+              line: tuple[float, str] | None = None, colors: list[str] | None = None,
+              names: frozenset[str] = frozenset()) -> Markup:
+    """Bars, one per label, in the order given; ``line``: a horizontal reference (value, label);
+    ``names``: labels that are identifiers (a config field), the same in every language."""
     labels = list(series)[:MAX_BARS]
     values = [max(0.0, series[k]) for k in labels]
     top_value = max(values + ([line[0]] if line else []) + [0.0])
@@ -124,7 +126,8 @@ def bar_chart(title: str, series: dict[str, float], *, x_title: str = "", y_titl
                      f'rx="3"><title>{escape(label)}: {shown}</title></rect>')
         parts.append(_text(x + slot * 0.32, y - 4, shown, "val"))
         for j, piece in enumerate(_two_lines(label, slot)):
-            parts.append(_text(x + slot * 0.32, bottom + 15 + 13 * j, piece))
+            parts.append(_text(x + slot * 0.32, bottom + 15 + 13 * j, piece,
+                               extra=' translate="no"' if label in names else ""))
     if line:
         y = bottom - plot_h * line[0] / hi
         parts.append(f'<line x1="{PAD_L}" x2="{W - PAD_R}" y1="{y:.1f}" y2="{y:.1f}" class="limit"/>')

@@ -212,9 +212,11 @@ def report_context(sub: Submission) -> dict:
         return dict(sub=sub, course=db.session.get(Course, sub.course_id), report={"logs": report.get("logs")},
                     checks=[], charts=[], sub_score=None, asked={}, askable=set(), staff=False, traceback=None,
                     elapsed=elapsed_s(sub), released=False, releases_at=hold)
+    score = submission_score(sub)
     return dict(released=True, regrade_asked=regrade_requests.for_submission(sub.id),
+                sub_waiting=score.waiting, sub_unconfirmed=score.unconfirmed,
                 regrade_askable=regrade_requests.askable(sub) if owner else set(), sub=sub, course=db.session.get(Course, sub.course_id), report=report, checks=report.get("checks", []), charts=charts_for(report.get("plots"), chart_labels.for_page()),
-                sub_score=submission_score(sub).counted, asked=asking.requests_for(sub.id),
+                sub_score=score.counted, asked=asking.requests_for(sub.id),
                 askable=asking.askable_checks(sub) if owner else set(),
                 staff=staff, traceback=(sub.error_detail or report.get("staff_traceback")) if staff else None,
                 elapsed=elapsed_s(sub))

@@ -12,6 +12,9 @@ from coursework.report import merge_manual_scores
 from graders.config_annotation import core, notebook
 from tests.fixtures.annotation_reports import config_source, stage_check, upload_report
 
+# Asking is about points that counted at once: fields whose reading earned trust.
+pytestmark = pytest.mark.usefixtures("annotation_readings_trusted")
+
 SURE_WRONG = "ZeRO-3 keeps a full copy of the parameters on every card"  # read confidently as wrong
 SURE_RIGHT = "shards parameters, gradients and optimizer states (= FSDP full_shard)"
 

@@ -20,6 +20,9 @@ from coursework.report import merge_manual_scores
 from graders import sandbox
 from graders.config_annotation import notebook, release
 
+# The nbgrader agreement is about counted points: fields whose reading earned trust.
+pytestmark = pytest.mark.usefixtures("annotation_readings_trusted")
+
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "assignments" / "config_annotation" / "samples"
 

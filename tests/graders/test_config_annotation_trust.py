@@ -48,3 +48,16 @@ def test_the_worker_names_the_fields_whose_reading_earned_trust(app) -> None:
         db.session.commit()
         labels.forget()
         assert _trusted_annotation_fields() == '["deepspeed:zero_optimization.stage"]'
+
+
+def test_the_shipped_assignment_holds_notes_whose_field_earned_no_trust(monkeypatch) -> None:
+    """Issue 23: with no teacher's decisions yet, no note counts more than a teacher confirmed. The
+    policy shipped in assignment.json is ``untrusted`` (it was ``none``: every note counted at once,
+    27 wrong notes at full points on the blind set)."""
+    monkeypatch.delenv(core.TRUSTED_ENV, raising=False)
+    cfg = core.load_config()
+    assert cfg["fields"]["confirm_full_marks"] == "untrusted"
+    checks = core.field_checks(parse(CONFIG, "ds.yaml"), "deepspeed", cfg, catalogue.load())
+    held = [c for c in checks if c.id.startswith("field.") and c.evidence.get("provisional_points")]
+    assert held and all(c.points == 0 for c in held)
+    assert sum(c.points for c in checks if c.id.startswith("field.")) == 0

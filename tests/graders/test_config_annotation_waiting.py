@@ -15,6 +15,9 @@ from coursework.config_annotation import annotate, catalogue
 from coursework.report import merge_manual_scores
 from graders.config_annotation import core, notebook
 
+# These flows come after the fields earned trust (with none, every right note waits: see the last test).
+pytestmark = pytest.mark.usefixtures("annotation_readings_trusted")
+
 REPO = assignments.load("config_annotation").path
 NB_SPEC = assignments.load("config_annotation").raw["checks"]["nb"]
 UNSURE_STAGE = "3 级切优化器状态和梯度，参数每卡一份"  # the reading is unsure of this one
@@ -154,4 +157,15 @@ def test_where_the_course_confirms_full_marks_the_reference_config_waits_on_its_
     assert "field.gradient_clipping" in waiting and "field.train_micro_batch_size_per_gpu" in waiting, waiting
     assert not waiting & {"field.zero_optimization.stage", "field.zero_optimization.offload_optimizer"}, waiting
     assert c.points + sum(c.evidence["waiting"].values()) == pytest.approx(40.0, abs=0.02)
+    _no_placeholder(c)
+
+
+def test_with_no_trust_earned_a_fully_right_config_waits_and_is_never_failed(monkeypatch) -> None:
+    """The shipped default (issue 23): before teachers' decisions, part C of a fully right notebook
+    counts nothing yet and says it waits for the teacher: never "fail", and every point is waiting."""
+    monkeypatch.delenv(core.TRUSTED_ENV)
+    c = _part_c(_reference_config())
+    assert c.status.value == "warn", c
+    assert c.points + sum(c.evidence["waiting"].values()) == pytest.approx(40.0, abs=0.02)
+    assert sum(c.evidence["waiting"].values()) > 0
     _no_placeholder(c)

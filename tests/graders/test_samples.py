@@ -4,7 +4,8 @@ expected.json: ``status``; ``checks`` (id -> required status); optional ``min_sc
 ``max_score``; ``message_contains`` (id -> lowercase substrings of the English message);
 ``limits`` (sandbox limit overrides, passed as ``DISTGRADE_LIMITS``); ``traps`` (what the host sets up
 for a hostile sample and checks afterwards, see ``host_traps``); ``notes``; ``out_of`` (the report's
-``max_score``: always the assignment's total); ``summary_contains`` (lowercase substrings of the English summary). ``"status": "rejected"``
+``max_score``: always the assignment's total); ``summary_contains`` (lowercase substrings of the English summary); ``trusted`` (``"all"``: homework 2
+graded as where every field's reading earned the teachers' trust; without it nothing has, as shipped). ``"status": "rejected"``
 means the upload must be refused (exit 3, no attempt used); ``message_contains.rejected`` checks stderr.
 
 Samples are graded in fast mode, ``DISTGRADE_SAMPLE_JOBS`` (default 2) at a time: a verdict must not
@@ -30,6 +31,7 @@ from typing import Iterator
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+TRUSTED_ENV = "DISTGRADE_TRUSTED_READINGS"  # graders.config_annotation.core.TRUSTED_ENV
 SAMPLES = sorted(p for p in ROOT.glob("assignments/*/samples/*") if (p / "expected.json").is_file())
 
 
@@ -162,6 +164,11 @@ def grade(folder: Path, var_dir: Path, share: HostShare) -> subprocess.Completed
     env = {**os.environ, "DISTGRADE_FAST": "1", "DISTGRADE_LIMITS": json.dumps(expected.get("limits", {})),
            "DISTGRADE_VAR_DIR": str(var_dir)}
     env.pop("DISTGRADE_PROGRESS_FILE", None)
+    env.pop(TRUSTED_ENV, None)  # homework 2 as shipped: no field's reading has earned trust yet ...
+    if expected.get("trusted") == "all":  # ... unless the sample is about the reading itself (issue 23)
+        from coursework.config_annotation import catalogue
+        cat = catalogue.load()
+        env[TRUSTED_ENV] = json.dumps([f"{d}:{p}" for d in cat.raw["fields"] for p in cat.fields(d)])
     with share.hold(exclusive=_trapped(folder)), host_traps(expected.get("traps", [])):
         return subprocess.run([sys.executable, "-m", "graders", "grade", folder.parent.parent.name,
                                str(_submission(folder)), "--json"], cwd=ROOT, env=env, capture_output=True,

@@ -16,6 +16,10 @@ from server.extensions import db
 from server.models import Course
 from tests.fixtures.annotation_reports import upload_report
 
+# The unsure-reading flow on fields that otherwise count at once (their reading earned trust); the
+# untrusted default has its own tests (tests/graders/test_config_annotation_trust.py, test_hw2_provisional.py).
+pytestmark = pytest.mark.usefixtures("annotation_readings_trusted")
+
 HOMEWORK2 = Path(__file__).resolve().parents[3] / "assignments" / "config_annotation"
 
 

@@ -15,6 +15,9 @@ from server.extensions import db
 from server.models import Course
 from tests.fixtures.annotation_reports import STAGE, config_source, stage_check, upload_report
 
+# Asking is about points that counted at once: fields whose reading earned trust.
+pytestmark = pytest.mark.usefixtures("annotation_readings_trusted")
+
 HOMEWORK2 = Path(__file__).resolve().parents[3] / "assignments" / "config_annotation"
 WRONG = "ZeRO-3 keeps a full copy of the parameters on every card"  # read (confidently) as wrong
 UNSURE = "full_shard：切梯度和优化器状态，参数每卡一份？可能吧"

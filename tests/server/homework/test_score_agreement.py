@@ -19,6 +19,9 @@ import pytest
 from server.extensions import db
 from tests.fixtures.annotation_reports import STAGE, stage_check, upload_report
 
+# An asked field is one that counted at once: its reading earned trust.
+pytestmark = pytest.mark.usefixtures("annotation_readings_trusted")
+
 HOMEWORK2 = Path(__file__).resolve().parents[3] / "assignments" / "config_annotation"
 UNSURE = "full_shard：切梯度和优化器状态，参数每卡一份？可能吧"  # the reading waits for a teacher
 BATCH = "field.train_batch_size"
