@@ -4,7 +4,8 @@ expected.json: ``status``; ``checks`` (id -> required status); optional ``min_sc
 ``max_score``; ``message_contains`` (id -> lowercase substrings of the English message);
 ``limits`` (sandbox limit overrides, passed as ``DISTGRADE_LIMITS``); ``traps`` (what the host sets up
 for a hostile sample and checks afterwards, see ``host_traps``); ``notes``; ``out_of`` (the report's
-``max_score``: always the assignment's total); ``summary_contains`` (lowercase substrings of the English summary); ``trusted`` (``"all"``: homework 2
+``max_score``: always the assignment's total); ``summary_contains`` (lowercase substrings of the English summary); ``waits`` (true: the run sleeps until a
+limit ends it, so it is graded in a lane of its own beside the CPU-bound samples); ``trusted`` (``"all"``: homework 2
 graded as where every field's reading earned the teachers' trust; without it nothing has, as shipped). ``"status": "rejected"``
 means the upload must be refused (exit 3, no attempt used); ``message_contains.rejected`` checks stderr.
 
@@ -158,6 +159,11 @@ def _trapped(folder: Path) -> bool:
     return bool(json.loads((folder / "expected.json").read_text(encoding="utf-8")).get("traps"))
 
 
+def _waits(folder: Path) -> bool:
+    """Whether the sample's run mostly sleeps until a limit ends it (``"waits": true`` in expected.json)."""
+    return bool(json.loads((folder / "expected.json").read_text(encoding="utf-8")).get("waits"))
+
+
 def grade(folder: Path, var_dir: Path, share: HostShare) -> subprocess.CompletedProcess:
     """The sample through the real CLI, inside its host traps."""
     expected = json.loads((folder / "expected.json").read_text(encoding="utf-8"))
@@ -184,8 +190,20 @@ def gradings(request, tmp_path_factory) -> Iterator[dict[Path, Future]]:
     # Trapped samples run alone. Started first, back to back, none of them waits with a core idle for an
     # ordinary grading to drain, as each one did when it came up in the middle of the list.
     chosen.sort(key=lambda folder: not _trapped(folder))  # stable: otherwise in test order
-    with ThreadPoolExecutor(max_workers=max(1, int(os.environ.get("DISTGRADE_SAMPLE_JOBS", "2")))) as pool:
-        futures = {folder: pool.submit(grade, folder, tmp_path_factory.mktemp("var"), share) for folder in chosen}
+    # A sample that mostly waits for a limit with its processes asleep (a hang, a sleep) gets a lane of its
+    # own beside the CPU-bound ones, once the trapped samples are done: it held a whole job slot idle.
+    waiting = [f for f in chosen if _waits(f) and not _trapped(f)]
+    busy = [f for f in chosen if f not in waiting]
+    with ThreadPoolExecutor(max_workers=max(1, int(os.environ.get("DISTGRADE_SAMPLE_JOBS", "2")))) as pool, \
+            ThreadPoolExecutor(max_workers=1) as lane:
+        futures = {folder: pool.submit(grade, folder, tmp_path_factory.mktemp("var"), share) for folder in busy}
+        trapped = [futures[f] for f in busy if _trapped(f)]
+
+        def after_trapped(folder: Path, var: Path) -> subprocess.CompletedProcess:
+            for future in trapped:
+                future.exception()  # waits; its own test reports what went wrong
+            return grade(folder, var, share)
+        futures.update({folder: lane.submit(after_trapped, folder, tmp_path_factory.mktemp("var")) for folder in waiting})
         yield futures
         for future in futures.values():
             future.cancel()
