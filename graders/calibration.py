@@ -268,7 +268,7 @@ def _measure(cfg: dict, mode: str, ccfg: dict, out: Measured | None = None) -> t
                     return out.pairs, None
                 runs[k] = torchrun.run(script, k, root=job / f"p{i}-n{k}", data_dir=data_dir,
                                        epochs=int(cfg["epochs"][mode]), limits=limits, mode=mode,
-                                       synthetic=synthetic, gpus=gpu_slots.assigned(k) if mode == "gpu" else None,
+                                       synthetic=synthetic is not None, gpus=gpu_slots.assigned(k) if mode == "gpu" else None,
                                        stop_when=give_way)
                 shutil.rmtree(job / f"p{i}-n{k}", ignore_errors=True)
                 if runs[k].stopped:

@@ -7,6 +7,7 @@ each import it without importing the other.
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 from pathlib import Path
 
@@ -24,11 +25,15 @@ def stage_script(src: Path, job: Path) -> Path:
     return script
 
 
-def data_dir(job: Path, mode: str, cfg: dict) -> tuple[Path, bool]:
-    """(data folder, synthetic?): the real CIFAR-10 on a GPU host that has it, else synthetic data in the job."""
+def data_dir(job: Path, mode: str, cfg: dict) -> tuple[Path, dict | None]:
+    """(data folder, the synthetic set's parameters or None): the real CIFAR-10 on a GPU host that has
+    it, else synthetic data in the job, its classes drawn from a seed secret to this job (issue 27:
+    with the repository's seed, weights fitted offline passed the grader's model evaluation). The
+    parameters go to ``graders.evidence.model``, which draws the held-out set from the same seed."""
     real = os.environ.get("DISTGRADE_CIFAR_DIR")
     if mode == "gpu" and real and (Path(real) / cifar.FOLDER).is_dir():
-        return Path(real), False
+        return Path(real), None
     root = job / "data"
-    cifar.write_synthetic(root, **cfg.get("synthetic", {}))
-    return root, True
+    params = {**cfg.get("synthetic", {}), "seed": secrets.randbits(62)}
+    cifar.write_synthetic(root, **params)
+    return root, params

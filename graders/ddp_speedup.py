@@ -67,7 +67,7 @@ def grade(assignment: Assignment, job: Path, files: list[Path], mode: str = "cpu
     def launch(n: int, tag: str, stop_when=None, run_epochs: int = epochs, root: str | None = None):
         report_progress(f"run.{tag}", logs={})
         return torchrun.run(script, n, root=job / (root or f"n{n}"), data_dir=data_dir, epochs=run_epochs,
-                            limits=limits, mode=mode, synthetic=synthetic,
+                            limits=limits, mode=mode, synthetic=synthetic is not None,
                             gpus=gpu_slots.assigned(n) if mode == "gpu" else None, progress=f"run.{tag}",
                             stop_when=stop_when)
 

@@ -49,7 +49,7 @@ def _unscored(why: str) -> dict[str, str]:
 
 
 def write_held_out(path: Path, synthetic: dict, n: int) -> Path:
-    """``n`` fresh samples of the synthetic classes (same patterns, a seed no script was given)."""
+    """``n`` fresh samples of the synthetic classes (the job's patterns, another draw of their noise)."""
     seed = int(synthetic.get("seed", 0))
     rng = np.random.default_rng(seed)
     patterns = rng.uniform(30, 225, size=(10, 3072))  # exactly as cifar.write_synthetic draws them first
@@ -83,8 +83,11 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def evaluate(runs: list, job: Path, cfg: dict, synthetic: bool = True) -> None:
+def evaluate(runs: list, job: Path, cfg: dict, synthetic: dict | bool | None = True) -> None:
     """Score rank 0's model of each run (one sandboxed process for all) into ``run.evidence["model"]``.
+
+    ``synthetic``: the job's synthetic set's parameters (``graders.ddp_job.data_dir``: its secret seed),
+    True for the assignment's own, None or False for the real CIFAR-10.
 
     Only on the grader's synthetic data: for the real CIFAR-10 the grader has no sample the script
     could not have read, so nothing is scored and the evidence says why."""
@@ -107,7 +110,8 @@ def evaluate(runs: list, job: Path, cfg: dict, synthetic: bool = True) -> None:
     if not files:
         return
     groups = [str(f) for i in sorted(todo) for f in [*todo[i], "--"]]
-    data = write_held_out(job / "held_out.npz", cfg.get("synthetic", {}), int(spec.get("samples", 1000)))
+    params = synthetic if isinstance(synthetic, dict) else cfg.get("synthetic", {})  # the job's own seed
+    data = write_held_out(job / "held_out.npz", params, int(spec.get("samples", 1000)))
     factory = Path(cfg["_path"]) / spec["factory_file"]
     argv = [sys.executable, str(SCRIPT), str(factory), spec["factory"], str(data), *groups]
     binds = [(str(SCRIPT), str(SCRIPT)), (str(factory), str(factory)), (str(data), str(data))]
