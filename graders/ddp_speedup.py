@@ -23,7 +23,7 @@ from coursework.assignments import Assignment
 from coursework.progress import report_progress
 from coursework.report import CheckResult, CheckStatus, GradeReport, ReportStatus, text
 from graders import calibration, checks_runner, ddp_job, early_stop, gpu_slots, speed, torchrun
-from graders.checks import ddp, timing
+from graders.checks import ddp, sync, timing
 from graders.checks.registry import Context
 from graders.evidence import model as evidence_model
 from graders.checks.render import not_graded_here, render
@@ -80,9 +80,10 @@ def grade(assignment: Assignment, job: Path, files: list[Path], mode: str = "cpu
     with calibration.host_shared(on_wait=_calibration_yielding):
         # N processes first: a script that is not distributed is stopped once that is clear, and
         # its 1-process run is then bounded the same way (issue 26 item 2).
-        run_n = launch(nproc, "distributed", early_stop.not_distributed(nproc, min_steps, max_steps) if min_steps else None) \
-            if do_multi else None
-        bounded = run_n is not None and run_n.stopped is not None
+        run_n = launch(nproc, "distributed", early_stop.either(early_stop.not_distributed(nproc, min_steps, max_steps),
+                                                               early_stop.not_synchronised(nproc, min_steps, max_steps))
+                       if min_steps else None) if do_multi else None
+        bounded = run_n is not None and run_n.stopped is not None  # either early stop: the 1-process run too
         run1 = launch(1, "single", early_stop.enough_steps(1, min_steps, max_steps) if bounded else None) if do_single else None
         if _speed_counts(cfg, run1, run_n, ref, nproc):
             extra = _repeat_pairs(cfg, launch, nproc)
@@ -154,6 +155,16 @@ STOPPED_NOTE = text(
     "script is not distributed, and running on could not change any check; the 1-process run was checked as far.")
 
 
+STOPPED_UNSYNCED_NOTE = text(
+    "多进程运行在每个 rank 至少训练了 {steps} 步、两轮数据之后被评分器提前停止：各 rank 优化器更新的参数已经不同，又没有任何梯度同步，"
+    "继续运行也改变不了梯度同步的结论；其余各项按已运行的部分评判（只在 rank 0 输出一项看的是这两轮里的输出和文件）。"
+    "1 进程运行也只检查到同样的程度。梯度同步正确的脚本会完整运行。",
+    "The multi-process run was stopped by the grader after at least {steps} steps and two epochs on every rank: the "
+    "parameters the ranks' optimizers step already differed and nothing synchronised their gradients, which running on "
+    "could not change. The other checks judged the run so far (rank-0-only output: the output and files of those two "
+    "epochs); the 1-process run was checked as far. A script that synchronises its gradients is run to the end.")
+
+
 def run_n_steps(run) -> int:
     """The fewest optimizer steps any rank of ``run`` reported (what an early stop was judged on)."""
     return min((early_stop.steps_taken(s.records) for s in run.ranks.values()), default=0)
@@ -171,8 +182,9 @@ def summary(report: GradeReport, run_n) -> dict[str, str]:
         en += f" Not graded here: {', '.join(elsewhere)} (no points from this host; a host that can must grade them)."
     zh, en = speed.summary_note(report, zh, en)
     if run_n is not None and run_n.stopped:
-        zh += STOPPED_NOTE["zh"].format(steps=run_n_steps(run_n))
-        en += " " + STOPPED_NOTE["en"].format(steps=run_n_steps(run_n))
+        note = STOPPED_UNSYNCED_NOTE if run_n.stopped == early_stop.NO_SYNC else STOPPED_NOTE
+        zh += note["zh"].format(steps=run_n_steps(run_n))
+        en += " " + note["en"].format(steps=run_n_steps(run_n))
     lead = None
     if run_n is not None and ddp.trained(run_n) and run_n.all_finished:
         if not ddp.process_group(run_n):
@@ -212,7 +224,32 @@ def _findings(cfg, run1, run_n, epochs, skip_reason, mode, ref=None, extra=()) -
                          if needed is not None else skipped)
     if run_n is not None and run_n.stopped == early_stop.NO_PROCESS_GROUP:
         _say_stopped(out, run1, run_n)
+    elif run_n is not None and run_n.stopped == early_stop.NO_SYNC:
+        _say_stopped_unsynced(out, run1, run_n)
     return out
+
+
+def _say_stopped_unsynced(out: dict[str, ddp.Finding], run1, run_n) -> None:
+    """A run with a process group whose ranks already trained apart, stopped after two epochs: gradient sync
+    is judged on the parameters compared during training (what stopped it); the run check says how far it
+    got; the other checks judged the epochs seen, and the summary says so."""
+    steps = run_n_steps(run_n)
+    during = sync.compare_params(run_n) or {}
+    bad = during.get("differ") or {}
+    if "ddp.grad_sync" in out and bad:
+        out["ddp.grad_sync"] = ddp.Finding(CheckStatus.FAIL, "no_ddp_during", {"rank": bad.get("rank"),
+                                           "diff": f"{float(bad.get('diff') or 0):.2e}", "step": bad.get("step")},
+                                           {"stopped": run_n.stopped, "compared_steps": during.get("compared", [])[:16],
+                                            "differ_at_step": bad.get("step"), "sync": None,
+                                            "rests_on": ddp.RESTS_ON["ddp.grad_sync"]}, fallback="no_ddp")
+    f = out.get("run.distributed")
+    if f is not None and f.key == "ok":
+        out["run.distributed"] = ddp.Finding(f.status, "ok_stopped", {**f.params, "steps": steps},
+                                             {**f.evidence, "stopped": run_n.stopped, "steps": steps}, fallback="ok")
+    f = out.get("run.single")
+    if f is not None and f.key == "ok" and run1 is not None and run1.stopped:
+        out["run.single"] = ddp.Finding(f.status, "ok_stopped", {**f.params, "steps": run_n_steps(run1)},
+                                        {**f.evidence, "stopped": run1.stopped})
 
 
 def _say_stopped(out: dict[str, ddp.Finding], run1, run_n) -> None:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 NO_PROCESS_GROUP = "no_process_group"
+NO_SYNC = "no_sync"
 ENOUGH_STEPS = "enough_steps"
 
 
@@ -67,6 +68,79 @@ def not_distributed(nproc: int, min_steps: int, max_steps: int) -> Callable[[dic
             if raised(records) or joined_group(records) or not far_enough(records, min_steps, max_steps):
                 return None
         return NO_PROCESS_GROUP
+    return decide
+
+
+def epochs_seen(records: list[Any]) -> int:
+    """Passes over a DataLoader this rank finished (``epoch`` records)."""
+    return sum(1 for rec in records if isinstance(rec, dict) and rec.get("type") == "epoch")
+
+
+def _digests(records: list[Any]) -> dict[int, str]:
+    """step -> the digest of the parameters the optimizers stepped (``params`` records, type-checked)."""
+    out: dict[int, str] = {}
+    for rec in records:
+        if isinstance(rec, dict) and rec.get("type") == "params" and rec.get("sharded") is not True:
+            step, digest = rec.get("step"), rec.get("digest")
+            if isinstance(step, int) and not isinstance(step, bool) and isinstance(digest, str):
+                out.setdefault(step, digest[:64])
+    return out
+
+
+def _synced_somewhere(records: list[Any]) -> bool:
+    """Any sign of a synchroniser on this rank: a DDP bucket synced, gradients all-reduced by hand, FSDP."""
+    for rec in records:
+        if not isinstance(rec, dict):
+            continue
+        kind = str(rec.get("type", ""))
+        if kind.startswith("fsdp") or (kind == "norms" and rec.get("sharded") is True):
+            return True
+        if kind == "steps":
+            for name in ("synced", "hand_reduced"):
+                values = rec.get(name)
+                if isinstance(values, list) and any(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+                                                    for v in values):
+                    return True
+    return False
+
+
+def not_synchronised(nproc: int, min_steps: int, max_steps: int) -> Callable[[dict[int, Any]], str | None]:
+    """``NO_SYNC`` once every rank formed the process group, got ``far_enough`` and through two epochs
+    (so the reshuffle check has its two), no rank shows any synchroniser at work, and the stepped
+    parameters of some rank already differ from rank 0's at a step both reported.
+
+    Conservative by construction: DDP, a by-hand all-reduce (even of a few gradients) or FSDP anywhere
+    keeps the run going, and so do equal parameters; what stops it is exactly what ``ddp.grad_sync``
+    fails on (``graders.checks.sync.compare_params``), which the rest of the run cannot undo.
+    """
+    def decide(streams: dict[int, Any]) -> str | None:
+        if nproc < 2 or len(streams) < nproc:
+            return None
+        digests = []
+        for rank in range(nproc):
+            stream = streams.get(rank)
+            if stream is None:
+                return None
+            records = list(stream.records)  # a reader thread may be appending
+            if (raised(records) or not joined_group(records) or not far_enough(records, min_steps, max_steps)
+                    or (epochs_seen(records) < 2 and steps_taken(records) < max_steps) or _synced_somewhere(records)):
+                return None
+            digests.append(_digests(records))
+        common = set.intersection(*(set(d) for d in digests))
+        if any(d[step] != digests[0][step] for step in common for d in digests[1:]):
+            return NO_SYNC
+        return None
+    return decide
+
+
+def either(*predicates: Callable[[dict[int, Any]], str | None]) -> Callable[[dict[int, Any]], str | None]:
+    """The first reason any of ``predicates`` gives."""
+    def decide(streams: dict[int, Any]) -> str | None:
+        for predicate in predicates:
+            why = predicate(streams)
+            if why:
+                return why
+        return None
     return decide
 
 
