@@ -17,7 +17,7 @@ from coursework.quiz.result import AnswerStatus, QuestionResult
 from coursework.quiz.seeds import variant_seed
 from server.extensions import db
 from server.models import utcnow
-from server.quiz import provisional, store
+from server.quiz import provisional, reveal, store
 from server.quiz.models import AttemptStatus, QuizAnswer, QuizAttempt, ReviewState
 
 
@@ -135,6 +135,8 @@ def answer_question(attempt: Any, question_id: str, raw: str, lang: str, variant
         variant = variant_for(attempt, question_id)
     seed = variant.seed
     result = grade_variant(variant, raw)
+    if result.status != AnswerStatus.FORMAT_ERROR and reveal.verdict_withheld(attempt, question_id, variant.question.type):
+        result = replace(result, score=0.0, feedback=[], details={**result.details, "unjudged": "graded_quiz_holds_it"})
     if result.status != AnswerStatus.FORMAT_ERROR and variant.question.type == "text":
         # practice: instant, never waiting; graded: counted only where trust was earned (or a
         # teacher decided this answer before), else provisional (``server.quiz.provisional``)

@@ -112,6 +112,9 @@ def render_card(att: Any, pos: int, lang: str, answer: Any = None, error: str | 
     if answer is not None and hidden:  # the quiz's results are held back (server.release)
         c["hidden"] = True  # neither the verdict nor the reference answer goes into the card
         c["reveal"] = False
+    elif answer is not None and (_details(answer) or {}).get("unjudged"):
+        c["unjudged"] = True  # practice does not judge it while a graded quiz holds it (server.quiz.reveal)
+        c["reveal"] = False
     elif answer is not None:
         c["held"] = _held(att, qid)
         c["reveal"] = not c["held"]
@@ -123,6 +126,10 @@ def render_card(att: Any, pos: int, lang: str, answer: Any = None, error: str | 
     template = _fragments().get_template("quiz/_card.html")
     return Markup(template.render(c=c, attempt_id=att.id, is_open=att.status == AttemptStatus.OPEN.value,
                                   gettext=_card_gettext()))
+
+
+def _details(answer: Any) -> dict | None:
+    return answer.get("details_json") if isinstance(answer, dict) else getattr(answer, "details_json", None)
 
 
 def chosen_texts(public: dict[str, Any], answer: Any) -> list[str] | None:

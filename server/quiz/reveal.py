@@ -11,7 +11,9 @@ reference only where every graded quiz holding the question would show it by now
 hour of practice is a copy of the graded quiz's answers. The verdict and the score are always
 shown; what is held back is everything that names the right answer: the reference and the
 explanation, and for a question whose text never changes its feedback too ("Missed: ...",
-"step 2 should be ..."); a generated question's feedback speaks of its own numbers.
+"step 2 should be ..."); a generated question's feedback speaks of its own numbers. A fixed-text
+*choice* question is not even judged in practice while it is held (``verdict_withheld``): trying
+one option per attempt, the verdict alone would name the right one.
 """
 from __future__ import annotations
 
@@ -61,6 +63,17 @@ def _graded_quizzes_by_question() -> dict[str, tuple[str, ...]]:
             for qid in quiz.question_ids:
                 out.setdefault(qid, []).append(quiz_id)
     return {qid: tuple(ids) for qid, ids in out.items()}
+
+
+CHOICE_TYPES = ("single", "multiple", "ordering")
+
+
+def verdict_withheld(att: Any, question_id: str, qtype: str, now: datetime | None = None) -> bool:
+    """A practice answer to a fixed-text choice question that a graded quiz still holds back: its
+    verdict alone names the right option after a few tries (one per practice attempt), so practice
+    records it without judging it until the graded quiz shows its references."""
+    return (att.mode != "graded" and qtype in CHOICE_TYPES and fixed_text(question_id)
+            and not reference_shown(att, question_id, now))
 
 
 def reference_shown(att: Any, question_id: str, now: datetime | None = None) -> bool:

@@ -204,6 +204,10 @@ def answer(attempt_id: int, pos: int):
         flash(_messages().get(err.code, err.code), "error")
         return redirect(url_for("quiz.attempt", attempt_id=att.id, _anchor=f"q{pos}"))
     result = outcome.result
+    if _wants_json() and outcome.answer is not None and (outcome.answer.get("details_json") or {}).get("unjudged"):
+        # practice records it without a verdict while the graded quiz holds the question (server.quiz.reveal)
+        return jsonify({"status": "recorded", "card_html": pages.answered_card(
+            att, pos, lang, outcome.answer["id"], lambda: outcome.answer, ""), "review_html": ""}), 200
     if _wants_json() and outcome.answer is not None and pages.held_back(att):
         # results held back (server.release): the answer is stored, nothing of its grading goes out
         return jsonify({"status": "recorded", "card_html": pages.answered_card(

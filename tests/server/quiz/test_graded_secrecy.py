@@ -179,3 +179,40 @@ def test_no_practice_or_earlier_attempt_has_a_graded_attempts_variant(app, clien
         assert len(moved) <= 1, moved
         seen.append(mine)
         client.post(f"/quiz/attempt/{gid}/finish")
+
+
+def test_practice_does_not_judge_a_graded_fixed_choice_question_while_the_graded_quiz_holds_it(app, client, auth,
+                                                                                             quiz_setting) -> None:
+    """The trial attack: a fixed-text choice question of the graded quiz is also in practice, whose
+    verdict ("correct" or not, and the attempt's total) told which option is right, one try per
+    practice attempt; the graded attempt then chose it. Practice now records such an answer without
+    judging it until the graded quiz shows its references (it closes, or its setting says at once)."""
+    auth.login()
+    graded = load_quiz(GRADED).question_ids
+    practice_quiz = load_quiz("ch7_3_practice")
+    fixed = [q for q in graded if load_question(q).generator is None and load_question(q).type in ("single", "multiple")
+             and q in practice_quiz.question_ids]
+    assert fixed, "the premise: the graded quiz has fixed-text choice questions that practice also holds"
+    found: dict[str, dict] = {}
+    for n in range(4):  # one option per question per practice attempt, as a student would try them
+        pid = _start(client, "ch7_3_practice")
+        variants = _variants(app, pid)
+        for qid in fixed:
+            if qid in found:
+                continue
+            options = sorted(variants[qid].option_order)
+            option = options[n % len(options)]
+            body = _answer(client, pid, practice_quiz.question_ids.index(qid), {"choice": [option]})
+            if body.get("correct"):
+                found[qid] = {"choice": [option]}
+            assert body.get("correct") is None and body.get("score") in (None, 0), (qid, body)
+            assert body["status"] == "recorded" and "judged in the graded quiz" in body["card_html"]
+        client.post(f"/quiz/attempt/{pid}/finish")
+        with app.app_context():
+            assert db.session.get(QuizAttempt, pid).score == 0  # the total says nothing either
+    assert not found
+    quiz_setting(closes_at="2020-01-01T00:00:00")  # closed: practice judges these questions again
+    pid = _start(client, "ch7_3_practice")
+    v = _variants(app, pid)[fixed[0]]
+    body = _answer(client, pid, practice_quiz.question_ids.index(fixed[0]), _form(v))
+    assert body["correct"] is True and body["status"] != "recorded"

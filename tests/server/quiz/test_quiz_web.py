@@ -83,7 +83,10 @@ def test_format_error_uses_no_attempt_and_html_shows_it(app, client, auth) -> No
         assert row.format_errors == 5 and row.details_json["unit_confusion"]
 
 
-def test_choice_and_ordering_forms(app, client, auth) -> None:
+def test_choice_and_ordering_forms(app, client, auth, monkeypatch) -> None:
+    # these fixed-text questions are also in the graded quiz; practice judges them once it closed
+    # (while it is open they are recorded unjudged: tests/server/quiz/test_graded_secrecy.py)
+    monkeypatch.setattr(load_quiz("ch7_3_graded"), "closes_at", "2020-01-01T00:00:00")
     auth.login()
     quiz = load_quiz("ch7_3_practice")
     attempt_id = _start(client, "ch7_3_practice")
