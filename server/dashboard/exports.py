@@ -18,7 +18,7 @@ import re
 from typing import Any, Iterator
 
 from coursework.report import GradeReport
-from coursework.text import pick
+from coursework.text import SCORE_DECIMALS, pick, score_text
 from server.dashboard.gradebook import Gradebook
 from server.dashboard.hand_scores import merged_report, submission_score, submission_scores
 from server.extensions import db
@@ -30,7 +30,8 @@ CANVAS_FIXED = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 
 
 def _fmt(value: float | None) -> str:
-    return "" if value is None else f"{value:g}"
+    """A score as the pages show it (``coursework.text.score_text``: the one rounding rule), "" for none."""
+    return "" if value is None else score_text(value)
 
 
 def _column(item, lang: str) -> str:
@@ -126,7 +127,7 @@ def gradescope_results(sub: Submission, lang: str = "en") -> dict[str, Any]:
     out = report.to_gradescope(lang)
     counted = submission_score(sub).counted
     if counted is not None:
-        out["score"] = counted
+        out["score"] = round(counted, SCORE_DECIMALS)  # as the pages round it
     return out
 
 

@@ -227,3 +227,21 @@ def test_homework_statistics_count_the_submission_the_gradebook_counts(app, make
         actions.set_cell_score(db.session.get(Submission, hand), CELL, "2.5", "", teacher)
         by_id = {c.check_id: c for c in stats.homework_stats(1, "hello_ddp").checks}
     assert by_id[f"manual.{CELL}"].students == 1 and by_id["launch.ranks"].students == 0
+
+
+def test_the_exports_round_as_the_pages_do(app, client, auth, make_sub) -> None:
+    """Issue 22's leftover: the CSV and Gradescope exports printed 11.5787 where every page shows 11.58."""
+    from coursework.text import score_text
+
+    sid = make_sub("alice", score=11.5787, max_score=20.0)
+    auth.login("teacher", "teacher-pass")
+    book = client.get("/dashboard/DIST101/?lang=en").get_data(as_text=True)
+    assert score_text(11.5787) == "11.58" and "11.58" in book
+    canvas = _csv(client.get("/dashboard/DIST101/export/canvas.csv").get_data(as_text=True))
+    col = next(i for i, h in enumerate(canvas[0]) if h.endswith("[hw:hello_ddp]"))
+    assert next(r for r in canvas if r[2] == "alice")[col] == "11.58"
+    moodle = _csv(client.get("/dashboard/DIST101/export/moodle.csv").get_data(as_text=True))
+    col = next(i for i, h in enumerate(moodle[0]) if "[hw:hello_ddp]" in h)
+    assert next(r for r in moodle if r[1] == "alice")[col] == "11.58"
+    gradescope = client.get(f"/dashboard/DIST101/submissions/{sid}/gradescope.json").get_json(force=True)
+    assert gradescope["score"] == 11.58
