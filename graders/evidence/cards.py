@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import threading
 
 from coursework.report import text
 from graders.evidence import SOURCE_OUTSIDE
+from graders.evidence.host import Periodic
 
 MiB = 2 ** 20
 EVERY_S = 1.0  # one nvidia-smi call a second: about 20-50 ms of a CPU each
@@ -49,32 +49,25 @@ def query(indices: list[int]) -> dict[int, int] | None:
     return {i: got[i] for i in indices if i in got} or None
 
 
-class CardWatch(threading.Thread):
+class CardWatch(Periodic):
     """Reads ``indices`` before the launch (idle) and every ``EVERY_S`` until ``stop()``."""
 
+    join_s = 15.0  # one nvidia-smi call may take seconds on a busy driver
+
     def __init__(self, indices: list[int]):
-        super().__init__(daemon=True)
+        super().__init__()
         self.indices = list(indices)
         self.idle = query(self.indices)
         self.peak: dict[int, int] = {}
-        self._done = threading.Event()
         if self.idle is not None:
             self.start()
 
-    def run(self) -> None:
-        while not self._done.is_set():
-            self.sample()
-            self._done.wait(EVERY_S)
-        self.sample()
+    def interval(self) -> float:
+        return EVERY_S
 
     def sample(self) -> None:
         for i, used in (query(self.indices) or {}).items():
             self.peak[i] = max(used, self.peak.get(i, 0))
-
-    def stop(self) -> None:
-        self._done.set()
-        if self.is_alive():
-            self.join(timeout=15)
 
     def evidence(self) -> dict:
         """Each card's idle reading, its peak while the job ran and the difference (the job's)."""

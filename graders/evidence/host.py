@@ -65,24 +65,45 @@ def own_netns(pid: int) -> bool:
         return False
 
 
-class Sampler(threading.Thread):
+class Periodic(threading.Thread):
+    """Calls ``sample()`` every ``interval()`` seconds until ``stop()``, and once more at the end (the
+    last reading before a process ends is kept). Shared by the samplers of ``graders.evidence``."""
+
+    join_s = 5.0
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self._done = threading.Event()
+
+    def interval(self) -> float:
+        return EVERY_S
+
+    def sample(self) -> None:
+        raise NotImplementedError
+
+    def run(self) -> None:
+        while not self._done.is_set():
+            self.sample()
+            self._done.wait(self.interval())
+        self.sample()
+
+    def stop(self) -> None:
+        self._done.set()
+        if self.is_alive():
+            self.join(timeout=self.join_s)
+
+
+class Sampler(Periodic):
     """Samples ``pids()`` (rank -> pid) until ``stop()``; then ``evidence(wall_s)``."""
 
     def __init__(self, pids, gpu: bool = False):
-        super().__init__(daemon=True)
+        super().__init__()
         self.pids, self.gpu = pids, gpu
         self.cpu: dict[int, float] = {}
         self.lo_first: int | None = None
         self.lo_last: int | None = None
         self.netns: bool | None = None
-        self._done = threading.Event()
         self.start()
-
-    def run(self) -> None:
-        while not self._done.is_set():
-            self.sample()
-            self._done.wait(EVERY_S)
-        self.sample()
 
     def sample(self) -> None:
         for rank, pid in list(self.pids().items()):
@@ -97,9 +118,6 @@ class Sampler(threading.Thread):
                     self.lo_first = lo
                 self.lo_last = max(lo, self.lo_last or 0)
 
-    def stop(self) -> None:
-        self._done.set()
-        self.join(timeout=5)
 
     def evidence(self, wall_s: float) -> dict:
         """The readings as report evidence; traffic only where it means something."""

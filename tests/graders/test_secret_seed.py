@@ -16,6 +16,7 @@ import numpy as np
 from coursework import assignments
 from graders import cifar, ddp_job
 from graders.evidence import model
+from tests.fixtures.starter_model import fit
 
 ROOT = Path(__file__).resolve().parents[2]
 FACTORY = ROOT / "assignments/ddp_speedup/starter/train.py"
@@ -39,29 +40,10 @@ def test_each_job_draws_its_own_classes_and_does_not_write_the_seed(tmp_path):
     assert got[0] != got[1]
 
 
-def _fit(x, y):
-    import torch
-    sys.path.insert(0, str(FACTORY.parent))
-    try:
-        from train import make_model
-    finally:
-        sys.path.pop(0)
-    xt = (torch.from_numpy(x).float().div(255).view(-1, 3, 32, 32) - 0.5) / 0.5
-    yt = torch.from_numpy(y).long()
-    torch.manual_seed(0)
-    net = make_model()
-    opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
-    for _ in range(25):
-        opt.zero_grad()
-        torch.nn.functional.cross_entropy(net(xt), yt).backward()
-        opt.step()
-    return net
-
-
 def test_weights_fitted_to_the_public_seed_score_at_chance_on_a_jobs_held_out_data(tmp_path):
     import torch
     public = np.load(model.write_held_out(tmp_path / "public.npz", {"seed": 0}, 300))
-    torch.save(_fit(public["x"], public["y"]).state_dict(), tmp_path / "offline.pt")
+    torch.save(fit(public["x"], public["y"]).state_dict(), tmp_path / "offline.pt")
     job = tmp_path / "job"
     job.mkdir()
     _, synthetic = ddp_job.data_dir(job, "cpu", _cfg())

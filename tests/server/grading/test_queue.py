@@ -32,6 +32,26 @@ def test_a_job_enqueued_under_the_old_task_path_is_handed_to_rq_again(app, make_
         from server.grading.task import grade_submission  # noqa: F401  (the path RQ imports exists)
 
 
+def _started_by_a_worker(sid: int, started_at) -> str:
+    """Hand the queued submission ``sid`` to RQ and move its job as a worker starting it at ``started_at``
+    would (off the queue, "started"); returns the job id."""
+    from rq.job import JobStatus
+
+    from server.extensions import db
+    from server.grading import lifecycle
+    from server.grading.queue import queue_name, redis_conn
+    from server.models import Submission
+
+    queue = Queue(queue_name("cpu"), connection=redis_conn())
+    job_id = lifecycle.mark_enqueued(db.session.get(Submission, sid))
+    job = queue.enqueue("server.grading.task.grade_submission", sid, job_id=job_id)
+    queue.remove(job)
+    job.set_status(JobStatus.STARTED)
+    job.started_at = started_at
+    job.save()
+    return job_id
+
+
 def test_a_recovered_submission_whose_old_job_still_reads_started_is_handed_to_rq_again(app, make_sub):
     """A worker died mid-grading: its RQ job stays "started" in RQ's registry until RQ's own
     maintenance notices (minutes). The lease expired and recovery put the submission back in the
@@ -43,20 +63,14 @@ def test_a_recovered_submission_whose_old_job_still_reads_started_is_handed_to_r
 
     from server.extensions import db
     from server.grading import lifecycle
-    from server.grading.queue import queue_name, redis_conn
+    from server.grading.queue import redis_conn
     from server.grading.reconcile import reconcile
     from server.models import Submission, utcnow
 
     sid = make_sub(status="queued")
     with app.app_context():
+        old = _started_by_a_worker(sid, utcnow() - timedelta(minutes=10))  # a worker took it ...
         conn = redis_conn()
-        queue = Queue(queue_name("cpu"), connection=conn)
-        old = lifecycle.mark_enqueued(db.session.get(Submission, sid))
-        job = queue.enqueue("server.grading.task.grade_submission", sid, job_id=old)
-        queue.remove(job)  # a worker took it ...
-        job.set_status(JobStatus.STARTED)
-        job.started_at = utcnow() - timedelta(minutes=10)
-        job.save()
         assert lifecycle.claim(sid)  # ... claimed the submission, then died without a trace
         db.session.execute(db.update(Submission).where(Submission.id == sid)
                            .values(lease_until=utcnow() - timedelta(minutes=1)))
@@ -70,23 +84,12 @@ def test_a_recovered_submission_whose_old_job_still_reads_started_is_handed_to_r
 def test_a_job_a_worker_just_started_is_not_enqueued_twice(app, make_sub):
     """Between RQ starting a job and the worker's claim there are milliseconds in which the
     submission is still queued: a reconciler passing then leaves it alone."""
-    from rq.job import JobStatus
-
     from server.extensions import db
-    from server.grading import lifecycle
-    from server.grading.queue import queue_name, redis_conn
     from server.grading.reconcile import reconcile
     from server.models import Submission, utcnow
 
     sid = make_sub(status="queued")
     with app.app_context():
-        conn = redis_conn()
-        queue = Queue(queue_name("cpu"), connection=conn)
-        old = lifecycle.mark_enqueued(db.session.get(Submission, sid))
-        job = queue.enqueue("server.grading.task.grade_submission", sid, job_id=old)
-        queue.remove(job)
-        job.set_status(JobStatus.STARTED)
-        job.started_at = utcnow()
-        job.save()
+        old = _started_by_a_worker(sid, utcnow())
         assert reconcile() == []
         assert db.session.get(Submission, sid).job_id == old
