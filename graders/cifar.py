@@ -84,10 +84,10 @@ def write_synthetic(root: str | os.PathLike[str], *, per_batch: int = 512, test_
     existing set with the same parameters is reused).
     """
     folder = Path(root) / FOLDER
-    params = {"per_batch": per_batch, "test_size": test_size, "seed": seed, "version": 1}
     # the stamp names the set by a digest: a job's seed is secret, and the folder is the student's to read
+    drawn = json.dumps({"per_batch": per_batch, "test_size": test_size, "seed": seed}, sort_keys=True)
     params = {"per_batch": per_batch, "test_size": test_size, "version": 2,
-              "digest": hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()}
+              "digest": hashlib.sha256(drawn.encode()).hexdigest()}
     stamp = folder / STAMP
     if stamp.is_file() and json.loads(stamp.read_text()) == params:
         return folder

@@ -33,9 +33,11 @@ def rows_of(report: dict[str, Any] | None) -> dict[str, float]:
         cid = str(c.get("id", ""))[:120]
         if ev.get("review") == "pending" and cid.startswith("field."):
             out[cid] = _points(ev.get("provisional_points"))
-        for field_id, pts in (ev.get("provisional") or {}).items() if isinstance(ev.get("provisional"), dict) else ():
-            if str(field_id).startswith("field.") and field_id in (ev.get("waiting") or {}):
-                out[str(field_id)[:120]] = _points(pts)  # the notebook route: on part C's scale
+        suggested, waiting = ev.get("provisional"), ev.get("waiting") or {}
+        if isinstance(suggested, dict):  # the notebook route: part C's waiting fields, on its scale
+            for field_id, pts in suggested.items():
+                if str(field_id).startswith("field.") and field_id in waiting:
+                    out[str(field_id)[:120]] = _points(pts)
     return out
 
 
