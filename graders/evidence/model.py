@@ -52,10 +52,11 @@ def write_held_out(path: Path, synthetic: dict, n: int) -> Path:
     """``n`` fresh samples of the synthetic classes (the job's patterns, another draw of their noise)."""
     seed = int(synthetic.get("seed", 0))
     rng = np.random.default_rng(seed)
-    patterns = rng.uniform(30, 225, size=(10, 3072))  # exactly as cifar.write_synthetic draws them first
+    patterns = cifar.class_patterns(rng)  # exactly as cifar.write_synthetic draws them first
     held = np.random.default_rng([seed, 27, 1])
     labels = held.integers(0, 10, size=n)
-    np.savez(path, x=cifar._images(held, labels, patterns), y=labels)
+    ids = held.integers(0, cifar.marks.CAPACITY, size=n)  # marked like any sample, so the model sees its usual input
+    np.savez(path, x=cifar.images(held, labels, patterns, ids), y=labels)
     path.chmod(0o644)
     return path
 
