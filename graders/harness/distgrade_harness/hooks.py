@@ -13,6 +13,9 @@
   all-reduced by hand (``dist.all_reduce`` on a ``.grad`` between two steps).
 * A per-rank view of the data (``Subset``, or a tutorial-style ``Partition`` holding an
   index list into a larger data set): indices are sent in the base data set's numbering.
+* On synthetic data: which samples entered the model in each step, read from the marks the grader
+  wrote into every image (``marks``) at the first module a training batch reaches, whatever
+  loaded it (a DataLoader, a sampler that lies, plain tensor indexing).
 * ``torch.save`` calls, ``print`` calls and ``logging`` records from the student's own
   code (not libraries), the uncaught exception, and at exit the
   parameter digest plus the "finished" marker, sent *before* the extra
@@ -27,6 +30,7 @@ import os
 import sys
 import time
 import traceback
+import warnings
 import weakref
 
 import torch
@@ -35,7 +39,7 @@ from torch.nn.modules.batchnorm import SyncBatchNorm, _BatchNorm
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import dataloader as dl
 
-from distgrade_harness import syncbn, witness
+from distgrade_harness import marks, syncbn, witness
 
 _ALL_REDUCE = dist.all_reduce  # the original, for the grader's own comm hook
 # Bound before student code runs: a script that replaces ``time.monotonic``, ``open`` or ``hashlib.sha256`` on
@@ -43,6 +47,7 @@ _ALL_REDUCE = dist.all_reduce  # the original, for the grader's own comm hook
 _monotonic, _open, _sha256 = time.monotonic, builtins.open, hashlib.sha256
 MAX_PENDING_REDUCES = 4096
 STEP_FLUSH = 25  # steps per record: bounded memory, and most data survives a kill
+MAX_SEEN = 8192  # samples read per step; more are counted as unread
 _ON_GPU = os.environ.get("DISTGRADE_MODE") == "gpu"
 
 
@@ -174,6 +179,11 @@ class Observer:
         self.writes = witness.Writes(os.environ.get("DISTGRADE_CHANNEL", "/nonexistent"))  # graders.evidence
         self.modules = witness.Modules()
         self.digests = 0
+        self.reading = os.environ.get("DISTGRADE_SYNTHETIC_DATA") == "1"  # the data carries marks
+        self.seen: list[int] = []  # marks read since the last step
+        self.unread = 0  # training samples whose mark could not be read
+        self.last_input: tuple | None = None
+        self.last_read: list[int] | None = None
 
     # -- installation -------------------------------------------------------------
     def install(self) -> None:
@@ -188,6 +198,7 @@ class Observer:
         self._hook_io()
         self._hook_process_group()
         self._hook_norms()
+        self._hook_inputs()
         previous = sys.excepthook
 
         def excepthook(etype, value, tb):
@@ -326,7 +337,9 @@ class Observer:
             self._send_norms(optimizer)
         key = self.last_key
         self.steps.append([now, self.consumed.get(key, 0) if key is not None else 0, self.last_loss,
-                           self.backwards, self.buckets, self.synced, self.bucket_bytes, manual, *_schedstat(), self.data_wait])
+                           self.backwards, self.buckets, self.synced, self.bucket_bytes, manual, *_schedstat(), self.data_wait,
+                           self.seen, self.unread])
+        self.seen, self.unread, self.last_read = [], 0, None
         self.step_count += 1
         self._witness_step()
         self.backwards = self.buckets = self.synced = self.bucket_bytes = 0
@@ -352,7 +365,8 @@ class Observer:
                           "buckets": [r[4] for r in rows], "synced": [r[5] for r in rows],
                           "bucket_bytes": [r[6] for r in rows], "hand_reduced": [r[7] for r in rows],
                           "runqueue": [r[8] for r in rows], "cpu": [r[9] for r in rows],
-                          "data_wait": [round(r[10], 6) for r in rows]})
+                          "data_wait": [round(r[10], 6) for r in rows],
+                          **({"seen": [r[11] for r in rows], "unread": [r[12] for r in rows]} if self.reading else {})})
 
     def _hook_process_group(self) -> None:
         """Note the default process group when it is created, and count all_reduce calls."""
@@ -458,6 +472,54 @@ class Observer:
                       for p in params)  # FSDP2 DTensors, FSDP1 flat parameters: gradients reduce-scattered
         self.stream.send({"type": "norms", "batchnorm": len(bn) - sync, "syncbatchnorm": sync, "sharded": sharded,
                           "stepped": len(params), "in_ddp": sum(id(p) in in_ddp for p in params)})
+
+    def _hook_inputs(self) -> None:
+        """Read the marks of every training batch where it enters the model: at the first module
+        called with it (a global pre-hook; nested modules get the same tensor and are skipped)."""
+        if not self.reading:
+            return
+        obs, reader = self, marks.Reader()
+
+        def pre(module, args):
+            if not args or not isinstance(args[0], torch.Tensor) or not module.training or not torch.is_grad_enabled():
+                return None
+            x = args[0]
+            if x.dim() not in (2, 4) or x.shape[-1] not in (marks.SIZE, 3 * marks.SIZE * marks.SIZE):
+                return None
+            try:
+                if torch.compiler.is_compiling():
+                    return None
+                key = (id(x), x.data_ptr(), x._version, tuple(x.shape))
+                if key == obs.last_input:
+                    return None
+                obs.last_input = key
+                got = reader.read(x)
+            except Exception:  # an odd tensor (meta, sharded): nothing read, the student's forward goes on
+                return None
+            if got is None:
+                return None
+            if got == obs.last_read and obs.seen:  # the same batch again (a normalising module inside the model)
+                return None
+            obs.last_read = got
+            room = MAX_SEEN - len(obs.seen)
+            read = [i for i in got if i >= 0]
+            obs.seen.extend(read[:max(room, 0)])
+            obs.unread += len(got) - min(len(read), max(room, 0))
+            return None
+        register = torch.nn.modules.module.register_module_forward_pre_hook
+        handle, compile_ = register(pre), torch.compile
+
+        def compile(*args, **kwargs):
+            # Compiled code would trace the hook (and import this package again): once the script
+            # compiles, the hook runs outside the graph. Importing dynamo costs ~1 s, so only then.
+            nonlocal handle
+            if handle is not None:
+                handle.remove()
+                handle = None
+                register(torch.compiler.disable(pre))
+                warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there are global hooks")
+            return compile_(*args, **kwargs)
+        torch.compile = compile
 
     def _hook_backward(self) -> None:
         obs, backward = self, torch.autograd.backward
