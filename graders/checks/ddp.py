@@ -15,6 +15,7 @@ from typing import Any
 
 from coursework.report import CheckStatus, text
 from graders import desync
+from graders.checks import inputs as model_inputs
 from graders.checks import sync
 from graders.checks.records import epochs_of, rank_epochs, step_rows
 from graders.checks.registry import Context, Registry
@@ -227,10 +228,23 @@ def _data_gate(run, eps) -> Finding | None:
     return None
 
 
-def check_disjoint(run) -> Finding:
-    gate = distributed_gate(run)
-    if gate:
-        return gate
+def _at_model(loader: Finding, seen: Finding | None) -> Finding:
+    """The DataLoader's verdict checked against what reached the model (``graders.checks.inputs``).
+
+    The loader's failure stands (its message names the sampler); where it could not see the data,
+    the model's inputs decide; where it passed, a failure at the model is a contradiction: the
+    indices the sampler handed out are not the samples that were trained on."""
+    if seen is None or loader.status == CheckStatus.FAIL:
+        return loader
+    if loader.status == CheckStatus.PASS:
+        if seen.status != CheckStatus.FAIL:
+            return loader
+        return dataclasses.replace(seen, key=seen.key + "_contradiction", fallback=seen.key,
+                                   evidence={**seen.evidence, "dataloader": loader.evidence})
+    return seen
+
+
+def _loader_disjoint(run) -> Finding:
     eps = rank_epochs(run)
     gate = _data_gate(run, eps)
     if gate:
@@ -256,10 +270,24 @@ def check_disjoint(run) -> Finding:
     return Finding(CheckStatus.PASS, "ok", {"epochs": n_epochs}, {"epochs_checked": n_epochs})
 
 
-def check_coverage(run) -> Finding:
+def _model_disjoint(inputs) -> Finding:
+    worst = model_inputs.overlap(inputs)
+    steps = min(len(s) for s in inputs.steps.values())
+    if worst:
+        return Finding(CheckStatus.FAIL, "overlap_at_model", worst, {**worst, "at_model": True}, fallback="overlap_no_sampler")
+    return Finding(CheckStatus.PASS, "ok_at_model", {"steps": steps}, {"steps_checked": steps, "at_model": True},
+                   fallback="ok")
+
+
+def check_disjoint(run) -> Finding:
     gate = distributed_gate(run)
     if gate:
         return gate
+    inputs = model_inputs.read(run)
+    return _at_model(_loader_disjoint(run), _model_disjoint(inputs) if inputs else None)
+
+
+def _loader_coverage(run) -> Finding:
     eps = rank_epochs(run)
     gate = _data_gate(run, eps)
     if gate:
@@ -284,10 +312,25 @@ def check_coverage(run) -> Finding:
     return Finding(CheckStatus.PASS, "ok", {"size": size, "epochs": n_epochs}, {"allowed_missing": allowed})
 
 
-def check_reshuffle(run) -> Finding:
+def _model_coverage(inputs) -> Finding:
+    epochs = model_inputs.passes(inputs)
+    if epochs is None:
+        return Finding(CheckStatus.SKIP, "random_draws", {}, {"at_model": True})
+    lost = model_inputs.missing(inputs, epochs)
+    if lost:
+        return Finding(CheckStatus.FAIL, "missing_at_model", lost, {**lost, "at_model": True}, fallback="missing")
+    return Finding(CheckStatus.PASS, "ok_at_model", {"size": len(inputs.trained())}, {"at_model": True}, fallback="ok")
+
+
+def check_coverage(run) -> Finding:
     gate = distributed_gate(run)
     if gate:
         return gate
+    inputs = model_inputs.read(run)
+    return _at_model(_loader_coverage(run), _model_coverage(inputs) if inputs else None)
+
+
+def _loader_reshuffle(run) -> Finding:
     eps = rank_epochs(run)
     if not any(eps.values()):
         return NOT_OBSERVED
@@ -300,6 +343,26 @@ def check_reshuffle(run) -> Finding:
             return Finding(CheckStatus.FAIL, "same_order", {"rank": r, "epochs": len(es),
                            "sampler": es[0]["sampler"]}, {"rank": r, "epochs": len(es)})
     return Finding(CheckStatus.PASS, "ok", {"epochs": min(len(e) for e in eps.values())})
+
+
+def _model_reshuffle(inputs) -> Finding:
+    epochs = model_inputs.passes(inputs)
+    if epochs is None:
+        return Finding(CheckStatus.SKIP, "random_draws", {}, {"at_model": True})
+    if any(len(runs) < 2 for runs in epochs.values()):
+        return Finding(CheckStatus.SKIP, "one_epoch", {}, {"at_model": True})
+    same = model_inputs.same_order(epochs)
+    if same:
+        return Finding(CheckStatus.FAIL, "same_order_at_model", same, {**same, "at_model": True}, fallback="same_order")
+    return Finding(CheckStatus.PASS, "ok_at_model", {}, {"at_model": True}, fallback="ok")
+
+
+def check_reshuffle(run) -> Finding:
+    gate = distributed_gate(run)
+    if gate:
+        return gate
+    inputs = model_inputs.read(run)
+    return _at_model(_loader_reshuffle(run), _model_reshuffle(inputs) if inputs else None)
 
 
 def check_grad_sync(run) -> Finding:
@@ -444,7 +507,9 @@ def _number(x: Any) -> str:
 # What each check rests on (graders.evidence): shown with its evidence, so a reader sees at once what the
 # student's process could have chosen. Every verdict also needs training, which rests on the grader's own
 # evaluation of rank 0's model where it can be scored.
-_DATALOADER = text("脚本之内：DataLoader 取到的样本下标", "inside: indices the DataLoader fetched")
+_DATALOADER = text("脚本之内、已核对：DataLoader 取到的样本下标，对照评分程序在每张合成图片里留下的标记在模型输入处读出的样本",
+                   "inside, cross-checked: indices the DataLoader fetched, against the samples read at the model's input "
+                   "from the marks the grader put in every synthetic image")
 RESTS_ON = {
     "run.single": text("脚本之外：退出码、启动器的计时；脚本之内：结束标记",
                        "outside: exit codes, launcher wall clock; inside: end markers"),

@@ -1,0 +1,182 @@
+"""What reached the model (issue 27, item 4): the marks in the synthetic images, read whatever the
+script did to its batches, and the sampler checks judged from them."""
+from __future__ import annotations
+
+import pickle
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from coursework.report import CheckStatus
+from graders import cifar
+from graders.checks import ddp, inputs
+from graders.sandbox import SandboxResult
+from graders.torchrun import HARNESS_DIR, RankStream, TorchrunRun
+
+sys.path.insert(0, str(HARNESS_DIR))
+from distgrade_harness import marks  # noqa: E402  (the harness's own reader, as the ranks run it)
+
+sys.path.remove(str(HARNESS_DIR))
+MEAN = torch.tensor([0.49, 0.48, 0.45]).view(1, 3, 1, 1)
+STD = torch.tensor([0.25, 0.24, 0.26]).view(1, 3, 1, 1)
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory):
+    folder = cifar.write_synthetic(tmp_path_factory.mktemp("marks"), per_batch=128, test_size=64, seed=7)
+    xs = []
+    for i in range(1, 6):
+        with open(folder / f"data_batch_{i}", "rb") as f:
+            xs.append(pickle.load(f, encoding="bytes")[b"data"])
+    with open(folder / "test_batch", "rb") as f:
+        test = pickle.load(f, encoding="bytes")[b"data"]
+    as_float = lambda a: torch.from_numpy(a).float().div(255).view(-1, 3, 32, 32)  # noqa: E731
+    return as_float(np.concatenate(xs)), as_float(test)
+
+
+def _augment(batch, gen):
+    """torchvision's RandomCrop(32, padding=4) + RandomHorizontalFlip + Normalize, by hand."""
+    out = []
+    for img in batch:
+        i, j = torch.randint(0, 9, (2,), generator=gen).tolist()
+        crop = torch.nn.functional.pad(img, (4, 4, 4, 4))[:, i:i + 32, j:j + 32]
+        out.append(crop.flip(2) if torch.rand(1, generator=gen) < 0.5 else crop)
+    return (torch.stack(out) - MEAN) / STD
+
+
+def test_every_training_image_reads_as_its_index_in_file_order(images):
+    train, test = images
+    assert marks.Reader().read(train) == list(range(len(train)))
+    assert marks.Reader().read(test) == [marks.CAPACITY - 1 - j for j in range(len(test))]  # from the top down
+
+
+def test_marks_survive_crops_flips_normalisation_scaling_and_flattening(images):
+    train, _ = images
+    reader, gen = marks.Reader(), torch.Generator().manual_seed(0)
+    got = reader.read(_augment(train, gen))
+    right = sum(g == i for i, g in enumerate(got))
+    assert right >= 0.99 * len(train) and all(g in (i, -1) for i, g in enumerate(got))  # unread, never misread
+    assert reader.read(train * 255 - 7) == list(range(len(train)))
+    assert reader.read(train[:10].reshape(10, -1)) == list(range(10))
+
+
+def test_unmarked_or_changed_images_read_as_unknown_never_as_a_sample(images):
+    train, _ = images
+    reader, gen = marks.Reader(), torch.Generator().manual_seed(1)
+    assert all(v == -1 for v in reader.read(torch.randn(2000, 3, 32, 32, generator=gen)))
+    mixed = 0.5 * train[:200] + 0.5 * train[200:400]  # mix-up of two images
+    assert sum(v != -1 for v in reader.read(mixed)) <= 0.05 * len(mixed)  # a run this mixed is not observed (MIN_READ)
+    assert reader.read(torch.randn(4, 3, 28, 28)) is None and reader.read(torch.randn(4, 10)) is None
+
+
+def test_a_set_too_large_to_mark_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="at most"):
+        cifar.write_synthetic(tmp_path, per_batch=1000, test_size=10)
+
+
+# -- checks over the marks a run's ranks read -------------------------------------------------------
+
+def _run(seen: dict[int, list[list[int]]], size: int, unread: int = 0, loader=None) -> TorchrunRun:
+    """Two ranks that stepped with ``seen[r][t]`` samples at step t; ``loader``: per rank, epoch index lists."""
+    ranks = {}
+    for r, rows in seen.items():
+        s = RankStream(r)
+        s.records.append({"type": "process_group", "world": len(seen), "backend": "gloo"})
+        s.records.append({"type": "ddp", "batchnorm": 0, "syncbatchnorm": 2, "parameters": 10, "device": "cpu"})
+        for k, idx in enumerate((loader or {}).get(r, [])):
+            s.records.append({"type": "epoch", "loader": 1, "epoch": k, "kind": "map", "complete": True,
+                              "batches": len(idx) // 4, "batch_size": 4, "indices": idx,
+                              "sampler": "DistributedSampler", "dataset_len": size, "drop_last": False})
+        n = len(rows)
+        s.records.append({"type": "steps", "t": [0.1 * i for i in range(n)], "samples": [4] * n, "loss": [1.0] * n,
+                          "backwards": [1] * n, "synced": [1] * n, "seen": rows, "unread": [unread] * n})
+        s.records.append({"type": "finished", "steps": n, "digest": "d", "param_sums": [1.0],
+                          "model_source": "ddp", "process_group": len(seen)})
+        ranks[r] = s
+    run = TorchrunRun(nproc=len(seen), result=SandboxResult(returncode=0, timed_out=False, wall_s=1.0, stderr=""),
+                      ranks=ranks, stacks={}, logs={}, tampering=[])
+    run.evidence["inputs"] = {"train_size": size}
+    return run
+
+
+def _batches(seq, bs=8):
+    return [seq[i:i + bs] for i in range(0, len(seq), bs)]
+
+
+def _sharded(size=400, epochs=3, world=2, reshuffle=True):
+    out = {r: [] for r in range(world)}
+    for e in range(epochs):
+        order = torch.randperm(size, generator=torch.Generator().manual_seed(e if reshuffle else 0)).tolist()
+        for r in range(world):
+            out[r] += _batches(order[r::world])
+    return out
+
+
+def test_an_honest_split_without_a_dataloader_passes_every_sampler_check():
+    run = _run(_sharded(), 400)
+    assert [f(run).key for f in (ddp.check_disjoint, ddp.check_coverage, ddp.check_reshuffle)] == ["ok_at_model"] * 3
+
+
+def test_random_draws_from_the_whole_set_overlap_in_the_same_steps_and_have_no_epochs():
+    gens = {r: torch.Generator().manual_seed(1337 + r) for r in range(2)}
+    run = _run({r: [torch.randint(400, (8,), generator=gens[r]).tolist() for _ in range(75)] for r in range(2)}, 400)
+    f = ddp.check_disjoint(run)
+    assert (f.status, f.key) == (CheckStatus.FAIL, "overlap_at_model") and f.params["shared"] > 3
+    assert ddp.check_coverage(run).key == ddp.check_reshuffle(run).key == "random_draws"
+
+
+def test_random_draws_each_from_its_own_shard_are_disjoint():
+    gens = {r: torch.Generator().manual_seed(r) for r in range(2)}
+    run = _run({r: [(torch.randint(200, (8,), generator=gens[r]) * 2 + r).tolist() for _ in range(75)]
+                for r in range(2)}, 400)
+    assert ddp.check_disjoint(run).key == "ok_at_model"
+
+
+def test_one_order_for_every_epoch_is_seen_at_the_model():
+    f = ddp.check_reshuffle(_run(_sharded(reshuffle=False), 400))
+    assert (f.status, f.key) == (CheckStatus.FAIL, "same_order_at_model")
+
+
+def test_coverage_counts_what_the_run_trained_on_a_held_out_part_is_not_missing():
+    train_part = list(range(300))  # 100 samples kept for validation, never trained on
+    seen = {r: [] for r in range(2)}
+    for e in range(2):
+        order = [train_part[i] for i in torch.randperm(300, generator=torch.Generator().manual_seed(e))]
+        for r in range(2):
+            seen[r] += _batches(order[r::2])
+    assert ddp.check_coverage(_run(seen, 400)).key == "ok_at_model"
+
+
+def test_shares_hard_coded_for_four_ranks_miss_half_of_each_epoch():
+    seen = {r: [] for r in range(2)}
+    for e in range(3):
+        order = torch.randperm(400, generator=torch.Generator().manual_seed(e)).tolist()
+        for r in range(2):
+            seen[r] += _batches(order[r::4])  # num_replicas=4 with two processes
+    f = ddp.check_coverage(_run(seen, 400))
+    assert (f.status, f.key) == (CheckStatus.FAIL, "missing_at_model") and f.params["missing"] > 100
+
+
+def test_a_sampler_that_lies_is_contradicted_by_what_reached_the_model():
+    size = 400
+    orders = [torch.randperm(size, generator=torch.Generator().manual_seed(k)).tolist() for k in range(2)]
+    loader = {r: [order[r::2] for order in orders] for r in range(2)}  # disjoint, reshuffled indices handed out
+    same = [_batches(list(range(200))) * 2 for _ in range(2)]  # ... but both ranks trained on 0..199, twice
+    run = _run({0: same[0], 1: same[1]}, size, loader=loader)
+    f = ddp.check_disjoint(run)
+    assert (f.status, f.key) == (CheckStatus.FAIL, "overlap_at_model_contradiction")
+    assert f.evidence["dataloader"] and ddp.check_reshuffle(run).key == "same_order_at_model_contradiction"
+
+
+def test_too_few_readable_marks_is_not_observed_never_a_verdict():
+    run = _run(_sharded(), 400, unread=8)  # as many unread as read in every step
+    assert inputs.read(run) is None
+    assert ddp.check_disjoint(run).key == "not_observed"
+
+
+def test_without_marks_the_loader_alone_decides():
+    run = _run(_sharded(), 400)
+    run.evidence.pop("inputs")  # real CIFAR on a GPU host: nothing marked
+    assert inputs.read(run) is None and ddp.check_disjoint(run).key == "not_observed"
