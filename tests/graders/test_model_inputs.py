@@ -180,3 +180,31 @@ def test_without_marks_the_loader_alone_decides():
     run = _run(_sharded(), 400)
     run.evidence.pop("inputs")  # real CIFAR on a GPU host: nothing marked
     assert inputs.read(run) is None and ddp.check_disjoint(run).key == "not_observed"
+
+
+def test_the_harness_reads_every_training_batch_once_however_it_is_fed(images, monkeypatch):
+    """Temporaries freed between micro-batches may reuse their memory, a staging buffer is refilled in
+    place: each is still a batch of its own;
+    the DDP-like wrapper and its inner module see one tensor, read once; eval and no_grad are not training."""
+    from torch.nn.modules import module as nn_module
+
+    from distgrade_harness import hooks
+    train, _ = images
+    monkeypatch.setattr(nn_module, "_global_forward_pre_hooks", type(nn_module._global_forward_pre_hooks)())
+    monkeypatch.setattr(torch, "compile", torch.compile)
+    obs = hooks.Observer(stream=None, rank=0)
+    obs.reading = True
+    obs._hook_inputs()
+    model = torch.nn.Sequential(torch.nn.Sequential(torch.nn.Conv2d(3, 2, 3), torch.nn.Flatten(), torch.nn.Linear(1800, 10)))
+    for start in range(0, 64, 8):
+        model(train[start:start + 8].clone()).sum().backward()  # each batch freed before the next
+    buffer = torch.empty(8, 3, 32, 32)  # a staging buffer refilled in place
+    for start in range(64, 96, 8):
+        buffer.copy_(train[start:start + 8])
+        model(buffer).sum().backward()
+    assert obs.seen == list(range(96))
+    with torch.no_grad():
+        model(train[100:108].clone())
+    model.eval()
+    model(train[108:116].clone())
+    assert obs.seen == list(range(96)) and obs.unread == 0

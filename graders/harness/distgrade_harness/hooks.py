@@ -182,7 +182,7 @@ class Observer:
         self.reading = os.environ.get("DISTGRADE_SYNTHETIC_DATA") == "1"  # the data carries marks
         self.seen: list[int] = []  # marks read since the last step
         self.unread = 0  # training samples whose mark could not be read
-        self.last_input: tuple | None = None
+        self.last_input: tuple | None = None  # (weak reference, version) of the last tensor read
         self.last_read: list[int] | None = None
 
     # -- installation -------------------------------------------------------------
@@ -489,10 +489,10 @@ class Observer:
             try:
                 if torch.compiler.is_compiling():
                     return None
-                key = (id(x), x.data_ptr(), x._version, tuple(x.shape))
-                if key == obs.last_input:
-                    return None
-                obs.last_input = key
+                last = obs.last_input[0]() if obs.last_input is not None else None
+                if last is x and obs.last_input[1] == x._version:  # a freed batch's memory reused, or a
+                    return None  # buffer refilled in place, is a new batch; the same tensor passed down is not
+                obs.last_input = (weakref.ref(x), x._version)
                 got = reader.read(x)
             except Exception:  # an odd tensor (meta, sharded): nothing read, the student's forward goes on
                 return None
