@@ -184,7 +184,8 @@ def test_without_marks_the_loader_alone_decides():
 
 def test_the_harness_reads_every_training_batch_once_however_it_is_fed(images, monkeypatch):
     """Temporaries freed between micro-batches may reuse their memory, a staging buffer is refilled in
-    place: each is still a batch of its own;
+    place: each is still a batch of its own; a forward counts once its backward runs (an evaluation
+    left in training mode with gradients on trains nothing);
     the DDP-like wrapper and its inner module see one tensor, read once; eval and no_grad are not training."""
     from torch.nn.modules import module as nn_module
 
@@ -195,6 +196,8 @@ def test_the_harness_reads_every_training_batch_once_however_it_is_fed(images, m
     obs = hooks.Observer(stream=None, rank=0)
     obs.reading = True
     obs._hook_inputs()
+    monkeypatch.setattr(torch.autograd, "backward", torch.autograd.backward)
+    obs._hook_backward()
     model = torch.nn.Sequential(torch.nn.Sequential(torch.nn.Conv2d(3, 2, 3), torch.nn.Flatten(), torch.nn.Linear(1800, 10)))
     for start in range(0, 64, 8):
         model(train[start:start + 8].clone()).sum().backward()  # each batch freed before the next
@@ -203,8 +206,11 @@ def test_the_harness_reads_every_training_batch_once_however_it_is_fed(images, m
         buffer.copy_(train[start:start + 8])
         model(buffer).sum().backward()
     assert obs.seen == list(range(96))
+    model(train[96:100].clone())  # no backward follows
     with torch.no_grad():
         model(train[100:108].clone())
     model.eval()
     model(train[108:116].clone())
-    assert obs.seen == list(range(96)) and obs.unread == 0
+    model.train()
+    model(train[116:120].clone()).sum().backward()
+    assert obs.seen == [*range(96), *range(116, 120)] and obs.unread == 0

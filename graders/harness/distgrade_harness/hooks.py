@@ -183,7 +183,7 @@ class Observer:
         self.seen: list[int] = []  # marks read since the last step
         self.unread = 0  # training samples whose mark could not be read
         self.last_input: tuple | None = None  # (weak reference, version) of the last tensor read
-        self.last_read: list[int] | None = None
+        self.pending: list[int] = []  # marks read at the last training forward, until its backward
 
     # -- installation -------------------------------------------------------------
     def install(self) -> None:
@@ -339,7 +339,7 @@ class Observer:
         self.steps.append([now, self.consumed.get(key, 0) if key is not None else 0, self.last_loss,
                            self.backwards, self.buckets, self.synced, self.bucket_bytes, manual, *_schedstat(), self.data_wait,
                            self.seen, self.unread])
-        self.seen, self.unread, self.last_read = [], 0, None
+        self.seen, self.unread, self.pending = [], 0, []
         self.step_count += 1
         self._witness_step()
         self.backwards = self.buckets = self.synced = self.bucket_bytes = 0
@@ -496,15 +496,8 @@ class Observer:
                 got = reader.read(x)
             except Exception:  # an odd tensor (meta, sharded): nothing read, the student's forward goes on
                 return None
-            if got is None:
-                return None
-            if got == obs.last_read and obs.seen:  # the same batch again (a normalising module inside the model)
-                return None
-            obs.last_read = got
-            room = MAX_SEEN - len(obs.seen)
-            read = [i for i in got if i >= 0]
-            obs.seen.extend(read[:max(room, 0)])
-            obs.unread += len(got) - min(len(read), max(room, 0))
+            if got is not None:  # counted once a backward follows: a forward without one trained nothing, and
+                obs.pending = got  # a batch read again inside the model (a normalising module) replaces itself
             return None
         register = torch.nn.modules.module.register_module_forward_pre_hook
         handle, compile_ = register(pre), torch.compile
@@ -521,11 +514,21 @@ class Observer:
             return compile_(*args, **kwargs)
         torch.compile = compile
 
+    def _count_read(self) -> None:
+        """The last forward's marks, now that a backward trained on them (bounded per step)."""
+        got, self.pending = self.pending, []
+        room = max(MAX_SEEN - len(self.seen), 0)
+        read = [i for i in got if i >= 0]
+        self.seen.extend(read[:room])
+        self.unread += len(got) - min(len(read), room)
+
     def _hook_backward(self) -> None:
         obs, backward = self, torch.autograd.backward
 
         def hooked(tensors, *args, **kwargs):
             obs.backwards += 1
+            if obs.pending:
+                obs._count_read()
             if isinstance(tensors, torch.Tensor) and tensors.numel() == 1:
                 loss = tensors.detach()
                 obs.last_loss = loss if loss.is_cuda else float(loss)  # no sync per step on GPU
