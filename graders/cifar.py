@@ -16,11 +16,11 @@ down. The class patterns are cleared of those frequencies so that they carry no 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import io
 import json
 import os
 import pickle
-import importlib.util
 import struct
 from pathlib import Path
 
@@ -98,23 +98,25 @@ def class_patterns(rng: np.random.Generator) -> np.ndarray:
 
 
 def _marked(rng: np.random.Generator, ids) -> np.ndarray:
-    """The marks of the samples numbered ``ids`` as images (len(ids) x 3072), at random phases."""
+    """The marks of the samples numbered ``ids``, one channel each (len(ids) x 1024), at random phases."""
+    ids = np.asarray(ids, dtype=np.int64)
+    combos = np.array(marks.COMBOS)  # (70, 4) frequencies
+    rows, cols = combos[ids // len(marks.COMBOS)], combos[ids % len(marks.COMBOS)]  # (n, 4) each
     y = np.arange(marks.SIZE)
-    n = len(ids)
-    out = np.zeros((n, marks.SIZE, marks.SIZE))
-    for j, sample in enumerate(ids):
-        rows, cols = marks.ids_to_freqs(int(sample))
-        for freqs, axis in ((rows, 1), (cols, 0)):
-            wave = sum(np.cos(2 * np.pi * k * y / marks.SIZE + rng.uniform(0, 2 * np.pi)) for k in freqs)
-            out[j] += marks.AMPLITUDE * (wave[:, None] if axis == 1 else wave[None, :])
-    return np.repeat(out.reshape(n, 1, -1), 3, axis=1).reshape(n, -1)
+    phases = rng.uniform(0, 2 * np.pi, size=(len(ids), 2, marks.PER_AXIS))
+
+    def waves(freqs, phase):  # (n, SIZE): the sum of an axis' four waves
+        return np.cos(2 * np.pi * freqs[:, :, None] * y / marks.SIZE + phase[:, :, None]).sum(1)
+    out = marks.AMPLITUDE * (waves(rows, phases[:, 0])[:, :, None] + waves(cols, phases[:, 1])[:, None, :])
+    return out.reshape(len(ids), -1)
 
 
 def images(rng: np.random.Generator, labels: np.ndarray, patterns: np.ndarray, ids) -> np.ndarray:
     """Images of the classes ``labels`` marked as the samples ``ids``, with fresh noise from ``rng``."""
-    marked = _marked(rng, ids)
+    marked = _marked(rng, ids)[:, None, :]  # the same on every channel
     noise = rng.normal(0.0, NOISE, size=(len(labels), 3072))
-    return np.clip(patterns[labels] + marked + noise, 0, 255).astype(np.uint8)
+    image = (patterns[labels] + noise).reshape(len(labels), 3, -1) + marked
+    return np.clip(image, 0, 255).astype(np.uint8).reshape(len(labels), -1)
 
 
 def _batch(name: str, data: np.ndarray, labels: np.ndarray, start: int) -> bytes:
@@ -142,10 +144,10 @@ def write_synthetic(root: str | os.PathLike[str], *, per_batch: int = 512, test_
     if stamp.is_file() and json.loads(stamp.read_text()) == params:
         return folder
     folder.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(seed)
-    patterns = class_patterns(rng)
     if 5 * per_batch + test_size > marks.CAPACITY:
         raise ValueError(f"a synthetic set holds at most {marks.CAPACITY} marked images")
+    rng = np.random.default_rng(seed)
+    patterns = class_patterns(rng)
     for i in range(1, 6):
         labels = rng.integers(0, 10, size=per_batch)
         data = images(rng, labels, patterns, range((i - 1) * per_batch, i * per_batch))
