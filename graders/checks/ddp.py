@@ -244,6 +244,15 @@ def _at_model(loader: Finding, seen: Finding | None) -> Finding:
     return seen
 
 
+def _sampler_check(run, loader, at_model) -> Finding:
+    """A sampler check: the DataLoader's verdict, checked against the marks read at the model's input."""
+    gate = distributed_gate(run)
+    if gate:
+        return gate
+    inputs = model_inputs.read(run)
+    return _at_model(loader(run), at_model(inputs) if inputs else None)
+
+
 def _loader_disjoint(run) -> Finding:
     eps = rank_epochs(run)
     gate = _data_gate(run, eps)
@@ -280,11 +289,7 @@ def _model_disjoint(inputs) -> Finding:
 
 
 def check_disjoint(run) -> Finding:
-    gate = distributed_gate(run)
-    if gate:
-        return gate
-    inputs = model_inputs.read(run)
-    return _at_model(_loader_disjoint(run), _model_disjoint(inputs) if inputs else None)
+    return _sampler_check(run, _loader_disjoint, _model_disjoint)
 
 
 def _loader_coverage(run) -> Finding:
@@ -323,11 +328,7 @@ def _model_coverage(inputs) -> Finding:
 
 
 def check_coverage(run) -> Finding:
-    gate = distributed_gate(run)
-    if gate:
-        return gate
-    inputs = model_inputs.read(run)
-    return _at_model(_loader_coverage(run), _model_coverage(inputs) if inputs else None)
+    return _sampler_check(run, _loader_coverage, _model_coverage)
 
 
 def _loader_reshuffle(run) -> Finding:
@@ -358,11 +359,7 @@ def _model_reshuffle(inputs) -> Finding:
 
 
 def check_reshuffle(run) -> Finding:
-    gate = distributed_gate(run)
-    if gate:
-        return gate
-    inputs = model_inputs.read(run)
-    return _at_model(_loader_reshuffle(run), _model_reshuffle(inputs) if inputs else None)
+    return _sampler_check(run, _loader_reshuffle, _model_reshuffle)
 
 
 def check_grad_sync(run) -> Finding:
