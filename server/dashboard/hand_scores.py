@@ -68,9 +68,14 @@ def added_points(added):
     defers the table lookup of a row until a column outside the index is needed, and a
     submission row carries its upload). Same value as testing the integrity rule first."""
     return case((added.c.pts.is_(None), 0.0),
-                (or_(Submission.score.is_(None), Submission.review_status.in_(COUNTS_ZERO)), 0.0),
+                (_adds_nothing(), 0.0),
                 (added.c.unconfirmed > 0, added.c.pts + case((_counts_unconfirmed(), added.c.unconfirmed), else_=0.0)),
                 else_=added.c.pts)
+
+
+def _adds_nothing():
+    """SQL: the submission has no score or counts 0 for an integrity review: hand-given points add nothing."""
+    return or_(Submission.score.is_(None), Submission.review_status.in_(COUNTS_ZERO))
 
 
 def _counts_unconfirmed():
@@ -84,7 +89,7 @@ def unconfirmed_points(added):
     """SQL: of ``added_points``, the suggested points of annotations no teacher decided (0 unless the
     course counts them)."""
     return case((added.c.unconfirmed.is_(None), 0.0), (added.c.unconfirmed <= 0, 0.0),
-                (or_(Submission.score.is_(None), Submission.review_status.in_(COUNTS_ZERO)), 0.0),
+                (_adds_nothing(), 0.0),
                 (_counts_unconfirmed(), added.c.unconfirmed), else_=0.0)
 
 
