@@ -22,7 +22,7 @@ from typing import Any
 from coursework.assignments import Assignment
 from coursework.progress import report_progress
 from coursework.report import CheckResult, CheckStatus, GradeReport, ReportStatus, text
-from graders import calibration, checks_runner, cifar, ddp_job, early_stop, gpu_slots, speed, torchrun
+from graders import calibration, checks_runner, cifar, ddp_job, early_stop, gpu_slots, host_modules, speed, torchrun
 from graders.checks import ddp, sync, timing
 from graders.checks.registry import Context
 from graders.evidence import model as evidence_model
@@ -58,6 +58,7 @@ def grade(assignment: Assignment, job: Path, files: list[Path], mode: str = "cpu
     epochs = int(cfg["fast_epochs"] if fast_mode() else cfg["epochs"][mode])
     os.chmod(job, 0o711)
     script = ddp_job.stage_script(files[0], job)
+    host_modules.check_script(script, cfg)  # an import the README allows and this host lacks: not graded here
     data_dir, synthetic = ddp_job.data_dir(job, mode, cfg)
     limits = torchrun.make_limits(wall_limits(assignment.limits.get(mode, {}), script),
                                   json.loads(os.environ.get("DISTGRADE_LIMITS", "{}")))
@@ -87,6 +88,7 @@ def grade(assignment: Assignment, job: Path, files: list[Path], mode: str = "cpu
         run1 = launch(1, "single", early_stop.enough_steps(1, min_steps, max_steps) if bounded else None) if do_single else None
         if _speed_counts(cfg, run1, run_n, ref, nproc):
             extra = _repeat_pairs(cfg, launch, nproc)
+    host_modules.check_raised((r.ranks[k].exception for r in (run1, run_n) if r for k in r.ranks), cfg)
     report_progress("checks", logs={f"n{r.nproc}.{k}": v for r in (run1, run_n) if r for k, v in r.logs.items()})
     evidence_model.evaluate([r for r in (run1, run_n) if r], job, cfg, synthetic)  # rank 0's model, held-out data
     if synthetic is not None:  # the marks the harness read are numbered 0..N-1 in the training files (graders.checks.inputs)

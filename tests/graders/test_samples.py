@@ -8,6 +8,9 @@ for a hostile sample and checks afterwards, see ``host_traps``); ``notes``; ``ou
 limit ends it, so it is graded in a lane of its own beside the CPU-bound samples); ``trusted`` (``"all"``: homework 2
 graded as where every field's reading earned the teachers' trust; without it nothing has, as shipped). ``"status": "rejected"``
 means the upload must be refused (exit 3, no attempt used); ``message_contains.rejected`` checks stderr.
+``host_modules`` (modules the assignment allows, ``graders.host_modules``): on a host that cannot import
+one of them the grading must end as the host's failure (exit 4, the module named on stderr, no report);
+elsewhere the rest of expected.json applies.
 
 Samples are graded in fast mode, ``DISTGRADE_SAMPLE_JOBS`` (default 2) at a time: a verdict must not
 depend on what else runs on the host (each job has its own uid, and speed is judged on the time a
@@ -18,6 +21,7 @@ gradings start when the first sample test runs; each test waits for its own. A s
 from __future__ import annotations
 
 import contextlib
+import functools
 import glob
 import http.server
 import json
@@ -159,6 +163,12 @@ def _trapped(folder: Path) -> bool:
     return bool(json.loads((folder / "expected.json").read_text(encoding="utf-8")).get("traps"))
 
 
+@functools.cache
+def _import_error(module: str) -> str | None:
+    from graders.host_modules import import_error
+    return import_error(module)
+
+
 def _waits(folder: Path) -> bool:
     """Whether the sample's run mostly sleeps until a limit ends it (``"waits": true`` in expected.json)."""
     return bool(json.loads((folder / "expected.json").read_text(encoding="utf-8")).get("waits"))
@@ -235,6 +245,11 @@ def test_host_share_runs_trapped_samples_alone() -> None:
 def test_sample(folder: Path, gradings: dict[Path, Future]) -> None:
     expected = json.loads((folder / "expected.json").read_text(encoding="utf-8"))
     proc = gradings[folder].result()
+    lacking = [m for m in expected.get("host_modules", []) if _import_error(m)]
+    if lacking:  # the host's failure, not the student's: exit 4 (retried, no attempt used), no report
+        assert proc.returncode == 4 and not proc.stdout.strip(), f"not a host failure: {proc.stdout[-2000:]}"
+        assert f"cannot import {lacking[0]}" in proc.stderr, proc.stderr[-2000:]
+        return
     if expected.get("status") == "rejected":  # refused before grading: exit 3, reason on stderr, no report
         assert proc.returncode == 3 and not proc.stdout.strip(), f"not rejected: {proc.stdout[-2000:]}"
         for part in expected.get("message_contains", {}).get("rejected", []):

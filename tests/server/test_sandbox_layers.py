@@ -12,13 +12,16 @@ FULL = {"enforcement": "required", "bwrap": "/x/bwrap", "missing": [], "error": 
         "layers": ["uid:60100", "bwrap", "netns:loopback", "pidns", "allow-list", "cgroup-v1:memory"],
         "degraded": ["cpus: shared with every other job (DISTGRADE_JOB_CPUS not set)"]}
 BROKEN = {"enforcement": "required", "bwrap": None, "layers": ["uid:60100", "cgroup-v1:memory"],
-          "degraded": ["bwrap: not installed"], "missing": ["network namespace"], "error": "refusing to run"}
+          "degraded": ["bwrap: not installed"], "missing": ["network namespace"], "error": "refusing to run",
+          "modules": ["torchvision (ddp_speedup): ModuleNotFoundError: No module named 'torchvision'"]}
 
 
 def test_describe_says_what_is_missing_and_what_follows() -> None:
     text = sandbox_layers.describe(BROKEN)
     assert "MISSING: network namespace" in text and "infrastructure errors" in text and "DISTGRADE_SANDBOX=none" in text
     assert "MISSING" not in sandbox_layers.describe(FULL) and "allow-list" in sandbox_layers.describe(FULL)
+    assert "cannot import (submissions that do are not graded here): torchvision (ddp_speedup)" in text
+    assert "cannot import" not in sandbox_layers.describe(FULL)
 
 
 @pytest.mark.parametrize("given, result", [(None, "required"), ("auto", "required"), ("required", "required"),
@@ -54,7 +57,9 @@ def test_queue_health_page_shows_each_workers_layers(app, client, auth) -> None:
     assert "Sandbox layers" in html and "netns:loopback" in html
     assert "Missing, grading refused:" in html and "network namespace" in html and "bwrap: not installed" in html
     assert html.count("Missing, grading refused:") == 1  # only the broken worker
-    assert "沙箱防护层" in zh and "缺少防护层，拒绝评分：" in zh
+    assert html.count("Cannot import, submissions using it are not graded here:") == 1
+    assert "No module named &#39;torchvision&#39;" in html
+    assert "沙箱防护层" in zh and "缺少防护层，拒绝评分：" in zh and "无法导入，用到它的提交不在本机评分" in zh
 
 
 def test_queue_health_page_shows_supervisor_restarts(app, client, auth) -> None:
