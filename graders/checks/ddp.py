@@ -28,6 +28,7 @@ CHECKS = Registry()  # homework 1's checks by id; graders.ddp_speedup registers 
 
 
 
+_MISSING_MODULE = re.compile(r"No module named '([A-Za-z_][A-Za-z0-9_]{0,63})")  # the top-level name: not on this host
 _PEER_FAILURE = re.compile(r"closed by peer|remote worker|Connection reset|communicator was aborted|Broken pipe",
                            re.IGNORECASE)
 
@@ -187,8 +188,11 @@ def check_run(run, model_evidence: bool = True) -> Finding:
             ev["exception"] = exc
             log = run.scan_logs.get(f"rank{r}", "") or run.logs.get(f"rank{r}", "")
             spawn = "DataLoader worker" in exc["message"] and SPAWN_RERUN in log + "".join(run.stacks.values())
-            return Finding(CheckStatus.FAIL, "raised_spawn" if spawn else "raised", {"rank": r, "exc": exc["exc_type"],
-                           "msg": _desync_or(exc["message"]), "line": exc.get("line"), "code": exc.get("code", "")}, ev)
+            absent = _MISSING_MODULE.match(exc["message"]) if exc["exc_type"] == "ModuleNotFoundError" else None
+            key = "raised_spawn" if spawn else "raised_import" if absent else "raised"
+            return Finding(CheckStatus.FAIL, key, {"rank": r, "exc": exc["exc_type"], "msg": _desync_or(exc["message"]),
+                           "line": exc.get("line"), "code": exc.get("code", ""),
+                           "module": absent.group(1) if absent else ""}, ev, fallback="raised")
     if run.result.timed_out:
         stuck = {name: stuck_in(txt) for name, txt in run.stacks.items() if not helper_process(txt)}
         ev["stuck"] = {name: what["en"] if what else None for name, what in stuck.items()}

@@ -54,9 +54,19 @@ def test_homework_1_promises_torchvision_and_the_probe_names_it_where_missing() 
     from coursework.assignments import all_assignments
 
     cfg = json.loads((ROOT / "assignments/ddp_speedup/assignment.json").read_text(encoding="utf-8"))
-    assert host_modules.promised(cfg) == ["torchvision"]  # the README says CIFAR10 loads through it
+    assert host_modules.promised(cfg) == ["torchvision", "tqdm"]  # the README says CIFAR10 loads through torchvision
     lines = host_modules.probe(all_assignments())
     missing = host_modules.import_error("torchvision")
     assert bool(lines) == bool(missing)
     if missing:
         assert lines[0].startswith("torchvision (ddp_speedup): ")
+
+
+def test_the_import_failure_message_names_what_the_host_has() -> None:
+    """A script importing what no grading host has is the student's to fix: the message says what there is."""
+    cfg = json.loads((ROOT / "assignments/ddp_speedup/assignment.json").read_text(encoding="utf-8"))
+    for check in ("run.single", "run.distributed"):
+        message = cfg["checks"][check]["messages"]["raised_import"]
+        for name in ["torch", "numpy", *host_modules.promised(cfg)]:
+            assert name in message["en"] and name in message["zh"], (check, name)
+    assert host_modules.import_error("tqdm") is None  # a dependency of the service: on every host

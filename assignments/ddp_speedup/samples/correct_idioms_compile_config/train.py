@@ -7,9 +7,10 @@ Idioms:
   backend is exercised by ``correct_no_dataloader_compile_resume``)
 - dataclass-config: a ``dataclasses.dataclass`` config with an ``enum.Enum`` field
 - parse-known-args: ``argparse.parse_known_args`` (extra launcher arguments tolerated)
-- find-spec: ``importlib.util.find_spec("tqdm")`` to use tqdm when installed (it is not in the grader's
-  environment, so the script falls back to its own progress line)
-- progress-line: a ``\\r`` progress line on rank 0's stderr, in place of tqdm
+- find-spec: ``importlib.util.find_spec("tqdm")`` to use tqdm when installed (the grading host has it),
+  on rank 0 only (``disable=``), in even epochs
+- progress-line: a ``\\r`` progress line on rank 0's stderr, in place of tqdm, in odd epochs (and
+  wherever tqdm is missing)
 - stdout-reconfigure: ``sys.stdout.reconfigure(line_buffering=True)``
 - print-flush: ``print(..., flush=True)`` on rank 0
 - record-function: ``torch.autograd.profiler.record_function`` around the step
@@ -68,8 +69,8 @@ def make_model():
         nn.Flatten(), nn.Linear(32 * 8 * 8, 10))
 
 
-def progress(iterable, enabled):
-    if importlib.util.find_spec("tqdm") is not None:
+def progress(iterable, enabled, epoch):
+    if epoch % 2 == 0 and importlib.util.find_spec("tqdm") is not None:
         from tqdm import tqdm
         return tqdm(iterable, disable=not enabled)
 
@@ -111,7 +112,7 @@ def main():
     for epoch in range(cfg.epochs):
         sampler.set_epoch(epoch)
         total, count = 0.0, 0
-        for x, y in progress(loader, rank == 0):
+        for x, y in progress(loader, rank == 0, epoch):
             with torch.autograd.profiler.record_function("train_step"):
                 optimizer.zero_grad(set_to_none=True)
                 loss = loss_fn(compiled(x), y)
