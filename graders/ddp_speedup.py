@@ -23,10 +23,16 @@ from coursework.assignments import Assignment
 from coursework.progress import report_progress
 from coursework.report import CheckResult, CheckStatus, GradeReport, ReportStatus, text
 from graders import calibration, checks_runner, cifar, ddp_job, early_stop, gpu_slots, host_modules, speed, torchrun
-from graders.checks import ddp, sync, timing
+from graders.checks import ddp, gpu_only, sync, timing
 from graders.checks.registry import Context
 from graders.evidence import model as evidence_model
 from graders.checks.render import not_graded_here, render
+
+
+# Skipped for a reason that is no one's fault -> the check that gets its points: random draws have no
+# epochs (coverage and reshuffle: judged by disjoint), and a SyncBatchNorm conversion written to run only
+# with a GPU cannot run on a CPU host (the model's consistency across ranks is judged by grad_sync).
+MOVED_WHEN_SKIPPED = {"random_draws": "sampler.disjoint", "gpu_only": "ddp.grad_sync"}
 
 
 def fast_mode() -> bool:
@@ -95,14 +101,17 @@ def grade(assignment: Assignment, job: Path, files: list[Path], mode: str = "cpu
         for r in (run1, run_n):
             if r:
                 r.evidence["inputs"] = {"train_size": cifar.train_size(data_dir)}
+    if run_n is not None:  # a SyncBatchNorm conversion that only runs with a GPU (graders.checks.gpu_only)
+        run_n.evidence["syncbn_gpu_only"] = gpu_only.syncbn_lines(script.read_text(encoding="utf-8", errors="replace"))
     findings = _findings(cfg, run1, run_n, epochs, skip_reason, mode, ref, extra)
     for check_id in cfg["checks"]:  # every check of assignment.json, so the report is out of its total
         finding = findings.get(check_id) or ddp.Finding(CheckStatus.ERROR, "error")
         report.add(checks_runner.render(render, cfg["checks"][check_id], check_id, finding))  # isolated
     speed.settle_points(report.checks, cfg["checks"].get("speedup", {}))
-    for c in report.checks:  # random draws have no epochs: those checks' points go to the one that judges them
-        if c.status == CheckStatus.SKIP and c.evidence.get("key") == "random_draws":
-            speed.move_points(report.checks, c.id, {"sampler.disjoint": c.max_points})
+    for c in report.checks:  # a check that cannot apply here gives its points to the one that judges the same thing
+        target = MOVED_WHEN_SKIPPED.get(c.evidence.get("key")) if c.status == CheckStatus.SKIP else None
+        if target:
+            speed.move_points(report.checks, c.id, {target: c.max_points})
     report.plots = _plots(run1, run_n, findings.get("speedup"))
     report.logs = {f"n{r.nproc}.{k}": v for r in (run1, run_n) if r for k, v in r.logs.items() if v}
     report.timings = {"total_s": round(time.monotonic() - started, 2), "epochs": epochs,

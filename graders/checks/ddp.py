@@ -574,7 +574,13 @@ def _rank0_io(ctx: Context) -> Finding:
 
 @CHECKS.check("ddp.syncbn")
 def _syncbn(ctx: Context) -> Finding:
-    return _sourced("ddp.syncbn", check_syncbn(ctx.run_n))
+    finding = check_syncbn(ctx.run_n)
+    lines = ctx.run_n.evidence.get("syncbn_gpu_only") if ctx.run_n else None
+    if finding.key == "plain_bn" and ctx.mode != "gpu" and lines:  # converted only with a GPU (graders.checks.gpu_only)
+        reason = text("脚本只在有 GPU 时才转换为 SyncBatchNorm", "the script converts to SyncBatchNorm only when a GPU is present")
+        finding = Finding(CheckStatus.SKIP, "gpu_only", {**finding.params, "line": lines[0], "reason": reason},
+                          {**finding.evidence, "gpu_only_lines": lines}, fallback="host")
+    return _sourced("ddp.syncbn", finding)
 
 
 @CHECKS.check("ddp.no_sync")

@@ -1,0 +1,42 @@
+"""Where a script converts to SyncBatchNorm only when a GPU is present, read from its source.
+
+PyTorch's SyncBatchNorm refuses CPU tensors in training (``ValueError: SyncBatchNorm expected input
+tensor to be on GPU``). The CPU grader supplies a CPU version (``distgrade_harness.syncbn``), so an
+unconditional conversion is graded there, but a student who tested on a laptop writes
+``if torch.cuda.is_available(): model = nn.SyncBatchNorm.convert_sync_batchnorm(model)``: correct
+on every host, and on a CPU host the conversion never runs. A CPU run cannot judge that script's
+``ddp.syncbn``; the check says so and costs nothing, and GPU hosts judge it.
+
+A conversion counts as "only with a GPU" when a reference to ``convert_sync_batchnorm`` or
+``SyncBatchNorm`` sits in a branch of an ``if`` (statement or expression) whose condition names
+cuda, a GPU, an accelerator or a device. What the condition computes is not evaluated: ``if
+torch.cuda.is_available() and False`` passes as well; it would gain this check's points on a CPU
+host only, and a GPU host still judges it.
+"""
+from __future__ import annotations
+
+import ast
+import re
+
+_NAMES = {"convert_sync_batchnorm", "SyncBatchNorm"}
+_GPU_WORDS = re.compile(r"cuda|gpu|accelerat|device", re.IGNORECASE)
+
+
+def _mentions_syncbn(node: ast.AST) -> list[int]:
+    return [n.lineno for n in ast.walk(node)
+            if (isinstance(n, ast.Attribute) and n.attr in _NAMES) or (isinstance(n, ast.Name) and n.id in _NAMES)]
+
+
+def syncbn_lines(source: str) -> list[int]:
+    """Lines where the script converts to SyncBatchNorm under a GPU condition (sorted, at most 5)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    found: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.If, ast.IfExp)) and _GPU_WORDS.search(ast.unparse(node.test)):
+            branches = node.body + node.orelse if isinstance(node, ast.If) else [node.body, node.orelse]
+            for branch in branches:
+                found.update(_mentions_syncbn(branch))
+    return sorted(found)[:5]

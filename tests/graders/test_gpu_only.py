@@ -1,0 +1,21 @@
+"""A SyncBatchNorm conversion written to run only with a GPU is recognised from the source."""
+from __future__ import annotations
+
+import pytest
+
+from graders.checks.gpu_only import syncbn_lines
+
+
+@pytest.mark.parametrize("source, lines", [
+    ("if torch.cuda.is_available():\n    m = nn.SyncBatchNorm.convert_sync_batchnorm(m)\n", [2]),
+    ("if device.type == 'cuda':\n    pass\nelse:\n    pass\n", []),
+    ("if device.type == 'cpu':\n    pass\nelse:\n    m = convert_sync_batchnorm(m)\n", [4]),
+    ("norm = nn.SyncBatchNorm if use_gpu else nn.BatchNorm2d\n", [1]),
+    ("if args.sync_bn and torch.cuda.is_available():\n    m = nn.SyncBatchNorm.convert_sync_batchnorm(m)\n", [2]),
+    ("if args.sync_bn:\n    m = nn.SyncBatchNorm.convert_sync_batchnorm(m)\n", []),  # a flag, not a GPU: judged as run
+    ("m = nn.SyncBatchNorm.convert_sync_batchnorm(m)\n", []),  # unconditional: it runs on the CPU grader
+    ("if False:\n    m = nn.SyncBatchNorm.convert_sync_batchnorm(m)\n", []),
+    ("if torch.cuda.is_available(:\n", []),  # does not parse: the run reports it
+])
+def test_conversions_under_a_gpu_condition(source: str, lines: list[int]) -> None:
+    assert syncbn_lines(source) == lines
