@@ -108,3 +108,11 @@ def probe(assignments: Iterable[Any]) -> list[str]:
         if why:
             lines.append(f"{name} ({', '.join(ids)}): {why}")
     return lines
+
+
+def host_probe() -> dict[str, Any]:
+    """What a worker reports at start-up: the sandbox probe, plus ``modules`` (``probe`` over every assignment)."""
+    from coursework.assignments import all_assignments
+    from graders import sandbox
+
+    return {**sandbox.probe(), "modules": probe(all_assignments())}

@@ -31,6 +31,7 @@ MAX_DETAIL = 300
 MAX_STEP_ROWS = 1000  # rows in one "steps" record (the harness flushes every 25)
 MAX_INDEX = 1 << 62
 MAX_SEEN = 8192  # samples the harness reads per step (distgrade_harness.hooks)
+MAX_PRINT_STEPS = 64  # prints whose optimizer step the harness keeps (distgrade_harness.hooks)
 CLOCK_SLACK_S = 5.0  # the job's monotonic clock is the grader's; allow for start-up skew
 MAX_STEPS_PER_S = 5000  # optimizer steps one rank can take per second of wall time (a tiny CPU model: ~1000)
 
@@ -107,6 +108,7 @@ OPTIONAL_FIELDS: dict[str, dict[str, Any]] = {  # checked when present (what the
               "data_wait": lambda x: _list(x, MAX_STEP_ROWS, _is_num),
               "seen": lambda x: _list(x, MAX_STEP_ROWS, lambda v: _list(v, MAX_SEEN, lambda i: _is_int(i, 0, marks.CAPACITY - 1))),
               "unread": lambda x: _list(x, MAX_STEP_ROWS, _is_int)},
+    "prints": {"at_steps": lambda x: _list(x, MAX_PRINT_STEPS, _is_int)},  # optimizer steps taken at each print/log
     "epoch": {"local_len": _OPT_INT, "view": lambda x: _is_str(x, 200),
               "view_digest": lambda x: isinstance(x, str) and re.fullmatch(r"[0-9a-f]{16}", x) is not None},  # a view's own length (coverage counts it)
 }

@@ -1,7 +1,7 @@
 """Each worker's sandbox layers, as staff see them on the queue-health page.
 
-A worker runs the sandbox probe (``graders.sandbox.probe``, with the modules an assignment allows
-that the host cannot import) when it starts and stores the result in Redis under its RQ name; ``./distgrade up`` prints the same probe at start-up.
+A worker runs the sandbox probe (``graders.host_modules.host_probe``: the sandbox's layers and the
+modules an assignment allows that the host cannot import) when it starts and stores the result in Redis under its RQ name; ``./distgrade up`` prints the same probe at start-up.
 Workers fail closed: unless the operator set ``DISTGRADE_SANDBOX=none``, a worker grades only
 with every required layer (``DISTGRADE_SANDBOX=required``), and a job on a worker that lacks
 one ends as an infrastructure error (retried, no attempt used).
@@ -35,15 +35,6 @@ def describe(found: dict[str, Any]) -> str:
                          "(or DISTGRADE_SANDBOX=none is set, which runs student code without these protections).")
     lines += [f"  cannot import (submissions that do are not graded here): {m}" for m in found.get("modules") or []]
     return "\n".join(lines)
-
-
-def host_probe() -> dict[str, Any]:
-    """The sandbox probe, plus ``modules``: the imports an assignment allows that this host lacks
-    (``graders.host_modules``; submissions using one end as infrastructure errors here)."""
-    from coursework.assignments import all_assignments
-    from graders import host_modules, sandbox
-
-    return {**sandbox.probe(), "modules": host_modules.probe(all_assignments())}
 
 
 def publish(conn: Any, worker_name: str, found: dict[str, Any]) -> None:

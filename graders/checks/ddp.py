@@ -18,6 +18,7 @@ from graders import desync
 from graders.checks import inputs as model_inputs
 from graders.checks import sync
 from graders.checks.records import epochs_of, rank_epochs, step_rows
+from graders.early_stop import steps_taken
 from graders.checks.registry import Context, Registry
 from graders.checks.stacks import SPAWN_RERUN, helper_process, stuck_in, where
 from graders.evidence import SOURCE_CROSS_CHECKED, SOURCE_INSIDE, SOURCE_OUTSIDE
@@ -419,6 +420,7 @@ def check_rank0_io(run, epochs: int, extra_prints: int) -> Finding:
     saves = {r: len(run.ranks[r].of("save")) for r in run.ranks if r > 0}
     printed = {r: sum(p["count"] for p in run.ranks[r].of("prints")) for r in run.ranks if r > 0}
     logged = {r: sum(p.get("logging", 0) for p in run.ranks[r].of("prints")) for r in run.ranks if r > 0}
+    training = {r: _prints_while_training(run.ranks[r]) for r in run.ranks if r > 0}
     prints = {r: printed[r] + logged[r] for r in printed}  # logging.info every step is the same noise
     outside = sync.rank_output(run)  # what the launcher captured and the files left: no patched function involved
     ev = {"saves": saves, "prints": printed, "logging": logged, "source": SOURCE_CROSS_CHECKED,
@@ -440,11 +442,22 @@ def check_rank0_io(run, epochs: int, extra_prints: int) -> Finding:
             key = "files_and_prints" if noisy else "files"
         return Finding(CheckStatus.FAIL, key, {"rank": r, "saves": n, "prints": noisy.get(r, 0),
                        "paths": ", ".join(outside.get(r, {}).get("files", [])[:3])}, ev, fallback="saves")
-    if noisy:
-        r, n = next(iter(noisy.items()))
-        return Finding(CheckStatus.WARN, "prints", {"rank": r, "prints": n, "print_calls": printed[r],
-                       "logging_calls": logged[r]}, ev)
-    return Finding(CheckStatus.PASS, "ok", {}, ev)
+    # A line a rank prints while it trains (once per epoch, say) is output repeated once per process,
+    # however few epochs the run had; a line before its first step or after its last is not.
+    recurring = {r: n for r, n in training.items() if n}
+    if noisy or recurring:
+        r = next(iter(noisy or recurring))
+        return Finding(CheckStatus.WARN, "prints" if noisy else "prints_training",
+                       {"rank": r, "prints": prints[r], "print_calls": printed[r], "logging_calls": logged[r],
+                        "training": training.get(r, 0)}, {**ev, "training": training}, fallback="prints")
+    return Finding(CheckStatus.PASS, "ok", {}, {**ev, "training": training})
+
+
+def _prints_while_training(stream) -> int:
+    """How many of a rank's print()/log records came between its first and its last optimizer step
+    (a start-up banner or a closing line does not count; the harness keeps the first 64 steps)."""
+    last = steps_taken(stream.records)
+    return sum(1 for p in stream.of("prints") for s in p.get("at_steps", []) if 0 < s < last)
 
 
 def check_syncbn(run) -> Finding:

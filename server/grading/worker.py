@@ -102,7 +102,7 @@ def rescore_after(app):
 
 
 def main() -> None:
-    from graders import workspace
+    from graders import host_modules, workspace
     from server import sandbox_layers
 
     sandbox_layers.fail_closed_by_default()
@@ -122,7 +122,7 @@ def main() -> None:
         threading.Thread(target=calibrate_forever, args=(stop, mode), kwargs={"on_landed": rescore_after(app)},
                          daemon=True).start()
     worker = GradingWorker([Queue(n, connection=conn) for n in names], connection=conn)
-    sandbox_layers.publish(conn, worker.name, sandbox_layers.host_probe())  # shown on the queue-health page
+    sandbox_layers.publish(conn, worker.name, host_modules.host_probe())  # shown on the queue-health page
     gc.freeze()  # see warm_up_job_start
     try:
         worker.work(with_scheduler=False)

@@ -43,6 +43,8 @@ LABELS: dict[str, tuple[str, str, str]] = {
     "epochs_checked": ("检查的轮数", "Epochs checked", "plain"),
     "at_model": ("依据进入模型的样本（合成图片里的标记）", "Judged on the samples that entered the model (marks in the synthetic images)", "plain"),
     "steps_checked": ("比较的优化器步数", "Optimizer steps compared", "plain"),
+    "training": ("各 rank 在训练中打印或记录日志的次数", "Prints and log records while training, per rank", "plain"),
+    "gpu_only_lines": ("只在有 GPU 时转换 SyncBatchNorm 的行", "Lines that convert to SyncBatchNorm only with a GPU", "plain"),
     "dataloader": ("DataLoader 的下标显示", "What the DataLoader's indices showed", "plain"),
     "of": ("比较的样本数", "Samples compared", "plain"),
     "a": ("一个 rank", "One rank", "plain"),

@@ -162,6 +162,17 @@ def test_per_step_readings_are_checked_when_present(field: str, value) -> None:
         assert "schema" in _kinds(events) and not any(r["type"] == "steps" for r in good)
 
 
+@pytest.mark.parametrize("value, ok", [([0, 3, 7], True), ([], True), (list(range(65)), False), (["3"], False),
+                                       ([-1], False)])
+def test_the_steps_of_prints_are_bounded(value, ok: bool) -> None:
+    """``at_steps`` (the optimizer step of each print, io.rank0_only) is at most 64 non-negative ints."""
+    recs = _honest()
+    recs[5]["at_steps"] = value
+    good, events = _validate(recs)
+    assert ("schema" not in _kinds(events)) == ok
+    assert any(r["type"] == "prints" for r in good) == ok
+
+
 def test_odd_student_values_are_data_not_events() -> None:
     recs = _honest()
     recs[2]["lr"] = ["warmup-cosine" * 100, None, 0.5]

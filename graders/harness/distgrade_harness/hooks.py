@@ -48,6 +48,7 @@ _monotonic, _open, _sha256 = time.monotonic, builtins.open, hashlib.sha256
 MAX_PENDING_REDUCES = 4096
 STEP_FLUSH = 25  # steps per record: bounded memory, and most data survives a kill
 MAX_SEEN = 8192  # samples read per step; more are counted as unread
+MAX_PRINT_STEPS = 64  # prints/log records whose step is kept (a rank printing while it trains shows in far fewer)
 _ON_GPU = os.environ.get("DISTGRADE_MODE") == "gpu"
 
 
@@ -166,6 +167,7 @@ class Observer:
         self.comm_slots: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # DDP -> [state, student hook]
         self.optimizers: list[torch.optim.Optimizer] = []
         self.prints = 0
+        self.print_steps: list[int] = []  # optimizer steps taken at each print()/log record (the first MAX_PRINT_STEPS)
         self.log_records = 0
         self.print_tail: list[str] = []
         self.exception: dict | None = None
@@ -535,6 +537,10 @@ class Observer:
             return backward(tensors, *args, **kwargs)
         torch.autograd.backward = hooked
 
+    def _note_print(self) -> None:
+        if len(self.print_steps) < MAX_PRINT_STEPS:
+            self.print_steps.append(self.step_count)
+
     def _hook_io(self) -> None:
         obs, save, print_ = self, torch.save, builtins.print
 
@@ -546,6 +552,7 @@ class Observer:
         def hooked_print(*args, **kwargs):
             if kwargs.get("file") in (None, sys.stdout, sys.stderr):
                 obs.prints += 1
+                obs._note_print()
                 if len(obs.print_tail) < 5 or obs.prints % 50 == 0:
                     line = " ".join(str(a) for a in args)[:200]
                     obs.print_tail = (obs.print_tail + [line])[-5:]
@@ -555,6 +562,7 @@ class Observer:
         def hooked_handle(logger, record):  # called only for records at an enabled level
             if not _is_library(record.pathname):  # torch's own logging is not the student's output
                 obs.log_records += 1
+                obs._note_print()
             return handle(logger, record)
         torch.save = hooked_save
         builtins.print = hooked_print
@@ -581,7 +589,7 @@ class Observer:
         self._flush_steps()
         self.stream.send(self.writes.record())
         self.stream.send({"type": "prints", "count": self.prints, "logging": self.log_records,
-                          "tail": self.print_tail})
+                          "at_steps": self.print_steps, "tail": self.print_tail})
 
     def at_exit(self) -> None:
         """Send the remaining records and the end marker, then tear down gloo cleanly."""

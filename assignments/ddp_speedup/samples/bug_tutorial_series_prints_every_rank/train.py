@@ -1,4 +1,4 @@
-"""Correct sample adapted from pytorch/examples, distributed/ddp-tutorial-series/multigpu_torchrun.py
+"""Sample (one true finding) adapted from pytorch/examples, distributed/ddp-tutorial-series/multigpu_torchrun.py
 (BSD-3-Clause, read at commit 22e5a03). The structure is the public script's: a ``Trainer`` class
 that takes the model, loader and optimizer; ``LOCAL_RANK`` read from the environment as its device
 id; a snapshot (model state and epochs run) loaded if one exists and saved every ``save_every``
@@ -11,8 +11,9 @@ CIFAR-10 files instead of ``nn.Linear(20, 1)`` on random tensors; gloo on the CP
 GPU; ``--data-dir``/``--epochs`` options with defaults instead of two positional arguments;
 ``set_epoch`` called inside ``_run_epoch`` (the tutorial's single-GPU file calls it there too).
 
-One print per rank per epoch is within what the homework tolerates: the grader warns only above
-that, so every check passes.
+Everything the chapter's checklist asks is right except the output: the tutorial prints one line per
+epoch from every rank (to show that each GPU works), and the homework asks for rank-0-only printing,
+so ``io.rank0_only`` warns and every other check passes.
 """
 import argparse
 import os
