@@ -9,9 +9,11 @@ on every host, and on a CPU host the conversion never runs. A CPU run cannot jud
 
 A conversion counts as "only with a GPU" when a reference to ``convert_sync_batchnorm`` or
 ``SyncBatchNorm`` sits in a branch of an ``if`` (statement or expression) whose condition names
-cuda, a GPU, an accelerator or a device. What the condition computes is not evaluated: ``if
-torch.cuda.is_available() and False`` passes as well; it would gain this check's points on a CPU
-host only, and a GPU host still judges it.
+cuda, a GPU, an accelerator or a device, or names a variable assigned such an expression anywhere in
+the script (``convert = args.sync_bn == "auto" and device.type == "cuda"`` then ``if convert:``; one
+step, not a chain). What the condition computes is not evaluated: ``if torch.cuda.is_available() and
+False`` passes as well; it would gain this check's points on a CPU host only, and a GPU host still
+judges it.
 """
 from __future__ import annotations
 
@@ -34,9 +36,26 @@ def syncbn_lines(source: str) -> list[int]:
     except (SyntaxError, ValueError):
         return []
     found: set[int] = set()
+    gpu_names = _gpu_variables(tree)
     for node in ast.walk(tree):
-        if isinstance(node, (ast.If, ast.IfExp)) and _GPU_WORDS.search(ast.unparse(node.test)):
+        if isinstance(node, (ast.If, ast.IfExp)) and _gpu_condition(node.test, gpu_names):
             branches = node.body + node.orelse if isinstance(node, ast.If) else [node.body, node.orelse]
             for branch in branches:
                 found.update(_mentions_syncbn(branch))
     return sorted(found)[:5]
+
+
+def _gpu_variables(tree: ast.AST) -> set[str]:
+    """Names the script assigns an expression that names cuda, a GPU, an accelerator or a device."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None \
+                and _GPU_WORDS.search(ast.unparse(node.value)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return names
+
+
+def _gpu_condition(test: ast.AST, gpu_names: set[str]) -> bool:
+    return bool(_GPU_WORDS.search(ast.unparse(test))) or any(
+        isinstance(n, ast.Name) and n.id in gpu_names for n in ast.walk(test))

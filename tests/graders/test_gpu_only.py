@@ -16,6 +16,12 @@ from graders.checks.gpu_only import syncbn_lines
     ("m = nn.SyncBatchNorm.convert_sync_batchnorm(m)\n", []),  # unconditional: it runs on the CPU grader
     ("if False:\n    m = nn.SyncBatchNorm.convert_sync_batchnorm(m)\n", []),
     ("if torch.cuda.is_available(:\n", []),  # does not parse: the run reports it
+    # the condition computed into a variable first (blind set: an "auto" flag decided by the device)
+    ("convert = args.sync_bn == 'auto' and device.type == 'cuda'\nif convert:\n"
+     "    m = nn.SyncBatchNorm.convert_sync_batchnorm(m)\n", [3]),
+    ("on_gpu: bool = torch.cuda.device_count() > 0\nm = convert_sync_batchnorm(m) if on_gpu else m\n", [2]),
+    ("convert = args.sync_bn\nif convert:\n    m = nn.SyncBatchNorm.convert_sync_batchnorm(m)\n", []),  # a flag
+    ("a = torch.cuda.is_available()\nb = a\nif b:\n    m = convert_sync_batchnorm(m)\n", []),  # one step, no chain
 ])
 def test_conversions_under_a_gpu_condition(source: str, lines: list[int]) -> None:
     assert syncbn_lines(source) == lines
