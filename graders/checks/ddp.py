@@ -336,6 +336,21 @@ def check_coverage(run) -> Finding:
     return _sampler_check(run, _loader_coverage, _model_coverage)
 
 
+def check_coverage_alone(run1, nproc: int) -> Finding | None:
+    """The 1-process run's coverage, judged only to fail: a split that is right for N processes by
+    luck (``num_replicas=2`` written in by hand) leaves the lone process half the data. None where it
+    covered the data, did not finish, was stopped early or could not be observed: the N-process
+    verdict stands."""
+    if run1 is None or run1.stopped or not run1.all_finished or not trained(run1):
+        return None
+    inputs = model_inputs.read(run1)
+    finding = _at_model(_loader_coverage(run1), _model_coverage(inputs) if inputs else None)
+    if finding.status != CheckStatus.FAIL:
+        return None
+    return Finding(CheckStatus.FAIL, "missing_one_process", {**finding.params, "n": nproc},
+                   {**finding.evidence, "run": "1 process"}, fallback="missing")
+
+
 def _loader_reshuffle(run) -> Finding:
     eps = rank_epochs(run)
     if not any(eps.values()):
@@ -567,7 +582,10 @@ def _sampler_disjoint(ctx: Context) -> Finding:
 
 @CHECKS.check("sampler.coverage")
 def _sampler_coverage(ctx: Context) -> Finding:
-    return _sourced("sampler.coverage", check_coverage(ctx.run_n))
+    finding = check_coverage(ctx.run_n)
+    if finding.status == CheckStatus.PASS:  # every run the grader made must cover the data, not only the N-process one
+        finding = check_coverage_alone(ctx.run1, ctx.run_n.nproc) or finding
+    return _sourced("sampler.coverage", finding)
 
 
 @CHECKS.check("sampler.reshuffle")
