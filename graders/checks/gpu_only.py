@@ -9,9 +9,9 @@ on every host, and on a CPU host the conversion never runs. A CPU run cannot jud
 
 A conversion counts as "only with a GPU" when a reference to ``convert_sync_batchnorm`` or
 ``SyncBatchNorm`` sits in a branch of an ``if`` (statement or expression) whose condition names
-cuda, a GPU, an accelerator or a device, or names a variable assigned such an expression anywhere in
+cuda, a GPU, an accelerator or a device, or names a variable assigned such a yes/no question anywhere in
 the script (``convert = args.sync_bn == "auto" and device.type == "cuda"`` then ``if convert:``; one
-step, not a chain). What the condition computes is not evaluated: ``if torch.cuda.is_available() and
+step, not a chain; a dict or a call that merely mentions a device is not a question). What the condition computes is not evaluated: ``if torch.cuda.is_available() and
 False`` passes as well; it would gain this check's points on a CPU host only, and a GPU host still
 judges it.
 """
@@ -22,6 +22,7 @@ import re
 
 _NAMES = {"convert_sync_batchnorm", "SyncBatchNorm"}
 _GPU_WORDS = re.compile(r"cuda|gpu|accelerat|device", re.IGNORECASE)
+_QUESTIONS = {"is_available", "device_count"}
 
 
 def _mentions_syncbn(node: ast.AST) -> list[int]:
@@ -45,12 +46,22 @@ def syncbn_lines(source: str) -> list[int]:
     return sorted(found)[:5]
 
 
+def _gpu_test(value: ast.AST) -> bool:
+    """Is this a yes/no question about the GPU (a comparison, a boolean, ``cuda.is_available()``),
+    not a value that merely mentions one (``cfg = {"device": "cuda", ...}``, ``model.to(device)``)?"""
+    if isinstance(value, ast.Call):
+        func = value.func
+        asks = (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) in _QUESTIONS
+    else:
+        asks = isinstance(value, (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.Name, ast.Attribute))
+    return asks and bool(_GPU_WORDS.search(ast.unparse(value)))
+
+
 def _gpu_variables(tree: ast.AST) -> set[str]:
-    """Names the script assigns an expression that names cuda, a GPU, an accelerator or a device."""
+    """Names the script assigns a yes/no question about cuda, a GPU, an accelerator or a device."""
     names: set[str] = set()
     for node in ast.walk(tree):
-        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None \
-                and _GPU_WORDS.search(ast.unparse(node.value)):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None and _gpu_test(node.value):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             names.update(t.id for t in targets if isinstance(t, ast.Name))
     return names

@@ -22,6 +22,10 @@ from graders.checks.gpu_only import syncbn_lines
     ("on_gpu: bool = torch.cuda.device_count() > 0\nm = convert_sync_batchnorm(m) if on_gpu else m\n", [2]),
     ("convert = args.sync_bn\nif convert:\n    m = nn.SyncBatchNorm.convert_sync_batchnorm(m)\n", []),  # a flag
     ("a = torch.cuda.is_available()\nb = a\nif b:\n    m = convert_sync_batchnorm(m)\n", []),  # one step, no chain
+    ("use = torch.cuda.is_available()\nif use:\n    m = convert_sync_batchnorm(m)\n", [3]),
+    # values that only mention a device are not questions about it: an opt-in flag stays a flag
+    ("cfg = {'device': 'cuda', 'sync_bn': False}\nif cfg['sync_bn']:\n    m = convert_sync_batchnorm(m)\n", []),
+    ("m = m.to(device)\nif isinstance(m, nn.Module) and args.sync:\n    m = convert_sync_batchnorm(m)\n", []),
 ])
 def test_conversions_under_a_gpu_condition(source: str, lines: list[int]) -> None:
     assert syncbn_lines(source) == lines
