@@ -1,7 +1,8 @@
 """Each worker's sandbox layers, as staff see them on the queue-health page.
 
 A worker runs the sandbox probe (``graders.host_modules.host_probe``: the sandbox's layers and the
-modules an assignment allows that the host cannot import) when it starts and stores the result in Redis under its RQ name; ``./distgrade up`` prints the same probe at start-up.
+modules an assignment allows that the host cannot import) when it starts and stores the result in
+Redis under its RQ name; ``./distgrade up`` prints the same probe at start-up.
 Workers fail closed: unless the operator set ``DISTGRADE_SANDBOX=none``, a worker grades only
 with every required layer (``DISTGRADE_SANDBOX=required``), and a job on a worker that lacks
 one ends as an infrastructure error (retried, no attempt used).
