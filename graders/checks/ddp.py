@@ -348,7 +348,7 @@ def check_coverage_alone(run1, nproc: int) -> Finding | None:
     if finding.status != CheckStatus.FAIL:
         return None
     return Finding(CheckStatus.FAIL, "missing_one_process", {**finding.params, "n": nproc},
-                   {**finding.evidence, "run": "1 process"}, fallback="missing")
+                   {**finding.evidence, "one_process": True}, fallback="missing")
 
 
 def _loader_reshuffle(run) -> Finding:

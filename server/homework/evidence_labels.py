@@ -41,6 +41,7 @@ LABELS: dict[str, tuple[str, str, str]] = {
     "epochs": ("轮数", "Epochs", "plain"),
     "epoch": ("轮", "Epoch", "plain"),
     "epochs_checked": ("检查的轮数", "Epochs checked", "plain"),
+    "one_process": ("依据评分器的单进程运行", "Judged on the grader's 1-process run", "plain"),
     "at_model": ("依据进入模型的样本（合成图片里的标记）", "Judged on the samples that entered the model (marks in the synthetic images)", "plain"),
     "steps_checked": ("比较的优化器步数", "Optimizer steps compared", "plain"),
     "training": ("各 rank 在训练中打印或记录日志的次数", "Prints and log records while training, per rank", "plain"),
