@@ -251,9 +251,11 @@ def _at_model(loader: Finding, seen: Finding | None) -> Finding:
 
 def _sampler_check(run, loader, at_model) -> Finding:
     """A sampler check: the DataLoader's verdict, checked against the marks read at the model's input."""
-    gate = distributed_gate(run)
-    if gate:
-        return gate
+    return distributed_gate(run) or _loader_at_model(run, loader, at_model)
+
+
+def _loader_at_model(run, loader, at_model) -> Finding:
+    """``loader``'s verdict on the run, checked against ``at_model``'s on the marks read at the model's input."""
     inputs = model_inputs.read(run)
     return _at_model(loader(run), at_model(inputs) if inputs else None)
 
@@ -343,8 +345,7 @@ def check_coverage_alone(run1, nproc: int) -> Finding | None:
     verdict stands."""
     if run1 is None or run1.stopped or not run1.all_finished or not trained(run1):
         return None
-    inputs = model_inputs.read(run1)
-    finding = _at_model(_loader_coverage(run1), _model_coverage(inputs) if inputs else None)
+    finding = _loader_at_model(run1, _loader_coverage, _model_coverage)  # no distributed gate: one process
     if finding.status != CheckStatus.FAIL:
         return None
     return Finding(CheckStatus.FAIL, "missing_one_process", {**finding.params, "n": nproc},

@@ -9,11 +9,11 @@ on every host, and on a CPU host the conversion never runs. A CPU run cannot jud
 
 A conversion counts as "only with a GPU" when a reference to ``convert_sync_batchnorm`` or
 ``SyncBatchNorm`` sits in a branch of an ``if`` (statement or expression) whose condition names
-cuda, a GPU, an accelerator or a device, or names a variable assigned such a yes/no question anywhere in
-the script (``convert = args.sync_bn == "auto" and device.type == "cuda"`` then ``if convert:``; one
-step, not a chain; a dict or a call that merely mentions a device is not a question). What the condition computes is not evaluated: ``if torch.cuda.is_available() and
-False`` passes as well; it would gain this check's points on a CPU host only, and a GPU host still
-judges it.
+cuda, a GPU, an accelerator or a device, or names a variable assigned such a yes/no question
+anywhere in the script (``convert = args.sync_bn == "auto" and device.type == "cuda"`` then ``if
+convert:``; one step, not a chain; a dict or a call that merely mentions a device is not a
+question). What the condition computes is not evaluated: ``if torch.cuda.is_available() and False``
+passes as well; it would gain this check's points on a CPU host only, and a GPU host still judges it.
 """
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def _gpu_test(value: ast.AST) -> bool:
         asks = (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) in _QUESTIONS
     else:
         asks = isinstance(value, (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.Name, ast.Attribute))
-    return asks and bool(_GPU_WORDS.search(ast.unparse(value)))
+    return asks and _names_gpu(value)
 
 
 def _gpu_variables(tree: ast.AST) -> set[str]:
@@ -68,5 +68,9 @@ def _gpu_variables(tree: ast.AST) -> set[str]:
 
 
 def _gpu_condition(test: ast.AST, gpu_names: set[str]) -> bool:
-    return bool(_GPU_WORDS.search(ast.unparse(test))) or any(
-        isinstance(n, ast.Name) and n.id in gpu_names for n in ast.walk(test))
+    return _names_gpu(test) or any(isinstance(n, ast.Name) and n.id in gpu_names for n in ast.walk(test))
+
+
+def _names_gpu(node: ast.AST) -> bool:
+    """Does the expression's text name cuda, a GPU, an accelerator or a device?"""
+    return bool(_GPU_WORDS.search(ast.unparse(node)))
