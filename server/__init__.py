@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from flask import Flask, request, session
+from flask import Flask, current_app, request, session
 
 from server.config import (check_secret, ensure_private_dir, ensure_private_file, from_env,
                            load_or_create_secret)
@@ -27,17 +27,17 @@ BLUEPRINTS = (
 
 
 def select_locale() -> str:
-    """The ?lang= switch, else the session's choice, else the browser's.
+    """The ?lang= switch, else the session's choice, else the browser's, else ``DEFAULT_LOCALE``.
 
     The account's language reaches the session at sign-in (``auth.login``) and every switch
     updates both, so no request has to load the user to pick a language.
     """
-    langs = ["zh_CN", "en"]
+    langs = current_app.config["LANGUAGES"]
     if request.args.get("lang") in langs:
         session["lang"] = request.args["lang"]
     if session.get("lang") in langs:
         return session["lang"]
-    return request.accept_languages.best_match(langs) or "zh_CN"
+    return request.accept_languages.best_match(langs) or current_app.config["BABEL_DEFAULT_LOCALE"]
 
 
 def create_app(test_config: dict[str, Any] | None = None) -> Flask:

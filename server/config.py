@@ -29,6 +29,19 @@ def _int(name: str, default: int) -> int:
     return int(os.environ.get(name, default))
 
 
+LANGUAGES = ("zh_CN", "en")
+
+
+def default_locale(value: str) -> str:
+    """``DEFAULT_LOCALE`` as one of ``LANGUAGES`` (``en``, ``en-US``, ``zh-CN`` ... are accepted); anything
+    else is refused at start rather than silently served in another language."""
+    tag = value.strip().replace("-", "_").lower()
+    for lang in LANGUAGES:
+        if tag == lang.lower() or tag.split("_")[0] == lang.split("_")[0].lower():
+            return lang
+    raise ValueError(f"DEFAULT_LOCALE={value!r}: use one of {', '.join(LANGUAGES)}")
+
+
 def ensure_private_dir(path: str | os.PathLike) -> Path:
     """Create ``path`` (and parents) and make it 0700: it holds the database, the key and Redis."""
     path = Path(path)
@@ -135,8 +148,9 @@ def from_env() -> dict[str, Any]:
         # days a student may ask for a regrade of a check after its result reached them (0: never)
         "REGRADE_REQUEST_DAYS": _int("REGRADE_REQUEST_DAYS", 14),
         "MAX_CONTENT_LENGTH": _int("MAX_UPLOAD_BYTES", 2 * 1024 * 1024),  # whole request
-        "BABEL_DEFAULT_LOCALE": os.environ.get("DEFAULT_LOCALE", "zh_CN"),
-        "LANGUAGES": ["zh_CN", "en"],
+        # the language of a page when neither the user nor the browser chose one
+        "BABEL_DEFAULT_LOCALE": default_locale(os.environ.get("DEFAULT_LOCALE") or "zh_CN"),
+        "LANGUAGES": list(LANGUAGES),
         "WTF_CSRF_TIME_LIMIT": None,
         "SESSION_COOKIE_HTTPONLY": True,
         "SESSION_COOKIE_SAMESITE": "Lax",

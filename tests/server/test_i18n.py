@@ -111,3 +111,24 @@ def test_the_catalog_has_no_placeholder_errors():
         catalog = read_po(f)
     problems = [(message.id, [str(e) for e in errors]) for message, errors in catalog.check()]
     assert not problems
+
+
+@pytest.mark.parametrize("setting", ["en", "en-US", "en_US"])
+def test_default_locale_setting_is_the_language_without_a_browser_choice(app, monkeypatch, setting):
+    from server import create_app
+
+    monkeypatch.setenv("DEFAULT_LOCALE", setting)
+    keep = ("SQLALCHEMY_DATABASE_URI", "REDIS_URL", "VAR_DIR", "SECRET_KEY")
+    english = create_app({"TESTING": True, **{k: app.config[k] for k in keep}}).test_client()
+    page = english.get("/login").get_data(as_text=True)
+    assert "Sign in" in page and 'lang="en"' in page
+    # a browser that asks for Chinese still gets it
+    assert "登录" in english.get("/login", headers={"Accept-Language": "zh-CN,zh;q=0.9"}).get_data(as_text=True)
+
+
+def test_an_unknown_default_locale_is_refused_at_start(monkeypatch):
+    from server.config import from_env
+
+    monkeypatch.setenv("DEFAULT_LOCALE", "fr")
+    with pytest.raises(ValueError, match="DEFAULT_LOCALE"):
+        from_env()
