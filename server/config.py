@@ -169,6 +169,8 @@ def from_env() -> dict[str, Any]:
         # Reverse proxies in front of the web server whose X-Forwarded-* headers are believed (0: none, so a
         # client cannot claim an address); behind nginx set 1, or every student shares the proxy's address.
         "TRUSTED_PROXIES": _int("TRUSTED_PROXIES", 0),
+        # Seconds an LTI id_token's iat/nbf/exp may be off (the LMS's clock against ours).
+        "LTI_CLOCK_LEEWAY_S": _int("LTI_CLOCK_LEEWAY_S", 60),
         # Served over HTTPS (by the proxy): session cookies are sent over HTTPS only.
         "HTTPS": os.environ.get("HTTPS", "") in ("1", "true", "yes"),
     }

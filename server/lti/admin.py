@@ -12,7 +12,8 @@ import requests
 from pylti1p3.exception import LtiException, LtiServiceException
 
 from server.lti import bp, passback, roster, tool
-from server.lti.models import LtiContext, LtiPlatform
+from server.lti.models import LtiContext, LtiPlatform, LtiRoleChange
+from server.models import User
 
 
 @bp.route("/platforms", methods=["GET", "POST"])
@@ -48,7 +49,9 @@ def passback_page(code: str):
             except (LtiException, LtiServiceException, requests.RequestException) as err:
                 flash(_("The LMS did not answer the roster request: %(err)s", err=str(err)[:300]), "error")
             else:
-                flash(_("Roster synced: %(s)d students and %(i)d instructors.", s=n["student"], i=n["instructor"]), "ok")
+                flash(_("Roster synced: %(s)d students and %(i)d instructors.", s=n["student"], i=n["instructor"]) + " "
+                      + _("Observers (no role here): %(o)d. Staff no longer on the roster, role removed: %(r)d.",
+                          o=n["observer"], r=n["removed"]), "ok")
         elif request.form.get("action") == "retry":
             failed = passback.failures(course.id)
             for row in failed:
@@ -63,5 +66,8 @@ def passback_page(code: str):
     rows = db.session.execute(
         db.select(passback.LtiGradeSync.state, db.func.count()).join(LtiContext, LtiContext.id == passback.LtiGradeSync.context_id)
         .where(LtiContext.course_id == course.id).group_by(passback.LtiGradeSync.state)).all()
+    changes = db.session.execute(
+        db.select(LtiRoleChange, User).join(User, User.id == LtiRoleChange.user_id)
+        .where(LtiRoleChange.course_id == course.id).order_by(LtiRoleChange.id.desc()).limit(100)).all()
     return render_template("lti/passback.html", course=course, linked=linked, counts=dict(rows),
-                           failures=passback.failures(course.id))
+                           failures=passback.failures(course.id), role_changes=changes)

@@ -56,3 +56,17 @@ class LtiNonce(db.Model):
     issuer: Mapped[str] = mapped_column(String(255))
     nonce: Mapped[str] = mapped_column(String(255))
     used_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow, index=True)
+
+
+class LtiRoleChange(db.Model):
+    """One change of an LTI account's course role, made by a launch or a roster sync: append-only.
+    ``old``/``new`` are ``instructor`` | ``student`` | None (no membership: an observer, an
+    institution-only role, or someone who left the course's staff)."""
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    course_id: Mapped[int] = mapped_column(ForeignKey("course.id"), index=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("user.id"), index=True)
+    old: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    new: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    source: Mapped[str] = mapped_column(String(20))  # launch | roster
+    at: Mapped[datetime] = mapped_column(DateTime, default=utcnow, index=True)

@@ -4,7 +4,13 @@ account, course and role a launch signs in as.
 PyLTI1p3 checks the OIDC state, the id_token's signature against the platform's JWKS, its
 expiry, audience (client id), deployment and message claims. What it does not do, this module
 does: a nonce is used once (PyLTI1p3 keeps it in the session and would accept the same id_token
-again), and nothing is created for a launch that fails any check.
+again), the token's times get a clock-skew leeway (``LTI_CLOCK_LEEWAY_S``), and nothing is created
+for a launch that fails any check.
+
+Roles follow the platform: each launch and each roster sync sets the course role from what the
+platform says now, down as well as up (``set_role``, audited in ``LtiRoleChange``). Only context
+(membership) roles count: a mentor/observer, or a user with institution or system roles alone,
+has no membership in the course at all, so no student row, no gradebook line, no statistics.
 """
 from __future__ import annotations
 
@@ -13,18 +19,26 @@ import secrets
 from datetime import timedelta
 from typing import Any
 
+import jwt
 from flask import current_app
+from pylti1p3.contrib.flask import FlaskMessageLaunch
+from pylti1p3.exception import LtiException
 from pylti1p3.tool_config import ToolConfDict
 from sqlalchemy.exc import IntegrityError
 
 from server.extensions import db
 from server.lti import keys
-from server.lti.models import LtiContext, LtiNonce, LtiPlatform, LtiUser
+from server.lti.models import LtiContext, LtiNonce, LtiPlatform, LtiRoleChange, LtiUser
 from server.models import Course, Membership, Role, User, utcnow
 
 CLAIM = "https://purl.imsglobal.org/spec/lti/claim/"
-INSTRUCTOR_ROLES = ("membership#Instructor", "membership#ContentDeveloper", "membership#Administrator",
-                    "membership/Instructor#TeachingAssistant", "institution/person#Administrator")
+MEMBERSHIP = "http://purl.imsglobal.org/vocab/lis/v2/membership"
+# context roles, as the part after MEMBERSHIP; any sub-role of Instructor (TeachingAssistant, Grader ...) is staff
+STAFF_ROLES = ("#Instructor", "#ContentDeveloper", "#Administrator")
+# LTI 1.3 still allows a few simple names for context roles; "Administrator" is left out, since
+# alone it cannot be told from an institution's administrator (who gets nothing in a course)
+SIMPLE_ROLES = {"Instructor": "#Instructor", "ContentDeveloper": "#ContentDeveloper", "Learner": "#Learner",
+                "Mentor": "#Mentor"}
 
 
 class LaunchRefused(ValueError):
@@ -81,8 +95,38 @@ def platform_of(launch: dict[str, Any]) -> LtiPlatform:
     return row
 
 
+class MessageLaunch(FlaskMessageLaunch):
+    """PyLTI1p3's launch with a clock-skew leeway on ``iat``/``nbf``/``exp``: an LMS whose clock is
+    a few seconds ahead would otherwise have every launch refused ("not yet valid (iat)")."""
+
+    def validate_jwt_signature(self) -> "MessageLaunch":
+        public_key, key_alg = self.get_public_key()
+        try:
+            jwt.decode(self._get_id_token(), public_key, algorithms=[key_alg], options=self._jwt_verify_options,
+                       leeway=int(current_app.config.get("LTI_CLOCK_LEEWAY_S", 60)))
+        except jwt.InvalidTokenError as err:
+            raise LtiException(f"Can't decode id_token: {err}") from err
+        return self
+
+
+def course_role(launch: dict[str, Any]) -> Role | None:
+    """The course role the platform gives now: staff (instructor, TA, content developer, course
+    administrator) over learner; None for a mentor/observer, or for institution/system roles alone."""
+    context = []
+    for r in launch.get(CLAIM + "roles", []):
+        if isinstance(r, str) and r.startswith(MEMBERSHIP):
+            context.append(r[len(MEMBERSHIP):])
+        elif isinstance(r, str) and r in SIMPLE_ROLES:
+            context.append(SIMPLE_ROLES[r])
+    if any(r in STAFF_ROLES or r.startswith("/Instructor#") for r in context):
+        return Role.INSTRUCTOR
+    if any(r == "#Learner" or r.startswith("/Learner#") for r in context):
+        return Role.STUDENT
+    return None
+
+
 def is_instructor(launch: dict[str, Any]) -> bool:
-    return any(r.endswith(INSTRUCTOR_ROLES) for r in launch.get(CLAIM + "roles", []) if isinstance(r, str))
+    return course_role(launch) == Role.INSTRUCTOR
 
 
 def use_nonce(launch: dict[str, Any]) -> None:
@@ -155,13 +199,28 @@ def account(platform: LtiPlatform, launch: dict[str, Any]) -> User:
     return user
 
 
-def enrol(user: User, course: Course, instructor: bool) -> Role:
-    """The user's membership in the course with the platform's role (an instructor stays one)."""
+def linked_account(platform: LtiPlatform, sub: str) -> User | None:
+    """The account already made for this platform user, if any (an observer gets none made)."""
+    link = db.session.scalar(db.select(LtiUser).where(LtiUser.platform_id == platform.id, LtiUser.sub == sub))
+    return db.session.get(User, link.user_id) if link else None
+
+
+def set_role(user: User, course: Course, role: Role | None, source: str) -> bool:
+    """Make the user's membership say what the platform says now: ``role``, or no membership at all
+    (None). A change is written to ``LtiRoleChange``; returns whether anything changed. Submissions
+    are kept when a membership goes (they reappear if the user is a student again)."""
     member = db.session.scalar(db.select(Membership).where(Membership.user_id == user.id,
                                                            Membership.course_id == course.id))
-    role = Role.INSTRUCTOR if instructor else Role.STUDENT
+    old, new = (member.role if member else None), (role.value if role else None)
+    if old == new:
+        return False
     if member is None:
-        db.session.add(Membership(user_id=user.id, course_id=course.id, role=role.value))
-    elif instructor and member.role != Role.INSTRUCTOR.value:
-        member.role = Role.INSTRUCTOR.value
-    return role
+        db.session.add(Membership(user_id=user.id, course_id=course.id, role=new))
+    elif new is None:
+        db.session.delete(member)
+    else:
+        member.role = new
+    db.session.add(LtiRoleChange(course_id=course.id, user_id=user.id, old=old, new=new, source=source))
+    db.session.flush()
+    db.session.expire(user, ["memberships"])
+    return True

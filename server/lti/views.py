@@ -9,8 +9,8 @@ from typing import Any
 
 from flask import abort, current_app, redirect, render_template, request, session, url_for
 from flask_babel import gettext as _
-from flask_login import login_user
-from pylti1p3.contrib.flask import FlaskCacheDataStorage, FlaskMessageLaunch, FlaskOIDCLogin, FlaskRequest
+from flask_login import login_user, logout_user
+from pylti1p3.contrib.flask import FlaskCacheDataStorage, FlaskOIDCLogin, FlaskRequest
 from pylti1p3.deep_link_resource import DeepLinkResource
 from pylti1p3.exception import LtiException
 from pylti1p3.lineitem import LineItem
@@ -85,8 +85,9 @@ def _target(launch: dict[str, Any], course) -> str:
 @csrf.exempt
 def launch():
     """Verify the id_token (PyLTI1p3), use its nonce once, then sign the user in to the right
-    course with the platform's role. An unknown course: an instructor may create it."""
-    message = FlaskMessageLaunch(FlaskRequest(), tool.tool_conf(), launch_data_storage=_storage())
+    course with the platform's role. An unknown course: an instructor may create it. No course
+    role (an observer, an institution role alone): no membership and a page that says so."""
+    message = tool.MessageLaunch(FlaskRequest(), tool.tool_conf(), launch_data_storage=_storage())
     try:
         data = message.get_launch_data()
     except LtiException as err:
@@ -107,14 +108,28 @@ def launch():
             session["lti_pending"] = message.get_launch_id()
             context = data.get(tool.CLAIM + "context") or {}
             return render_template("lti/create_course.html", context=context, launch_id=message.get_launch_id())
+        if tool.course_role(data) is None:
+            return _no_role(platform, data, course)
         return _sign_in(platform, data, course, message)
     except tool.LaunchRefused as err:
         return refused(err.code, err.detail)
 
 
+def _no_role(platform, data: dict[str, Any], course):
+    """A mentor/observer or an institution-only role: any membership they had goes (audited), no
+    account is made, nobody stays signed in in this browser; the page says where grades are."""
+    user = tool.linked_account(platform, str(data.get("sub", "")))
+    if user is not None:
+        tool.set_role(user, course, None, "launch")
+    db.session.commit()
+    logout_user()
+    session.pop("_sv", None)
+    return render_template("lti/no_role.html", course=course)
+
+
 def _sign_in(platform, data: dict[str, Any], course, message):
     user = tool.account(platform, data)
-    tool.enrol(user, course, tool.is_instructor(data))
+    tool.set_role(user, course, tool.course_role(data), "launch")
     db.session.commit()
     login_user(user)
     session["_sv"] = user.session_version
@@ -137,7 +152,7 @@ def deep_link(code: str):
     if not launch_id:
         return refused("expired_launch")
     try:
-        message = FlaskMessageLaunch.from_cache(launch_id, FlaskRequest(), tool.tool_conf(),
+        message = tool.MessageLaunch.from_cache(launch_id, FlaskRequest(), tool.tool_conf(),
                                                 launch_data_storage=_storage())
     except LtiException:
         return refused("expired_launch")
@@ -171,7 +186,7 @@ def create_course():
     if not launch_id or session.get("lti_pending") != launch_id:
         return refused("expired_launch")
     try:
-        message = FlaskMessageLaunch.from_cache(launch_id, FlaskRequest(), tool.tool_conf(),
+        message = tool.MessageLaunch.from_cache(launch_id, FlaskRequest(), tool.tool_conf(),
                                                 launch_data_storage=_storage())
     except LtiException:
         return refused("expired_launch")

@@ -70,7 +70,7 @@ class Platform:
         body = {"iss": self.issuer, "aud": self.client_id, "sub": self.user.get("sub", "u-1"), "iat": now,
                 "exp": now + 300, "nonce": nonce, "name": self.user.get("name", ""), "email": self.user.get("email", ""),
                 CLAIM + "deployment_id": self.deployment, CLAIM + "message_type": "LtiResourceLinkRequest",
-                CLAIM + "version": "1.3.0", CLAIM + "roles": [ROLE + self.user.get("role", "Learner")],
+                CLAIM + "version": "1.3.0", CLAIM + "roles": self.user.get("roles") or [ROLE + self.user.get("role", "Learner")],
                 CLAIM + "context": self.context, CLAIM + "resource_link": {"id": "rl-1"},
                 CLAIM + "target_link_uri": "", CLAIM + "custom": dict(self.custom),
                 "https://purl.imsglobal.org/spec/lti-ags/claim/endpoint": {

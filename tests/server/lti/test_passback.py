@@ -122,13 +122,14 @@ def test_held_back_scores_wait_for_publication(app, client, platform, lms_course
 def test_roster_sync_enrols_the_lms_members(app, client, platform, lms_course) -> None:  # noqa: F811
     course_id, _, _ = lms_course
     role = "http://purl.imsglobal.org/vocab/lis/v2/membership#"
-    platform.members = [
+    platform.members = [  # an LMS roster lists the teacher too (staff missing from it lose the role)
+        {"user_id": "t-1", "name": "Prof. Wang", "roles": [role + "Instructor"], "status": "Active"},
         {"user_id": "s-8", "name": "Han Meimei", "email": "han@example.edu", "roles": [role + "Learner"], "status": "Active"},
         {"user_id": "ta-1", "name": "TA Zhao", "roles": ["http://purl.imsglobal.org/vocab/lis/v2/membership/Instructor#TeachingAssistant"], "status": "Active"},
         {"user_id": "s-9", "name": "Gone", "roles": [role + "Learner"], "status": "Inactive"},
         {"user_id": "s-7", "name": "Li Lei", "roles": [role + "Learner"], "status": "Active"}]  # launched already
     page = client.post("/lti/DDP101/passback?lang=en", data={"action": "roster"}, follow_redirects=True)
-    assert "Roster synced: 2 students and 1 instructors." in page.get_data(as_text=True), page.get_data(as_text=True)[-2500:]
+    assert "Roster synced: 2 students and 2 instructors." in page.get_data(as_text=True), page.get_data(as_text=True)[-2500:]
     with app.app_context():
         by_sub = {sub: db.session.get(User, uid) for sub, uid in db.session.execute(db.select(LtiUser.sub, LtiUser.user_id))}
         assert set(by_sub) == {"t-1", "s-7", "s-8", "ta-1"}  # no second account for s-7, none for the inactive one
