@@ -18,7 +18,9 @@ so guessing stays slow), with the form shown again and "too many attempts, try a
 The counters live in the service's Redis (``REDIS_URL``, the embedded one under ``./distgrade up``),
 so every gunicorn process shares them. Without a Redis URL (tests, a bare ``flask run``) they are
 kept in memory, per process, and the app says so in its log; if Redis goes away while the service
-runs, Flask-Limiter falls back to memory the same way and returns to Redis when it is back.
+runs, Flask-Limiter falls back to memory the same way and returns to Redis when it is back. A Redis
+that hangs costs one sign-in its 1 s timeout: after that failure the process leaves Redis alone for
+a few seconds (``server.redis_skip``), the limiter's health checks and the device lookups included.
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ from flask_limiter import Limiter, RequestLimit
 from flask_limiter.util import get_remote_address
 
 from server.auth import devices
+from server.redis_skip import skipping_pool
 
 LOGIN_ENDPOINT = "auth.login"
 PASSWORD_ENDPOINT = "auth.password"  # a wrong current password counts like a failed sign-in
@@ -134,7 +137,7 @@ def init_app(app: Flask) -> Limiter:
                            "each web process (set REDIS_URL to share one count)")
     limiter = Limiter(key_func=address_key, storage_uri=uri, strategy="moving-window", key_prefix=KEY_PREFIX,
                       headers_enabled=False, in_memory_fallback_enabled=True, fail_on_first_breach=False,
-                      storage_options={"socket_connect_timeout": 1, "socket_timeout": 1})
+                      storage_options={"connection_pool": skipping_pool(url, 1.0)} if url else {})
     limiter.request_filter(lambda: request.endpoint not in (LOGIN_ENDPOINT, PASSWORD_ENDPOINT))
     limiter.init_app(app)
     _scope_hooks_to_blueprint(app, limiter, "auth")

@@ -35,6 +35,7 @@ from sqlalchemy import func
 from server.extensions import db
 from server.grading import fairness, lifecycle
 from server.models import FINISHED_STATUSES, PENDING_STATUSES, Submission, SubmissionStatus, utcnow
+from server.redis_skip import REDIS_SKIP_S, RedisAway, redis_failed, redis_recovered, skipping  # noqa: F401 (callers import them here)
 
 # The job RQ runs, by dotted path. Jobs enqueued under the old path (``server.tasks.grade_submission``)
 # before this package existed fail to import in an upgraded worker; that is safe: the submission is
@@ -50,14 +51,6 @@ _WAITING = {JobStatus.QUEUED, JobStatus.DEFERRED, JobStatus.SCHEDULED}
 CLAIM_GRACE_S = 60.0
 
 
-REDIS_SKIP_S = 5.0  # after a failed call, this process leaves Redis alone this long
-_skip_until = 0.0
-
-
-class RedisAway(redis.exceptions.ConnectionError):
-    """Redis failed a moment ago in this process: not asked again yet (the caller's fallback applies)."""
-
-
 def redis_conn() -> redis.Redis:
     """A Redis connection for the configured ``REDIS_URL`` (one pool per URL).
 
@@ -67,24 +60,12 @@ def redis_conn() -> redis.Redis:
     url = current_app.config["REDIS_URL"]
     if not url:
         raise RuntimeError("REDIS_URL is not set: start the service with ./distgrade up")
-    if time.monotonic() < _skip_until:
+    if skipping():
         raise RedisAway("Redis failed a moment ago; the database keeps the queue until it answers")
     key = (url, current_app.config.get("REDIS_TIMEOUT_S", 10))
     if key not in _connections:
         _connections[key] = redis.Redis.from_url(url, socket_timeout=key[1], socket_connect_timeout=min(3, key[1]))
     return _connections[key]
-
-
-def redis_failed() -> None:
-    """A Redis call failed: skip Redis in this process for ``REDIS_SKIP_S``."""
-    global _skip_until
-    _skip_until = time.monotonic() + REDIS_SKIP_S
-
-
-def redis_recovered() -> None:
-    """Ask Redis again at the next call (tests, and a caller that knows it is back)."""
-    global _skip_until
-    _skip_until = 0.0
 
 
 def queue_name(resource: str) -> str:
