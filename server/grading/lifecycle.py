@@ -27,7 +27,7 @@ from datetime import datetime, timedelta
 from typing import Any, Iterable
 
 from flask import current_app
-from sqlalchemy import ColumnElement, or_, update
+from sqlalchemy import ColumnElement, func, or_, update
 
 from server.extensions import db
 from server.models import FINISHED_STATUSES, PENDING_STATUSES, Submission, SubmissionStatus, utcnow
@@ -99,6 +99,7 @@ def create_queued(sub: Submission, queued_since: datetime) -> None:
     """Add a new upload as ``queued``, waiting since ``queued_since`` (flushed, not committed)."""
     sub.status = QUEUED
     sub.queued_since = queued_since
+    sub.enqueued_at = utcnow()  # the student's clock (``elapsed_s``) starts now, not at the hand-over to RQ
     db.session.add(sub)
     db.session.flush()
 
@@ -115,8 +116,12 @@ def mark_enqueued(sub: Submission) -> str | None:
     took it first or the submission is no longer queued. The caller hands that job to RQ."""
     gen = sub.enqueue_gen
     job_id = f"sub-{sub.id}-g{gen + 1}"
+    # The student's clock (``elapsed_s``) runs from when the submission entered the queue (set by
+    # ``create_queued`` and ``reset_for_regrade``): a retry after an infrastructure failure, or a
+    # job Redis lost, is handed over again without restarting it.
     won = compare_and_set(sub.id, [Submission.enqueue_gen == gen, Submission.status == QUEUED],
-                          enqueue_gen=gen + 1, job_id=job_id, enqueued_at=utcnow())
+                          enqueue_gen=gen + 1, job_id=job_id,
+                          enqueued_at=func.coalesce(Submission.enqueued_at, utcnow()))
     db.session.commit()
     return job_id if won else None
 
@@ -244,6 +249,7 @@ def regrade_reset() -> dict[str, Any]:
 
 def reset_for_regrade(submission_id: int) -> bool:
     """Put a finished submission back in the queue to be graded as if new; False if it is not
-    finished (still queued or running: the current grader grades it anyway). Not committed."""
+    finished (still queued or running: the current grader grades it anyway). Not committed.
+    The student's clock starts afresh (``enqueued_at``): a regrade waits as a new upload does."""
     return compare_and_set(submission_id, [Submission.status.in_(FINISHED_STATUSES)], status=QUEUED,
-                           **regrade_reset())
+                           enqueued_at=utcnow(), **regrade_reset())

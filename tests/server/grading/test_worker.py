@@ -113,10 +113,13 @@ def test_grader_crash_is_error_with_traceback_and_costs_no_attempt(probe):
 
 def test_grader_timeout_is_retried_once_then_error(probe):
     sid = submit(probe.app, "hang")
+    first_enqueued = rows(probe.app, [sid])[sid].enqueued_at
     probe.start_worker()
     sub = wait_until(lambda: all_final(probe.app, [sid]), 90, "timeout handling")[sid]
     assert sub.status == "error" and not sub.counts_as_attempt
     assert sub.infra_retries == 1 and sub.grading_runs == 2
+    # the student's clock runs from the first hand-over: a retry does not start it again at 0:00
+    assert first_enqueued is not None and sub.enqueued_at == first_enqueued
     assert "GRADE_TIMEOUT_S" in sub.error_detail
 
 
