@@ -1,6 +1,7 @@
 """Fresh job directories: each grading gets its own, removed afterwards."""
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import os
@@ -19,6 +20,8 @@ JOBS_ROOT = Path(os.environ.get("DISTGRADE_JOBS_DIR", tempfile.gettempdir())) / 
 OWNER = ".owner"  # flock-held by the process that made the folder: free means its owner is gone
 ORPHAN_GRACE_S = 3600  # a folder without an owner file (its maker died at birth) is removed after this
 WORKER_TMP_PREFIX = "distgrade-sub"  # the worker's own folder per grading (server.grading.task)
+SANDBOX_ETC_PREFIX = "distgrade-sandbox-etc-"  # a grader's /etc/hosts for its sandboxes (graders.sandbox.bwrap)
+SWEPT_PREFIXES = (WORKER_TMP_PREFIX, SANDBOX_ETC_PREFIX)  # what sweep looks for in the temp folder
 
 
 @contextlib.contextmanager
@@ -29,14 +32,32 @@ def owned_dir(prefix: str, parent: Path) -> Iterator[Path]:
     (or a child it handed the descriptor to, which it does not: close-on-exec) lives; the
     kernel drops the lock when the process dies, SIGKILL included.
     """
-    path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
-    fd = os.open(path / OWNER, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    path, fd = _claim(prefix, parent)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
         os.close(fd)
+
+
+def process_dir(prefix: str, parent: Path | None = None) -> Path:
+    """A fresh folder that lives as long as this process: removed at exit, and by ``sweep`` once
+    the process is gone however it died (SIGKILL runs no exit handler). ``prefix`` must be one of
+    ``SWEPT_PREFIXES`` when ``parent`` is the temp folder."""
+    path, fd = _claim(prefix, parent or Path(tempfile.gettempdir()))
+    atexit.register(shutil.rmtree, path, True)
+    _held.append(fd)  # kept open (and locked) until the process ends
+    return path
+
+
+_held: list[int] = []
+
+
+def _claim(prefix: str, parent: Path) -> tuple[Path, int]:
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    fd = os.open(path / OWNER, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return path, fd
 
 
 @contextlib.contextmanager
@@ -59,7 +80,8 @@ def job_dir(submission_id: str | None = None) -> Iterator[Path]:
 
 
 def sweep() -> list[str]:
-    """Remove the job folders, worker folders and cgroups whose owner process is gone; returns the folders.
+    """Remove the job folders, worker folders, sandbox /etc folders and cgroups whose owner process is
+    gone; returns the folders.
 
     Safe while other graders run: a live owner holds its folder's lock. Called when a worker
     starts and after each of its gradings, so what a killed worker or grader left goes soon.
@@ -68,7 +90,7 @@ def sweep() -> list[str]:
 
     cgroups.sweep()  # the empty groups of a killed grader's runs
     removed = []
-    places = [(JOBS_ROOT, None), (Path(tempfile.gettempdir()), WORKER_TMP_PREFIX)]
+    places = [(JOBS_ROOT, None)] + [(Path(tempfile.gettempdir()), p) for p in SWEPT_PREFIXES]
     for parent, prefix in places:
         try:
             names = [n for n in os.listdir(parent) if prefix is None or n.startswith(prefix)]
