@@ -214,11 +214,30 @@ def finish_attempt(attempt: QuizAttempt, status: AttemptStatus = AttemptStatus.S
     return attempt
 
 
+def suggested_points(answer: Any) -> float:
+    """What the readers suggest for a free-text answer waiting for a teacher (its ``auto_score``)."""
+    return float(answer.auto_score if answer.auto_score is not None else answer.score or 0.0)
+
+
 def sections_to_reread(attempt: QuizAttempt) -> list[str]:
-    """Chapter sections of the questions not answered fully, in chapter order."""
+    """Chapter sections of the questions not answered fully, in chapter order. An answer waiting
+    for a teacher is judged by its suggestion: one suggested at full points sends no one back."""
     weak = set()
     for qid in attempt.question_ids:
         ans = attempt.answer_for(qid)
-        if ans is None or not ans.correct:
+        if ans is not None and ans.review_state == ReviewState.PENDING.value:
+            full = suggested_points(ans) >= ans.max_score - 1e-9
+        else:
+            full = ans is not None and ans.correct
+        if not full:
             weak.add(load_question(qid).section)
     return sorted(weak, key=lambda s: (len(s), s))
+
+
+def waiting_summary(attempt: QuizAttempt) -> dict[str, float]:
+    """The attempt's free-text answers waiting for a teacher: how many (``n``), what the readers
+    suggest for them (``suggested``) and how much of the score they already make up
+    (``unconfirmed``: non-zero only where the course counts unconfirmed verdicts)."""
+    pending = [a for a in attempt.answers if a.review_state == ReviewState.PENDING.value]
+    return {"n": len(pending), "suggested": round(sum(map(suggested_points, pending)), 4),
+            "unconfirmed": round(sum(a.score or 0.0 for a in pending), 4)}

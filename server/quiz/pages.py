@@ -121,6 +121,12 @@ def render_card(att: Any, pos: int, lang: str, answer: Any = None, error: str | 
         # feedback ("Missed: ...") names the answer of a question whose text never changes; a
         # generated question's feedback is about its own numbers, which the next attempt changes
         c["feedback"] = c["reveal"] or not reveal.fixed_text(qid)
+        lines = list(_field(answer, "feedback_json") or [])
+        if not c["reveal"] and not _field(answer, "correct"):
+            # the lead of a waiting answer is the note that it waits; the rest may name the answer
+            lead = lines[:1] if _field(answer, "review_state") == "pending" else []
+            lines = lead + reveal.without_answer(variant, lines[len(lead):])
+        c["lines"] = lines
         if c["reveal"]:
             c.update(explanation=load_question(qid).text("explanation", lang), reference=variant.reference_text(lang))
     template = _fragments().get_template("quiz/_card.html")
@@ -128,8 +134,13 @@ def render_card(att: Any, pos: int, lang: str, answer: Any = None, error: str | 
                                   gettext=_card_gettext()))
 
 
+def _field(answer: Any, name: str) -> Any:
+    """One column of a stored answer, given as its row (a dict) or as the model."""
+    return answer.get(name) if isinstance(answer, dict) else getattr(answer, name, None)
+
+
 def _details(answer: Any) -> dict | None:
-    return answer.get("details_json") if isinstance(answer, dict) else getattr(answer, "details_json", None)
+    return _field(answer, "details_json")
 
 
 def chosen_texts(public: dict[str, Any], answer: Any) -> list[str] | None:

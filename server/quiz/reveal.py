@@ -11,17 +11,23 @@ reference only where every graded quiz holding the question would show it by now
 hour of practice is a copy of the graded quiz's answers. The verdict and the score are always
 shown; what is held back is everything that names the right answer: the reference and the
 explanation, and for a question whose text never changes its feedback too ("Missed: ...",
-"step 2 should be ..."); a generated question's feedback speaks of its own numbers. A fixed-text
+"step 2 should be ..."). A generated question's feedback speaks of its own numbers, and so may
+name this attempt's answer: its verdict line (the question's ``feedback.incorrect``, a worked
+formula or a hint) and any line holding the answer's value or text are held with the reference
+(``without_answer``); what is left names the slip ("that is the unsharded figure"). A fixed-text
 *choice* question is not even judged in practice while it is held (``verdict_withheld``): trying
 one option per attempt, the verdict alone would name the right one.
 """
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
+from coursework.quiz import numeric
 from coursework.quiz.bank import BankError, Quiz, all_quiz_ids, load_question, load_quiz
+from coursework.quiz.grading import render
 from server.models import utcnow
 
 
@@ -87,3 +93,46 @@ def reference_shown(att: Any, question_id: str, now: datetime | None = None) -> 
             return False  # a quiz file since removed: keep its answers to itself
     return all(graded_shows(load_quiz(q), question_id, None, now)
                for q in _graded_quizzes_by_question().get(question_id, ()))
+
+
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*(?:[eE][-+]?\d+)?")
+
+
+def _names_value(text: str, value: float, dimension: str, rtol: float) -> bool:
+    """Whether ``text`` holds a number that is ``value`` (base units) in any unit of ``dimension``."""
+    factors = {f for f, _ in numeric.UNITS.get(dimension, {"": (1, "-")}).values()} or {1}
+    for m in _NUMBER.finditer(text):
+        try:
+            x = float(m.group(0).replace(",", ""))
+        except ValueError:
+            continue
+        if any(abs(x * f - value) <= max(rtol, 0.01) * abs(value) + 1e-12 for f in factors):
+            return True
+    return False
+
+
+def without_answer(variant: Any, feedback: list[dict[str, str]]) -> list[dict[str, str]]:
+    """``feedback`` (an answer's stored lines) less every line that names ``variant``'s answer:
+    the question's verdict lines rendered with this variant's numbers (worked formulas, hints),
+    and any line holding the answer's number (in any unit of its dimension) or its text. For an
+    answer whose reference is held."""
+    q = variant.question
+    verdicts = [{k: render(t, variant.params) for k, t in v.items()}
+                for v in (q.info.get("feedback") or {}).values() if isinstance(v, dict)]
+    spec = q.info.get("numeric") or {}
+    texts = [variant.reference_text(lang) for lang in ("zh", "en")] if q.type != "numeric" else []
+
+    def names(line: dict[str, str]) -> bool:
+        if line in verdicts:
+            return True
+        for t in line.values():
+            if not isinstance(t, str):
+                continue
+            if spec and variant.answer is not None and \
+                    _names_value(t, float(variant.answer), spec.get("dimension", "number"), float(spec.get("rtol", 0.02))):
+                return True
+            if any(ref and ref in t for ref in texts):
+                return True
+        return False
+
+    return [line for line in feedback if isinstance(line, dict) and not names(line)]

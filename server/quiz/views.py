@@ -288,7 +288,8 @@ def results(attempt_id: int):
     if not release.is_released(att.course_id, f"quiz:{att.quiz_id}"):  # held back: server.release
         return render_template("quiz/results.html", attempt=att, quiz=quiz, rows=rows, reread=[], held=True)
     reread = [(s, titles.get(s, {}).get(lang, s)) for s in rules.sections_to_reread(att)]
-    return render_template("quiz/results.html", attempt=att, quiz=quiz, rows=rows, reread=reread, held=False)
+    return render_template("quiz/results.html", attempt=att, quiz=quiz, rows=rows, reread=reread, held=False,
+                           waiting=rules.waiting_summary(att))
 
 
 @bp.app_template_filter("answer_text")

@@ -20,11 +20,12 @@ PENDING = ReviewState.PENDING.value
 
 
 def _pending_by_attempt(course_id: int, user_id: int | None = None) -> list[Any]:
-    """(attempt id, user, quiz, attempt no, attempt score, waiting answers, their counted points)
-    of the course's finished attempts that hold provisional answers: one grouped query over the
+    """(attempt id, user, quiz, attempt no, attempt score, waiting answers, their counted points,
+    the points the readers suggest for them) of the course's finished attempts that hold provisional answers: one grouped query over the
     (indexed) pending answers only."""
     q = (select(QuizAttempt.id, QuizAttempt.user_id, QuizAttempt.quiz_id, QuizAttempt.attempt_no, QuizAttempt.score,
-                func.count(QuizAnswer.id), func.coalesce(func.sum(QuizAnswer.score), 0.0))
+                func.count(QuizAnswer.id), func.coalesce(func.sum(QuizAnswer.score), 0.0),
+                func.coalesce(func.sum(QuizAnswer.auto_score), 0.0))
          .join(QuizAttempt, QuizAttempt.id == QuizAnswer.attempt_id)
          .where(QuizAnswer.review_state == PENDING, QuizAttempt.course_id == course_id,
                 QuizAttempt.status != AttemptStatus.OPEN.value)
@@ -36,9 +37,9 @@ def _pending_by_attempt(course_id: int, user_id: int | None = None) -> list[Any]
 
 def mark_cells(course_id: int, policies: dict[str, str], cells: dict[int, dict[str, Any]],
                user_id: int | None = None) -> None:
-    """Set ``waiting`` / ``unconfirmed`` on the quiz cells whose counted attempt holds provisional
+    """Set ``waiting`` / ``unconfirmed`` / ``suggested`` on the quiz cells whose counted attempt holds provisional
     answers (the counted attempt: the one whose score the cell shows)."""
-    for _aid, uid, qid, no, score, n, points in _pending_by_attempt(course_id, user_id):
+    for _aid, uid, qid, no, score, n, points, suggested in _pending_by_attempt(course_id, user_id):
         cell = cells.get(uid, {}).get(f"quiz:{qid}")
         if cell is None:
             continue
@@ -46,6 +47,7 @@ def mark_cells(course_id: int, policies: dict[str, str], cells: dict[int, dict[s
             continue  # not the attempt the cell counts (or an equal-scoring one already marked it)
         cell.waiting = int(n)
         cell.unconfirmed = round(float(points), 4)
+        cell.suggested = round(float(suggested), 4)
 
 
 def waiting_of(course_id: int, user_id: int) -> list[Any]:

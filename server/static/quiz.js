@@ -24,17 +24,32 @@
     if (field) { field.focus(); }
   }
 
-  // Progress and the jump list: which questions have their feedback card already.
+  // Progress and the jump list: which questions have their feedback card already, and what it
+  // says (right, partly right, wrong, or waiting: held back, unjudged or for a teacher), in
+  // colour, mark and words, so a wrong answer never wears the right one's tick.
+  var KINDS = ["ok", "part", "bad", "wait"];
+
+  function kindOf(feedback) {
+    for (var k = 0; k < KINDS.length; k += 1) {
+      if (feedback.classList.contains(KINDS[k])) { return KINDS[k]; }
+    }
+    return "wait";
+  }
+
   function refreshProgress() {
     var nav = document.getElementById("quiz-jump");
     if (!nav) { return; }
     var cards = document.querySelectorAll("section.quizq");
     var done = 0;
     cards.forEach(function (card, i) {
-      var answered = !!card.querySelector(".feedback");
-      if (answered) { done += 1; }
+      var feedback = card.querySelector(".feedback");
+      if (feedback) { done += 1; }
       var link = nav.querySelector('a[data-pos="' + i + '"]');
-      if (link) { link.classList.toggle("done", answered); }
+      if (!link) { return; }
+      var kind = feedback ? kindOf(feedback) : "";
+      link.className = feedback ? "done " + kind : "";
+      var said = feedback ? nav.dataset[kind] : nav.dataset.open;
+      if (said) { link.setAttribute("aria-label", said.replace("{n}", i + 1)); }
     });
     var text = document.getElementById("quiz-progress");
     if (text) { text.textContent = nav.dataset.progress.replace("{done}", done).replace("{total}", cards.length); }

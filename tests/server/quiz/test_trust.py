@@ -113,7 +113,7 @@ def test_a_course_may_count_unconfirmed_verdicts_marked_so(app, client, auth) ->
     card = client.get(f"/quiz/attempt/{attempt_id}?lang=en").get_data(as_text=True)
     assert "This course counts it now, marked unconfirmed" in card
     overview = client.get("/quiz/ch7_3_graded/?lang=en").get_data(as_text=True)
-    assert "1 free-text answers wait for a teacher: 1 of these points are unconfirmed" in overview
+    assert "1 free-text answer waits for a teacher: 1 of these points are unconfirmed" in overview
     assert "等待老师" in client.get("/quiz/ch7_3_graded/?lang=zh_CN").get_data(as_text=True)
 
 
