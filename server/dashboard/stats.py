@@ -13,6 +13,7 @@ total); a question everyone gets right, or that strong students miss, shows a lo
 """
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,8 +51,17 @@ def _option_labels(question_id: str, lang: str) -> dict[str, str]:
     labels = {o["id"]: pick(o.get("text"), lang) or o["id"] for o in (info.get("options") or []) + (info.get("items") or [])}
     for m in (info.get("numeric") or {}).get("mistakes") or []:  # a named mistake reads as what it means
         if isinstance(m, dict) and m.get("id"):
-            labels[f"mistake:{m['id']}"] = (pick(m.get("feedback"), lang) or m["id"])[:80]
+            # its own label, else its feedback with the variant's numbers (which differ per answer) elided
+            text = pick(m.get("label"), lang) or _PLACEHOLDER.sub("…", pick(m.get("feedback"), lang) or "")
+            labels[f"mistake:{m['id']}"] = (text or m["id"])[:80]
+    for item in (info.get("rubric") or {}).get("items") or []:  # a rubric concept reads as what it asks for
+        if isinstance(item, dict) and item.get("id"):
+            labels[f"concept:{item['id']}"] = (pick(item.get("missing"), lang) or item["id"])[:80]
+            labels[f"reversed:{item['id']}"] = (pick(item.get("confused"), lang) or item["id"])[:80]
     return labels
+
+
+_PLACEHOLDER = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}")
 
 
 def _wrong_label(qtype: str, raw: str, details: dict[str, Any], labels: dict[str, str]) -> str:
@@ -78,7 +88,7 @@ def quiz_question_stats(course_id: int, quiz_id: str, question_ids: list[str], l
     k = max(1, round(len(ranked) * 0.27)) if len(ranked) >= 4 else 0
     lower, upper = set(ranked[:k]), set(ranked[-k:]) if k else set()
     answers = db.session.execute(
-        db.select(QuizAnswer.attempt_id, QuizAnswer.question_id, QuizAnswer.score, QuizAnswer.fraction,
+        db.select(QuizAnswer.attempt_id, QuizAnswer.question_id, QuizAnswer.score, QuizAnswer.max_score,
                   QuizAnswer.correct, QuizAnswer.raw_answer, QuizAnswer.details_json)
         .where(QuizAnswer.attempt_id.in_(db.select(QuizAttempt.id).where(
             QuizAttempt.course_id == course_id, QuizAttempt.quiz_id == quiz_id,
@@ -96,10 +106,13 @@ def quiz_question_stats(course_id: int, quiz_id: str, question_ids: list[str], l
         rows = by_q.get(qid, [])
         st = QuestionStats(qid, title, qtype, answers=len(rows))
         if rows:
+            # one source for both: the score that counts (a teacher's decision changes the score, not
+            # the reading's stored fraction), as a share of the answer's points
+            share = {id(r): (r.score / r.max_score if r.max_score else 0.0) for r in rows}
             st.mean_score = round(sum(r.score for r in rows) / len(rows), 3)
-            st.facility = round(sum(r.fraction for r in rows) / len(rows), 3)
-            up = [r.fraction for r in rows if r.attempt_id in upper]
-            lo = [r.fraction for r in rows if r.attempt_id in lower]
+            st.facility = round(sum(share.values()) / len(rows), 3)
+            up = [share[id(r)] for r in rows if r.attempt_id in upper]
+            lo = [share[id(r)] for r in rows if r.attempt_id in lower]
             if up and lo:
                 st.discrimination = round(sum(up) / len(up) - sum(lo) / len(lo), 3)
             labels = _option_labels(qid, lang)
@@ -108,7 +121,8 @@ def quiz_question_stats(course_id: int, quiz_id: str, question_ids: list[str], l
             st.wrong = wrong.most_common(5)
             missing = Counter(m for r in rows if not r.correct for m in (r.details_json or {}).get("missing", []))
             confused = Counter(m for r in rows if not r.correct for m in (r.details_json or {}).get("confused", []))
-            st.missing = missing.most_common(5) + [(f"≠ {c}", n) for c, n in confused.most_common(3)]
+            st.missing = ([(labels.get(f"concept:{m}", m), n) for m, n in missing.most_common(5)]
+                          + [(labels.get(f"reversed:{c}", f"≠ {c}"), n) for c, n in confused.most_common(3)])
         out.append(st)
     return out
 

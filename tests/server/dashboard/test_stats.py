@@ -87,7 +87,7 @@ def test_quiz_statistics(app):
         qs = {q.question_id: q for q in stats.quiz_question_stats(1, "ch7_3_graded", [text_q, choice_q], "en")}
     t, c = qs[text_q], qs[choice_q]
     assert (t.answers, t.facility, t.discrimination) == (4, 0.5, 1.0)
-    assert t.missing[:2] == [("no_sampler", 2), ("full_data", 2)]
+    assert t.missing[:2] == [("The first suspect is a DataLoader without DistributedSampler.", 2), ("full_data", 2)]
     assert c.facility == 0.75 and c.wrong == [("DistributedSampler, with set_epoch every epoch", 2)]
 
 
@@ -96,7 +96,7 @@ def test_quiz_page_in_both_languages(app, client, auth):
     auth.login("teacher", "teacher-pass")
     assert "Discrimination" in client.get("/dashboard/DIST101/quiz/ch7_3_graded?lang=en").get_data(as_text=True)
     page = client.get("/dashboard/DIST101/quiz/ch7_3_graded?lang=zh_CN").get_data(as_text=True)
-    assert "区分度" in page and "no_sampler" in page
+    assert "区分度" in page and "DistributedSampler" in page and "no_sampler" not in page
 
 
 def test_queue_health_sees_real_workers_and_their_gpus(app, make_sub):
@@ -136,3 +136,28 @@ def test_common_wrong_answers_read_as_words_not_ids(lang):
     labels = stats._option_labels("ch7_3/comm/allreduce_time", lang)
     shown = stats._wrong_label("numeric", "1.1 s", {"mistake": "fp32_grads"}, labels)
     assert "fp32_grads" not in shown and ("bf16" in shown)
+
+
+@pytest.mark.parametrize("lang", ["zh_CN", "en"])
+def test_quiz_statistics_read_as_one_story(app, client, auth, lang):
+    """The page showed an unfilled "stage {stage} divides ..." for a named mistake, "mean 0.5"
+    beside "facility 0.00" for the same question (a teacher's decision changes the score, not the
+    stored fraction), and rubric keys (no_sampler) as the concepts most often missing."""
+    text_q, zero_q = "ch7_3/selftest_6", "ch7_3/memory/zero_per_card"
+    decided = (text_q, 0.0, "DDP 没有 sampler", {"missing": ["no_sampler"]})
+    _answer(app, "alice", 1, [decided, (zero_q, 0.0, "112 GB", {"mistake": "no_shard"})], 0.0)
+    _answer(app, "bob", 1, [(text_q, 0.0, "网络问题", {"missing": ["no_sampler", "full_data_each"]})], 0.0)
+    from server.quiz.models import QuizAnswer
+
+    with app.app_context():  # a teacher gave alice's answer full points: its score changes, its fraction stays
+        db.session.execute(db.update(QuizAnswer).where(QuizAnswer.raw_answer == decided[2]).values(
+            score=1.0, review_state="reviewed", correct=True))
+        db.session.commit()
+    auth.login("teacher", "teacher-pass")
+    page = client.get(f"/dashboard/DIST101/quiz/ch7_3_graded?lang={lang}").get_data(as_text=True)
+    assert "{stage}" not in page and "{" not in page.split("<main", 1)[1].split("</main>")[0]
+    assert "no_sampler" not in page and "full_data_each" not in page
+    assert ("DistributedSampler" in page) and ("分布式" in page or lang == "en" or "DistributedSampler" in page)
+    with app.app_context():
+        qs = {q.question_id: q for q in stats.quiz_question_stats(1, "ch7_3_graded", [text_q, zero_q], "en")}
+    assert (qs[text_q].mean_score, qs[text_q].facility) == (0.5, 0.5)
