@@ -9,7 +9,9 @@ Ctrl-C (or SIGTERM) stops every process it started: each child runs in its own
 process group and the whole group is killed, so nothing is left orphaned.
 Any child that dies (Redis, the web server, a worker) is started again, after a pause that
 doubles with each quick death (``RESTART_BACKOFF_S``, at most ``RESTART_MAX_S``); each restart
-is printed and counted in ``var/supervisor.json``, which the queue-health page shows. While
+is printed and counted in ``var/supervisor.json``, which the queue-health page shows. The counts
+outlive the supervisor: the next one keeps them, and when the previous one died without stopping
+(SIGKILL, the OOM killer) it counts that death and stops the workers it left (``take_over``). While
 Redis is away, uploads are stored and wait as ``queued``: the reconciler enqueues them.
 """
 from __future__ import annotations
@@ -20,6 +22,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from coursework.settings import repo_root, var_dir
 from server.config import SECRET_FILE, InsecureSecretError, check_secret, ensure_private_dir, load_or_create_secret
@@ -33,6 +36,7 @@ RESTART_BACKOFF_S = 1.0  # the first restart's pause; doubled while a child keep
 RESTART_MAX_S = 30.0
 STABLE_S = 60.0  # a child that lived this long starts the backoff over
 STATUS_FILE = "supervisor.json"
+SELF_KEY = "running"  # in STATUS_FILE: this supervisor and its children, beside the restart counts
 
 
 class Supervisor:
@@ -53,6 +57,7 @@ class Supervisor:
         proc = subprocess.Popen(argv, env=self.env, cwd=repo_root(), start_new_session=True,
                                 preexec_fn=die_with_parent(signal.SIGTERM))
         self.children[name], self.argv[name], self.started[name] = proc, argv, time.monotonic()
+        self._save()
         return proc
 
     @staticmethod
@@ -113,13 +118,54 @@ class Supervisor:
     def _record(self, name: str, code: int | None) -> None:
         entry = self.status.setdefault(name, {"restarts": 0})
         entry.update(restarts=entry["restarts"] + 1, last_exit=code, last_at=time.time())
+        self._save()
+
+    def _save(self, stopped: bool = False) -> None:
+        """Write ``var/supervisor.json``: the restart counts, and who runs now (this process and its
+        children, by pid and start time) so that the next supervisor can tell how this one ended."""
+        record: dict = dict(self.status)
+        record[SELF_KEY] = {"pid": os.getpid(), "start": process_start(os.getpid()), "stopped": stopped,
+                            "children": {n: [p.pid, process_start(p.pid)] for n, p in self.children.items()}}
         path = var_dir() / STATUS_FILE
         tmp = path.with_suffix(".tmp")
         try:
-            tmp.write_text(json.dumps(self.status))
+            tmp.write_text(json.dumps(record))
             os.replace(tmp, path)
         except OSError as err:  # the log line above still says it
             print(f"could not write {path}: {err}", file=sys.stderr)
+
+    def take_over(self) -> None:
+        """Carry on from the previous supervisor of this ``var/``: keep its restart counts and, if it
+        did not stop cleanly (SIGKILL, the OOM killer), count its death and stop what it left.
+
+        Its workers got SIGTERM when it died (``die_with_parent``), which RQ answers by finishing
+        the job in hand: orphans grading beside this supervisor's workers, unseen and uncounted,
+        for up to the grading timeout. Each is killed with its group (its work horse and grader die
+        with it); its job's lease runs out and the job is retried, costing no attempt.
+        """
+        try:
+            prev = json.loads((var_dir() / STATUS_FILE).read_text())
+        except (OSError, ValueError):
+            return
+        if not isinstance(prev, dict):
+            return
+        self.status = {k: v for k, v in prev.items() if isinstance(v, dict) and isinstance(v.get("restarts"), int)}
+        me = prev.get(SELF_KEY)
+        if not isinstance(me, dict) or me.get("stopped"):
+            return
+        if _same_process(me.get("pid"), me.get("start")):
+            raise RuntimeError(f"another supervisor (process {me.get('pid')}) runs on {var_dir()}")
+        left = [pid for pid, start in _pairs((me.get("children") or {}).values()) if _same_process(pid, start)]
+        for pid in left:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        entry = self.status.setdefault("supervisor", {"restarts": 0})
+        entry.update(orphans_stopped=entry.get("orphans_stopped", 0) + len(left))
+        print(f"the previous supervisor (process {me.get('pid')}) died without stopping; "
+              f"stopped {len(left)} process group(s) it left", file=sys.stderr, flush=True)
+        self._record("supervisor", None)
 
     def shutdown(self) -> None:
         self.stopping = True
@@ -133,6 +179,24 @@ class Supervisor:
                 pass
             _signal_group(proc, signal.SIGKILL)  # the group: grandchildren (torchrun ranks) too
             proc.wait()
+        self._save(stopped=True)  # a clean stop: the next supervisor counts no death
+
+
+def process_start(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (/proc), which tells it from a later
+    process that got the same pid; None if there is no such process."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _same_process(pid: object, start: object) -> bool:
+    return isinstance(pid, int) and pid > 0 and start is not None and process_start(pid) == start
+
+
+def _pairs(values: object) -> list[tuple[int, int]]:
+    return [(v[0], v[1]) for v in values if isinstance(v, list) and len(v) == 2]  # type: ignore[union-attr]
 
 
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:
@@ -185,6 +249,11 @@ def main() -> int:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
+    try:
+        sup.take_over()
+    except RuntimeError as err:
+        print(f"distgrade: {err}", file=sys.stderr)
+        return 2
     try:
         sup.start_redis()
         sup.prepare_database()

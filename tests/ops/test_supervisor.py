@@ -18,13 +18,13 @@ from tests.conftest import descendants, free_port
 REPO = Path(__file__).resolve().parents[2]
 
 
-def start_supervisor(tmp_path: Path) -> tuple[subprocess.Popen, int]:
-    port = free_port()
+def start_supervisor(tmp_path: Path, port: int | None = None, **extra: str) -> tuple[subprocess.Popen, int]:
+    port = port or free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL")}
-    env.update(PORT=str(port), DISTGRADE_VAR_DIR=str(tmp_path / "var"), PYTHONUNBUFFERED="1")
+    env.update(PORT=str(port), DISTGRADE_VAR_DIR=str(tmp_path / "var"), PYTHONUNBUFFERED="1", **extra)
     proc = subprocess.Popen([sys.executable, "-m", "server.supervisor"], cwd=REPO, env=env,
-                            stdout=open(tmp_path / "sup.log", "wb"), stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 60
+                            stdout=open(tmp_path / "sup.log", "ab"), stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120  # migrations and the seed take a minute on a busy 2-core host
     while time.monotonic() < deadline:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/login", timeout=2) as resp:
@@ -123,3 +123,50 @@ def test_a_dead_child_is_restarted_and_the_site_stays_up(tmp_path):
         if not stopped:
             proc.send_signal(signal.SIGINT)
             proc.wait(timeout=30)
+
+
+def _grading_worker(proc: subprocess.Popen) -> int | None:
+    return _child_named(proc, "server.grading.worker")
+
+
+def test_a_killed_supervisor_is_counted_and_its_orphans_stopped(tmp_path):
+    """The supervisor SIGKILLed mid-grading: its workers got SIGTERM and RQ finished the job in hand,
+    orphans grading beside the next supervisor's workers (three gradings with WORKERS=2), and the
+    next supervisor started its counts from nothing. Now it keeps the counts, counts the death,
+    and stops the orphans; their job's lease runs out and it is retried, costing no attempt."""
+    fixtures = REPO / "tests" / "fixtures"
+    env = dict(DISTGRADE_ASSIGNMENTS_DIR=str(fixtures / "assignments"), LEASE_S="6", RECONCILE_EVERY_S="1",
+               PYTHONPATH=os.pathsep.join([str(fixtures), os.environ.get("PYTHONPATH", "")]),
+               DISTGRADE_CALIBRATE="0")
+    first, port = start_supervisor(tmp_path, **env)
+    second = None
+    try:
+        redis_pid = _child_named(first, "redis-server")
+        os.kill(redis_pid, signal.SIGKILL)  # one restart counted before the supervisor dies
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and _child_named(first, "redis-server") in (None, redis_pid):
+            time.sleep(0.3)
+        from server import create_app
+        from tests.server.grading.test_worker import rows, submit, wait_until
+
+        var = tmp_path / "var"
+        app = create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{var / 'distgrade.db'}",
+                          "REDIS_URL": f"unix://{var / 'redis.sock'}", "VAR_DIR": str(var), "LEASE_S": 6})
+        sid = submit(app, "sleep 300")
+        wait_until(lambda: rows(app, [sid])[sid].status == "running", 60, "the grading to start")
+        orphan = _grading_worker(first)
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+        time.sleep(1)
+        assert alive([orphan]) == [orphan]  # RQ's warm shutdown: it would finish the job first
+        second, _ = start_supervisor(tmp_path, port=port, **env)
+        assert wait_gone([orphan], 10) == [], "the dead supervisor's worker still grades"
+        status = json.loads((var / "supervisor.json").read_text())
+        assert status["supervisor"]["restarts"] == 1 and status["supervisor"]["orphans_stopped"] >= 1
+        assert status["redis"]["restarts"] == 1  # kept across the supervisor's own restart
+        assert "died without stopping" in (tmp_path / "sup.log").read_text()
+    finally:
+        for proc in (second, first):
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+                proc.wait(timeout=30)
