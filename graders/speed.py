@@ -12,7 +12,9 @@ Three decisions, all pure:
   without running the student's code again.
 * **The measured speedup** is the median of paired ratios: each pair is a 1-process run and an
   N-process run back to back, its ratio ``tn / t1``; the median over pairs (as CMU 11-868 grades
-  its DDP speedups) is not moved by one pair that ran beside someone else's job.
+  its DDP speedups) is not moved by one pair that ran beside someone else's job. It is the ratio
+  of one pair, the middle one (the lower middle of an even count), and that pair's throughputs
+  are the ones every page shows beside it, so "0.80x (1897 -> 1518 samples/s)" adds up.
 * **The score** never falls as the speedup rises: below ``min_raw`` (1.0x: N processes no faster
   than one) nothing; above, the band of ``raw / reference`` capped at 1. The two guards against a
   held-back 1-process run (``superlinear``, ``slow_single``, ``idle_single``) judge other
@@ -25,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coursework import calibration_state
-from coursework.report import CheckResult, CheckStatus
+from coursework.report import CheckResult, CheckStatus, text
 
 NOT_GRADED_KEYS = ("host_no_gain", "pending_calibration")
 
@@ -41,10 +43,12 @@ class Verdict:
 
 
 def paired(pairs: list[dict[str, float]]) -> dict[str, Any]:
-    """Median of each pair's own ratio ``tn / t1`` (and the median t1, tn for like-with-like checks)."""
+    """The middle pair by its own ratio ``tn / t1`` (the lower middle of an even count): its ratio
+    is the speedup and its ``t1``, ``tn`` the throughputs shown beside it; ``ratios`` lists all."""
     ratios = [p["tn"] / p["t1"] for p in pairs]
-    return {"speedup": statistics.median(ratios), "t1": statistics.median(p["t1"] for p in pairs),
-            "tn": statistics.median(p["tn"] for p in pairs), "ratios": [round(r, 3) for r in ratios]}
+    middle = sorted(range(len(pairs)), key=lambda i: ratios[i])[(len(pairs) - 1) // 2]
+    return {"speedup": ratios[middle], "t1": pairs[middle]["t1"], "tn": pairs[middle]["tn"],
+            "ratios": [round(r, 3) for r in ratios]}
 
 
 min_reference_speedup = calibration_state.min_reference_speedup  # shared with the web app's calibration page
@@ -128,8 +132,15 @@ def move_points(checks: list[CheckResult], from_id: str, moves: dict[str, float]
 def message_params(v: Verdict, nproc: int, scfg: dict[str, Any]) -> dict[str, Any]:
     """The values the speed check's messages in ``assignment.json`` may name."""
     ev, bands = v.evidence, scfg["bands"]
+    k = len(ev["pairs"])
     params: dict[str, Any] = {"raw": f"{ev['raw']:.2f}", "t1": f"{ev['t1']:.0f}", "tn": f"{ev['tn']:.0f}", "n": nproc,
-                              "k": len(ev["pairs"]), "ratios": ", ".join(f"{r:.2f}" for r in ev["ratios"]),
+                              "k": k, "ratios": text("、".join(f"{r:.2f}" for r in ev["ratios"]),
+                                                     ", ".join(f"{r:.2f}" for r in ev["ratios"])),
+                              "pairs": text("", "") if k < 2 else text(
+                                  f"（{k} 组 1 进程与 {nproc} 进程先后运行的配对，取比值居中的一组；各组比值："
+                                  + "、".join(f"{r:.2f}" for r in ev["ratios"]) + "）",
+                                  f" (the middle of {k} pairs, each a 1-process run then a {nproc}-process run back to "
+                                  "back; their ratios: " + ", ".join(f"{r:.2f}" for r in ev["ratios"]) + ")"),
                               "expect": scfg["chapter_expectation"],
                               "max": f"{nproc * float(bands.get('max_efficiency', 1.25)):.2f}",
                               "min_raw": f"{float(bands.get('min_raw', 1.0)):.1f}"}

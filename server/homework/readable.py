@@ -208,9 +208,10 @@ def _list(value: list | tuple, kind: str, lang: str, staff: bool, depth: int) ->
         else:
             shown.append(fmt_value(v, kind, lang))
     more = len(value) - MAX_ITEMS
-    text = ", ".join(shown) if all(len(s) < 40 for s in shown) else "; ".join(shown)
+    comma, semicolon = ("、", "；") if lang == "zh" else (", ", "; ")  # Chinese lists take Chinese marks
+    text = comma.join(shown) if all(len(s) < 40 for s in shown) else semicolon.join(shown)
     if more > 0:
-        text += ", " + UNITS["zh" if lang == "zh" else "en"]["more"].format(n=more)
+        text += comma + UNITS["zh" if lang == "zh" else "en"]["more"].format(n=more)
     return fmt_value(text, "plain", lang) if text else "—"
 
 
