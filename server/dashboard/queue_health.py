@@ -21,6 +21,7 @@ from server.extensions import db
 from server.models import Submission, SubmissionStatus, utcnow
 from server import sandbox_layers
 from server.grading.queue import redis_conn, wait_stats
+from server.grading.workers import worker_lost
 
 _GPU_QUEUE = re.compile(r"^distgrade-gpu(\d+)$")
 
@@ -82,7 +83,7 @@ class QueueHealth:
 
     @property
     def gpus(self) -> int:
-        return sum(w.gpus for w in self.workers)
+        return sum(w.gpus for w in self.workers if w.state != "lost")
 
 
 def gpus_of(queue_names: list[str]) -> int:
@@ -112,7 +113,8 @@ def queue_health(course_ids: list[int] | None = None) -> QueueHealth:
             health.queues.append((q.name, q.count, q.started_job_registry.count, q.failed_job_registry.count))
         for w in Worker.all(connection=conn):
             names = w.queue_names()
-            health.workers.append(WorkerInfo(w.name, str(w.get_state()), names, gpus_of(names),
+            state = "lost" if worker_lost(w) else str(w.get_state())  # RQ lists a killed one for minutes
+            health.workers.append(WorkerInfo(w.name, state, names, gpus_of(names),
                                              w.get_current_job_id(), w.last_heartbeat,
                                              host=str(w.hostname or "")[:60], pid=w.pid,
                                              sandbox=sandbox_layers.read(conn, w.name)))

@@ -34,6 +34,7 @@ from sqlalchemy import func
 
 from server.extensions import db
 from server.grading import fairness, lifecycle
+from server.grading.workers import live_workers
 from server.models import FINISHED_STATUSES, PENDING_STATUSES, Submission, SubmissionStatus, utcnow
 from server.redis_skip import REDIS_SKIP_S, RedisAway, redis_failed, redis_recovered, skipping  # noqa: F401 (callers import them here)
 
@@ -197,7 +198,7 @@ def _snapshot(resource: str) -> dict[str, Any]:
         conn = redis_conn()
         in_rq = [j.decode() if isinstance(j, bytes) else j
                  for j in conn.lrange(Queue(queue_name(resource), connection=conn).key, 0, -1)]
-        slots = sum(1 for w in Worker.all(connection=conn) if queue_name(resource) in w.queue_names())
+        slots = sum(1 for w in live_workers(conn) if queue_name(resource) in w.queue_names())  # not the dead
     except redis.exceptions.RedisError:
         redis_failed()
     except RuntimeError:

@@ -25,6 +25,7 @@ from graders.gpu_slots import host_gpus
 from server.grading.queue import queues_for_host, redis_conn
 from server.lti.passback import QUEUE as lti_queue
 from server.grading.reconcile import RECONCILE_EVERY_S, reconcile
+from server.grading.workers import WORKER_TTL_S
 from server.grading.task import worker_app
 from server.similarity import jobs as similarity_jobs
 from server.process import die_with_parent
@@ -121,7 +122,8 @@ def main() -> None:
         mode = "gpu" if app.config["WORKER_GPUS"] or app.config["GRADER_MODE"] == "gpu" else "cpu"
         threading.Thread(target=calibrate_forever, args=(stop, mode), kwargs={"on_landed": rescore_after(app)},
                          daemon=True).start()
-    worker = GradingWorker([Queue(n, connection=conn) for n in names], connection=conn)
+    worker = GradingWorker([Queue(n, connection=conn) for n in names], connection=conn,
+                           worker_ttl=WORKER_TTL_S)  # frequent beats: a dead one is seen soon
     sandbox_layers.publish(conn, worker.name, host_modules.host_probe())  # shown on the queue-health page
     gc.freeze()  # see warm_up_job_start
     try:
