@@ -51,6 +51,9 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     apply_secret(app)
     _private_sqlite_file(app.config["SQLALCHEMY_DATABASE_URI"])
 
+    from server.cookies import FrameableSessionInterface
+
+    app.session_interface = FrameableSessionInterface()
     db.init_app(app)
     migrate.init_app(app, db, directory=os.path.join(os.path.dirname(__file__), "migrations"))
     login_manager.init_app(app)

@@ -235,9 +235,13 @@ class Service:
         assert databases is not None, "Service.seed needs the demo_databases session fixture"
         databases.copy_to(self.tmp / "svc.db", self.env.get("DISTGRADE_ASSIGNMENTS_DIR"))
 
-    def start_web(self) -> None:
+    def start_web(self, tls: tuple[Path, Path] | None = None) -> None:
+        """gunicorn on 127.0.0.1; with ``tls`` (certificate, key files) over HTTPS, reached as https://localhost."""
+        extra = ["--certfile", str(tls[0]), "--keyfile", str(tls[1])] if tls else []
+        if tls:
+            self.url = f"https://localhost:{self.port}"
         self.procs["web"] = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "-w", "2", "--threads", "4", "-b", f"127.0.0.1:{self.port}",
+            [sys.executable, "-m", "gunicorn", "-w", "2", "--threads", "4", "-b", f"127.0.0.1:{self.port}", *extra,
              "server.wsgi:app"], env=self.env, cwd=REPO, start_new_session=True,
             stdout=open(self.tmp / "web.log", "ab"), stderr=subprocess.STDOUT)
         wait_for_port(self.port)

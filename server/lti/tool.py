@@ -97,7 +97,14 @@ def platform_of(launch: dict[str, Any]) -> LtiPlatform:
 
 class MessageLaunch(FlaskMessageLaunch):
     """PyLTI1p3's launch with a clock-skew leeway on ``iat``/``nbf``/``exp``: an LMS whose clock is
-    a few seconds ahead would otherwise have every launch refused ("not yet valid (iat)")."""
+    a few seconds ahead would otherwise have every launch refused ("not yet valid (iat)"). The OIDC
+    state is checked by its cookie, unless the tool's own page confirmed it from the platform's
+    storage (``frame.confirmed_by_platform_storage``, set as ``state_confirmed``)."""
+
+    state_confirmed = False
+
+    def validate_state(self) -> "MessageLaunch":
+        return self if self.state_confirmed else super().validate_state()
 
     def validate_jwt_signature(self) -> "MessageLaunch":
         public_key, key_alg = self.get_public_key()

@@ -1,40 +1,23 @@
 """LTI 1.3 endpoints: OIDC login initiation, the launch, the tool's JWKS, and creating a course
 for an unknown context. Launch state (OIDC state, nonce, launch data) lives in Redis, not in the
-session cookie: the launch is a cross-site POST from the LMS, which a SameSite=Lax session cookie
-does not accompany."""
+session cookie: the launch is a cross-site POST from the LMS, often inside its frame, where
+cookies may not come back (``server.lti.frame``)."""
 from __future__ import annotations
 
-import json
 from typing import Any
+from urllib.parse import parse_qs, urlparse
 
-from flask import abort, current_app, redirect, render_template, request, session, url_for
+from flask import abort, current_app, make_response, redirect, render_template, request, session, url_for
 from flask_babel import gettext as _
 from flask_login import login_user, logout_user
-from pylti1p3.contrib.flask import FlaskCacheDataStorage, FlaskOIDCLogin, FlaskRequest
+from pylti1p3.contrib.flask import FlaskOIDCLogin
 from pylti1p3.deep_link_resource import DeepLinkResource
-from pylti1p3.exception import LtiException
+from pylti1p3.exception import LtiException, OIDCException
 from pylti1p3.lineitem import LineItem
 
 from server.extensions import csrf, db
-from server.grading.queue import redis_conn
-from server.lti import bp, keys, tool
+from server.lti import bp, frame, keys, tool
 from coursework.text import pick
-
-
-class RedisCache:
-    """The get/set cache PyLTI1p3's launch data storage expects, over the service's Redis (JSON values)."""
-
-    prefix = "distgrade:lti:"
-
-    def get(self, key: str) -> Any:
-        raw = redis_conn().get(self.prefix + key)
-        return None if raw is None else json.loads(raw)
-
-    def set(self, key: str, value: Any, exp: int | None = None) -> None:
-        redis_conn().set(self.prefix + key, json.dumps(value), ex=exp or 3600)
-
-    def delete(self, key: str) -> None:
-        redis_conn().delete(self.prefix + key)
 
 
 def _messages() -> dict[str, str]:
@@ -46,28 +29,46 @@ def _messages() -> dict[str, str]:
             "no_context": _("The launch names no course."),
             "no_user": _("The launch names no user."),
             "expired_launch": _("The launch has expired. Open the tool again from your course in the LMS."),
-            "bad_registration": _("The registration is incomplete or a URL is not http(s).")}
+            "bad_registration": _("The registration is incomplete or a URL is not http(s)."),
+            "no_cookies": _("Your browser did not send distgrade's cookies back inside the LMS page, so this launch cannot be checked. Open distgrade in a new window.")}
 
 
-def refused(code: str, detail: str = "", status: int = 400):
+def refused(code: str, detail: str = "", status: int = 400, new_window: str = ""):
     """A clear error page for a refused launch; nothing was created or changed."""
     db.session.rollback()
-    return render_template("lti/refused.html", message=_messages()[code], detail=detail, code=code), status
+    return render_template("lti/refused.html", message=_messages()[code], detail=detail, code=code,
+                           new_window=new_window), status
 
 
-def _storage() -> FlaskCacheDataStorage:
-    return FlaskCacheDataStorage(RedisCache())
+def _storage():
+    return frame.storage()
 
 
 @bp.route("/login", methods=["GET", "POST"])
 @csrf.exempt
 def login():
-    """OIDC third-party initiated login: redirect to the platform's authorisation endpoint."""
+    """OIDC third-party initiated login: to the platform's authorisation endpoint. In a frame (or
+    with platform storage offered) through a page that first puts the state into the platform's
+    storage, or checks that cookies stick and else offers a new window (``server.lti.frame``)."""
+    req = frame.ToolRequest()
+    cookies = frame.ToolCookies(req)
     try:
-        oidc = FlaskOIDCLogin(FlaskRequest(), tool.tool_conf(), launch_data_storage=_storage())
-        return oidc.disable_check_cookies().redirect(url_for("lti.launch", _external=True))
-    except LtiException as err:
+        oidc = FlaskOIDCLogin(req, tool.tool_conf(), cookie_service=cookies, launch_data_storage=_storage())
+        target = oidc.disable_check_cookies().get_redirect_object(url_for("lti.launch", _external=True))
+    except (LtiException, OIDCException) as err:
         return refused("unknown_platform", str(err))
+    auth_url = target.get_redirect_url()
+    state = parse_qs(urlparse(auth_url).query).get("state", [""])[0]
+    storage_target = str(request.values.get("lti_storage_target", ""))
+    platform_origin = frame.origin(oidc._registration.get_auth_login_url())
+    params = frame.remember_login(state, storage_target, platform_origin)
+    if not storage_target and request.headers.get("Sec-Fetch-Dest") != "iframe":
+        return target.do_redirect()  # a window of its own: its cookies work, straight on
+    page = make_response(render_template(
+        "lti/login.html", auth_url=auth_url, state=state, storage_target=storage_target,
+        platform_origin=platform_origin, new_window=url_for("lti.login", **params)))
+    cookies.update_response(page)
+    return page
 
 
 def _target(launch: dict[str, Any], course) -> str:
@@ -87,11 +88,21 @@ def launch():
     """Verify the id_token (PyLTI1p3), use its nonce once, then sign the user in to the right
     course with the platform's role. An unknown course: an instructor may create it. No course
     role (an observer, an institution role alone): no membership and a page that says so."""
-    message = tool.MessageLaunch(FlaskRequest(), tool.tool_conf(), launch_data_storage=_storage())
+    req = frame.ToolRequest()
+    message = tool.MessageLaunch(req, tool.tool_conf(), cookie_service=frame.ToolCookies(req),
+                                 launch_data_storage=_storage())
+    state = str(request.form.get("state", ""))
+    message.state_confirmed = frame.confirmed_by_platform_storage(state)
     try:
         data = message.get_launch_data()
     except LtiException as err:
         detail = str(err)
+        record = frame.login_record(state) if "state" in detail.lower() else None
+        if record and record.get("target"):  # no cookie: the platform's storage holds the state
+            return render_template("lti/storage_check.html", id_token=request.form.get("id_token", ""), state=state,
+                                   storage_target=record["target"], platform_origin=record["origin"])
+        if record:
+            return refused("no_cookies", detail, new_window=url_for("lti.login", **record["params"]))
         return refused("unknown_deployment" if "deployment" in detail.lower() else "invalid", detail)
     except Exception as err:  # noqa: BLE001  PyLTI1p3's config raises a plain Exception for an unknown client id
         if "not found in settings" not in str(err):
@@ -152,7 +163,7 @@ def deep_link(code: str):
     if not launch_id:
         return refused("expired_launch")
     try:
-        message = tool.MessageLaunch.from_cache(launch_id, FlaskRequest(), tool.tool_conf(),
+        message = tool.MessageLaunch.from_cache(launch_id, frame.ToolRequest(), tool.tool_conf(),
                                                 launch_data_storage=_storage())
     except LtiException:
         return refused("expired_launch")
@@ -186,7 +197,7 @@ def create_course():
     if not launch_id or session.get("lti_pending") != launch_id:
         return refused("expired_launch")
     try:
-        message = tool.MessageLaunch.from_cache(launch_id, FlaskRequest(), tool.tool_conf(),
+        message = tool.MessageLaunch.from_cache(launch_id, frame.ToolRequest(), tool.tool_conf(),
                                                 launch_data_storage=_storage())
     except LtiException:
         return refused("expired_launch")

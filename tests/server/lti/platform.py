@@ -10,7 +10,7 @@ import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import parse_qs, urlencode, urlparse
 
 import jwt
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -40,6 +40,8 @@ class Platform:
         self.members: list[dict] = []  # the course roster NRPS returns
         self.fail_scores = 0  # answer this many score posts with 503 (an LMS outage)
         self.placed: list[dict] = []
+        self.lineitem = ""  # the AGS claim's lineitem: the launched link's own grade column, if it has one
+        self.accept_multiple: bool | None = None  # deep linking's accept_multiple (None: not sent)
         self.next_deep_link = False  # the next authorisation answers with a deep-linking request  # content items the tool returned by deep linking
         self.lock = threading.Lock()
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -63,7 +65,8 @@ class Platform:
             CLAIM + "message_type": "LtiDeepLinkingRequest", CLAIM + "resource_link": None,
             "https://purl.imsglobal.org/spec/lti-dl/claim/deep_linking_settings": {
                 "deep_link_return_url": self.url + "/deeplink/return", "accept_types": ["ltiResourceLink"],
-                "accept_presentation_document_targets": ["iframe", "window"], "data": "opaque-42"}})
+                "accept_presentation_document_targets": ["iframe", "window"], "data": "opaque-42",
+                **({} if self.accept_multiple is None else {"accept_multiple": self.accept_multiple})}})
 
     def claims(self, nonce: str, **over: Any) -> dict[str, Any]:
         now = int(time.time())
@@ -77,12 +80,36 @@ class Platform:
                     "scope": ["https://purl.imsglobal.org/spec/lti-ags/scope/lineitem",
                               "https://purl.imsglobal.org/spec/lti-ags/scope/result.readonly",
                               "https://purl.imsglobal.org/spec/lti-ags/scope/score"],
-                    "lineitems": f"{self.url}/ctx/{self.context['id']}/lineitems"},
+                    "lineitems": f"{self.url}/ctx/{self.context['id']}/lineitems",
+                    **({"lineitem": self.lineitem} if self.lineitem else {})},
                 "https://purl.imsglobal.org/spec/lti-nrps/claim/namesroleservice": {
                     "context_memberships_url": f"{self.url}/ctx/{self.context['id']}/memberships",
                     "service_versions": ["2.0"]}}
         body.update(over)
         return {k: v for k, v in body.items() if v is not None}
+
+    def course_page(self, tool: str, storage: bool) -> str:
+        """A course page with the tool in an iframe, launched by third-party initiated login; with
+        ``storage`` it offers 1EdTech's client-side postMessage storage (``lti_storage_target``),
+        answering put_data/get_data only for the tool's origin. ``window.ltiLog`` lists what it was asked."""
+        query = {"iss": self.issuer, "login_hint": "hint", "client_id": self.client_id,
+                 "target_link_uri": tool + "/lti/launch"}
+        if storage:
+            query["lti_storage_target"] = "_parent"
+        origin = "{0.scheme}://{0.netloc}".format(urlparse(tool))
+        return (f'<!doctype html><title>LMS course</title><h1>LMS course</h1>'
+                f'<iframe id="tool" name="tool" style="width:1100px;height:800px" '
+                f'src="{html.escape(tool + "/lti/login?" + urlencode(query))}"></iframe><script>'
+                'window.ltiLog = []; const store = {};'
+                'window.addEventListener("message", function (e) {'
+                f'  if (e.origin !== {json.dumps(origin)} || !e.data) return;'
+                '  const d = e.data; window.ltiLog.push(d.subject); let reply = null;'
+                '  if (d.subject === "lti.put_data") { store[d.key] = d.value;'
+                '    reply = {subject: "lti.put_data.response", message_id: d.message_id, key: d.key, value: d.value}; }'
+                '  if (d.subject === "lti.get_data")'
+                '    reply = {subject: "lti.get_data.response", message_id: d.message_id, key: d.key, value: store[d.key]};'
+                '  if (reply) e.source.postMessage(reply, e.origin);'
+                '});</script>')
 
     def sign(self, body: dict[str, Any], key=None, kid: str | None = None) -> str:
         return jwt.encode(body, key or self.key, algorithm="RS256", headers={"kid": kid or self.kid})
@@ -105,6 +132,9 @@ class Platform:
                 url = urlparse(self.path)
                 if url.path == "/jwks":
                     return self._send(200, json.dumps(platform.jwks()).encode(), "application/json")
+                if url.path == "/course":  # the LMS's course page framing the tool, with its platform storage
+                    q = {k: v[0] for k, v in parse_qs(url.query).items()}
+                    return self._send(200, platform.course_page(q["tool"], q.get("storage") == "1").encode(), "text/html")
                 if url.path == "/auth":
                     q = {k: v[0] for k, v in parse_qs(url.query).items()}
                     if q.get("client_id") != platform.client_id or q.get("response_mode") != "form_post":
