@@ -19,6 +19,7 @@ because ``server.dashboard`` imports the homework views).
 """
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -141,11 +142,12 @@ def merged_report(submission_id: int, report: dict[str, Any]) -> dict[str, Any]:
     the teacher's comment (asked fields say their automatic points were replaced). For display:
     the total comes from ``submission_scores``. A cell the report no longer has (it was regraded)
     leaves the report as graded, logged."""
-    # a regrade request's answer ("regrade.<check>", server.regrade_requests) is shown beside its
-    # check by the report page, not merged: it is a difference of points, not a manual cell
-    scores = {r.cell_id: r for r in db.session.scalars(
-        db.select(ManualCellScore).where(ManualCellScore.submission_id == submission_id))
-        if not r.cell_id.startswith("regrade.")}
+    rows = list(db.session.scalars(db.select(ManualCellScore).where(ManualCellScore.submission_id == submission_id)))
+    # a regrade request's answer ("regrade.<check>", server.regrade_requests) is a difference of
+    # points, not a manual cell: its check carries the points it counts (``with_regrade_answers``)
+    report = with_regrade_answers(report, {r.cell_id.removeprefix("regrade."): r.score for r in rows
+                                           if r.cell_id.startswith("regrade.")})
+    scores = {r.cell_id: r for r in rows if not r.cell_id.startswith("regrade.")}
     if not scores or not any(str(c.get("id", "")).startswith(("manual.", "field."))
                              for c in report.get("checks", [])):
         return report
@@ -159,5 +161,28 @@ def merged_report(submission_id: int, report: dict[str, Any]) -> dict[str, Any]:
         return report
 
 
+def with_regrade_answers(report: dict[str, Any], differences: dict[str, float]) -> dict[str, Any]:
+    """A copy of ``report`` whose checks a teacher re-scored on a regrade request carry the points
+    that count (their automatic points plus the stored difference, within 0..max) and a status
+    to match, with ``regraded`` = {"was", "now", "max"}; ``report["regraded"]`` lists them for the
+    summary. The report itself when there are none."""
+    if not differences:
+        return report
+    out = json.loads(json.dumps(report))
+    changed = []
+    for c in out.get("checks", []):
+        diff = differences.get(str(c.get("id")))
+        if diff is None or not isinstance(c, dict):
+            continue
+        top = float(c.get("max_points") or 0.0)
+        was = float(c.get("points") or 0.0)
+        now = round(min(top, max(0.0, was + float(diff))), 4)
+        c["points"], c["regraded"] = now, {"was": was, "now": now, "max": top}
+        c["status"] = "pass" if top and now >= top else ("fail" if now <= 0 else "warn")
+        changed.append({"title": c.get("title"), "was": was, "now": now, "max": top})
+    out["regraded"] = changed
+    return out
+
+
 __all__ = ["SubmissionScore", "added_points", "added_points_table", "counted_score", "merged_report",
-           "submission_score", "submission_scores", "unconfirmed_points", "waiting_annotations"]
+           "submission_score", "submission_scores", "unconfirmed_points", "waiting_annotations", "with_regrade_answers"]

@@ -100,3 +100,38 @@ def test_refusals_store_nothing(app, client, auth, make_sub, case) -> None:
     resp = _ask(client, sid, check, reason)
     assert resp.status_code in (200, 404)
     assert _open(app) == []
+
+
+@pytest.mark.parametrize("lang", ["zh_CN", "en"])
+def test_new_points_show_on_the_check_and_in_the_summary(app, client, auth, make_sub, lang) -> None:
+    """A request answered with new points left the check at its old score ("skipped 0 / 6" with "the
+    teacher's answer: 6 / 6" under it) and the summary as it was; the check now carries the points
+    the score counts, marked as the teacher's, and the summary says what changed."""
+    import copy
+    import re
+
+    from tests.server.conftest import SAMPLE_REPORT
+
+    report = copy.deepcopy(SAMPLE_REPORT)
+    check = next(c for c in report["checks"] if c["id"] == CHECK)
+    check.update(status="skip", points=0.0, message={"zh": "速度待校准。", "en": "Speed pending calibration."})
+    report["score"] = 4.0
+    report["summary"] = {"zh": "全部通过；速度待校准。", "en": "Everything passed; speed pending calibration."}
+    sid = make_sub(report_json=report, score=4.0)
+    auth.login()
+    _ask(client, sid)
+    auth.logout()
+    auth.login("teacher", "teacher-pass")
+    queue = client.get("/dashboard/DIST101/regrade-requests?lang=en").get_data(as_text=True)
+    req_id = queue.split('data-request="')[1].split('"')[0]
+    client.post("/dashboard/DIST101/regrade-requests", data={"request": req_id, "action": "score", "points": "6",
+                                                             "reply": "Calibrated by hand."})
+    auth.logout()
+    auth.login()
+    page = client.get(f"/submissions/{sid}?lang={lang}").get_data(as_text=True)
+    row = page.split(f'check-title">{check["title"]["zh" if lang == "zh_CN" else "en"]}')[1].split("</li>")[0]
+    head = page.split('class="check-head"')[2 if report["checks"].index(check) == 1 else 1].split("</div>")[0]
+    assert re.search(r'check-points">6 / 6<', row) and "badge-pass" in head, head + row
+    assert "10 / 10" in page
+    summary = page.split('class="summary"')[1].split("</p>")[0]
+    assert ("老师" in summary if lang == "zh_CN" else "teacher" in summary) and "6" in summary, summary
