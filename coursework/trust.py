@@ -17,6 +17,14 @@ The rule (``TrustRule``), per reader and question/field, over its labels:
   withdraws trust on that item for good (a wrong answer in the right words is the failure this
   whole scheme exists to stop; agreement elsewhere does not buy it back).
 
+Trust is earned **per kind of verdict** (``KINDS``: full, partial, zero), in both directions: a
+reader's "full" counts only where its full suggestions agreed with the teachers, and its "zero"
+(or partial) only where its zero (partial) suggestions did (``tally_kinds``). A reader that is
+right on every good answer but fails one right answer in three earns "full" and never "zero", so
+a right note is never told at once that it is wrong. The symmetric veto holds for "zero": one
+zero suggested where a teacher gave full marks withdraws "zero" for good (a right answer in
+unfamiliar words is the mirror image of a wrong one in the right words).
+
 Where the rule is not met, the reader's verdict is *provisional*: shown to the student at once,
 counted only when a teacher confirms (or, if the course chooses, counted and marked
 unconfirmed). Pure functions: the web app keeps the labels, this module only judges them.
@@ -53,6 +61,25 @@ def full_to_zero(suggested: float | None, decided: float) -> bool:
     return suggested is not None and suggested >= 1 - 1e-9 and decided <= 1e-9
 
 
+def zero_to_full(suggested: float | None, decided: float) -> bool:
+    """Nothing suggested for an answer the teacher gave full marks: what withdraws "zero" trust."""
+    return suggested is not None and suggested <= 1e-9 and decided >= 1 - 1e-9
+
+
+FULL, PARTIAL, ZERO = "full", "partial", "zero"
+KINDS = (FULL, PARTIAL, ZERO)
+
+
+def kind_of(share: float, rule: "TrustRule | None" = None) -> str:
+    """The kind of a suggested share: full marks, nothing, or something between."""
+    tol = (rule or DEFAULT_RULE).tolerance
+    if share >= 1 - tol:
+        return FULL
+    if share <= tol:
+        return ZERO
+    return PARTIAL
+
+
 @dataclass
 class Agreement:
     """One reader on one question or field, over the labels it has."""
@@ -62,6 +89,8 @@ class Agreement:
     decided: int = 0
     agreed: int = 0
     full_to_zero: int = 0
+    zero_to_full: int = 0  # counted in the "zero" kind's agreement, where it withdraws trust
+    kind: str | None = None  # None: every label; else only the labels where the reader suggested this kind
     no_reading: int = 0  # labels where this reader had nothing to say (not configured, failed)
 
     @property
@@ -70,12 +99,16 @@ class Agreement:
 
     def earned(self, rule: TrustRule = DEFAULT_RULE) -> bool:
         """Whether this reader's verdicts on this item count without a teacher."""
-        return (self.decided >= rule.min_decided and self.full_to_zero == 0
+        return (self.decided >= rule.min_decided and self.full_to_zero == 0 and self._zero_veto() == 0
                 and self.agreed >= rule.min_agreement * self.decided - 1e-9)
+
+    def _zero_veto(self) -> int:
+        """Zero-to-full labels withdraw "zero" trust; the all-labels agreement keeps its old rule."""
+        return self.zero_to_full if self.kind == ZERO else 0
 
     def needed(self, rule: TrustRule = DEFAULT_RULE) -> int:
         """More agreeing decisions needed before trust could be earned (0: earned or blocked)."""
-        if self.full_to_zero:
+        if self.full_to_zero or self._zero_veto():
             return 0
         n = max(rule.min_decided - self.decided, 0)
         while (self.agreed + n) < rule.min_agreement * (self.decided + n) - 1e-9:
@@ -94,12 +127,35 @@ def tally(reader: str, item: str, labels: Iterable[tuple[float | None, float]],
         a.decided += 1
         a.agreed += agrees(suggested, decided, rule)
         a.full_to_zero += full_to_zero(suggested, decided)
+        a.zero_to_full += zero_to_full(suggested, decided)
     return a
+
+
+def tally_kinds(reader: str, item: str, labels: Iterable[tuple[float | None, float]],
+                rule: TrustRule = DEFAULT_RULE) -> dict[str, Agreement]:
+    """One ``Agreement`` per kind of suggestion (full / partial / zero), each over the labels where
+    ``reader`` suggested that kind: what decides whether a verdict of that kind counts."""
+    by_kind: dict[str, list[tuple[float | None, float]]] = {k: [] for k in KINDS}
+    for suggested, decided in labels:
+        if suggested is not None:
+            by_kind[kind_of(suggested, rule)].append((suggested, decided))
+    out = {}
+    for k, pairs in by_kind.items():
+        out[k] = tally(reader, item, pairs, rule)
+        out[k].kind = k
+    return out
+
+
+def lowest(readings: dict[str, float | None]) -> float | None:
+    """The most cautious suggestion among the readers that gave one (what ``combined`` returns)."""
+    got = [v for v in readings.values() if v is not None]
+    return min(got) if got else None
 
 
 def combined(readings: dict[str, float | None], trusted: set[str]) -> tuple[float | None, str]:
     """What counts from several readers' suggestions, and why: ``("counted", share)`` when every
-    reader that read the answer agrees and at least one of them earned trust; otherwise the answer
+    reader that read the answer agrees and at least one of them earned trust (for the kind of that
+    share: the caller passes the readers trusted for ``kind_of(lowest(readings))``); otherwise the answer
     is provisional with the most cautious suggestion (readers that disagree: the teacher decides).
 
     A reader that was asked and gave no reading (None: a timeout, a malformed reply) keeps the

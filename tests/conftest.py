@@ -303,16 +303,18 @@ def page(browser):
 @pytest.fixture
 def annotation_readings_trusted(monkeypatch):
     """Homework 2 as graded where every field's reading has earned the teachers' trust (issue 23):
-    the worker names the trusted fields in ``DISTGRADE_TRUSTED_READINGS``; this names them all, so a
-    note's points count at once as they did before trust existed. For tests of flows that come after
-    trust (asking about a counted field, part C of the notebook); the shipped default, where nothing
+    the worker names the trusted fields in ``DISTGRADE_TRUSTED_READINGS``; this names them all, for
+    every kind of verdict, so a note's points (full, partial or zero) count at once as they did before
+    trust existed. For tests of flows that come after trust (asking about a counted field, part C of the notebook); the shipped default, where nothing
     is trusted yet, has its own tests (``tests/graders/test_config_annotation_trust.py``)."""
     import json as _json
 
     from coursework.config_annotation import catalogue
     from graders.config_annotation import core
 
+    from coursework.trust import KINDS
+
     cat = catalogue.load()
-    every = [f"{d}:{p}" for d in cat.raw["fields"] for p in cat.fields(d)]
+    every = [f"{d}:{p}:{k}" for d in cat.raw["fields"] for p in cat.fields(d) for k in KINDS]
     monkeypatch.setenv(core.TRUSTED_ENV, _json.dumps(every))
     return every

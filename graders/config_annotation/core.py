@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from coursework import memory_calc
+from coursework import memory_calc, trust
 from coursework.config_annotation import annotate, catalogue as catalogue_mod
 from coursework.config_annotation.parse import ConfigSyntaxError, ParsedConfig, parse
 from coursework.report import CheckResult, CheckStatus, Text, text
@@ -64,15 +64,17 @@ def _annotation(parsed: ParsedConfig, dialect: str, path: str, cat: catalogue_mo
 
 
 # which full marks wait for a teacher although the reading is sure of them (``fields.confirm_full_marks``);
-# ``untrusted``: every field with points whose reading has not earned trust from teachers' decisions
-# (``coursework.trust``); the worker names the trusted fields in ``TRUSTED_ENV``, and a run without
-# it (a student's own check on the command line) trusts nothing
+# ``untrusted``: every field's verdict (full, partial or zero alike) whose reading has not earned trust
+# for verdicts of that kind from teachers' decisions (``coursework.trust``); the worker names the
+# trusted field kinds in ``TRUSTED_ENV``, and a run without it (a student's own check on the command
+# line) trusts nothing
 CONFIRM_POLICIES = ("none", "unweighted", "all", "untrusted")
 TRUSTED_ENV = "DISTGRADE_TRUSTED_READINGS"
 
 
 def trusted_fields() -> set[str]:
-    """``dialect:path`` of the fields whose rule reading earned trust (from the worker; else none)."""
+    """``dialect:path:kind`` where the fields' rule reading earned trust for verdicts of ``kind`` (full,
+    partial, zero: ``coursework.trust.KINDS``), from the worker; else none."""
     try:
         got = json.loads(os.environ.get(TRUSTED_ENV, "[]"))
     except ValueError:
@@ -128,11 +130,15 @@ def field_checks(parsed: ParsedConfig, dialect: str, cfg: dict, cat: catalogue_m
                     "other_concept": j.other_concept, "confidence": j.confidence, "needs_review": j.needs_review}
         check = _check(cfg, f"field.{path}", status, j.verdict.value, points=max_pts * j.fraction,
                        max_points=max_pts, spec_id="field", title_kw={"path": path}, evidence=evidence, **kw)
+        may = cfg["checks"]["field"]["messages"].get(f"may_{j.verdict.value}")
+        tentative = _fmt(may, **kw) if may else None  # what a held reading says: "may be wrong", never "is"
         if j.needs_review:
-            check = _held_for_review(cfg, check, "unsure")
+            check = _held_for_review(cfg, check, "unsure", tentative)
         elif fcfg.get("confirm_full_marks") == "untrusted":
-            if check.points > 0 and f"{dialect}:{path}" not in trusted:
-                check = _held_for_review(cfg, check, "untrusted")  # provisional until trust is earned
+            # symmetric: a zero or a partial counts at once no more than full marks do, only where the
+            # reading earned trust for verdicts of that kind on this field (``coursework.trust``)
+            if j.verdict != annotate.Verdict.MISSING and f"{dialect}:{path}:{trust.kind_of(j.fraction)}" not in trusted:
+                check = _held_for_review(cfg, check, "untrusted", tentative)
         elif j.verdict == annotate.Verdict.CORRECT and _confirms(fcfg, path):
             check = _held_for_review(cfg, check, "confirm")
         out.append(check)
@@ -146,11 +152,13 @@ def field_checks(parsed: ParsedConfig, dialect: str, cfg: dict, cat: catalogue_m
     return out
 
 
-def _held_for_review(cfg: dict, check: CheckResult, reason: str) -> CheckResult:
-    """A field the reading is unsure of (``reason`` "unsure"), or whose full marks the course has a
-    teacher confirm ("confirm"), earns nothing yet: its points wait for a teacher, who sees the
-    reading; the student sees the reading and that a teacher will confirm it."""
-    provisional, reading = check.points, check.message
+def _held_for_review(cfg: dict, check: CheckResult, reason: str, tentative: Text | None = None) -> CheckResult:
+    """A field the reading is unsure of (``reason`` "unsure"), whose reading earned no trust for
+    verdicts of its kind ("untrusted"), or whose full marks the course has a teacher confirm
+    ("confirm"), earns nothing yet: its points wait for a teacher, who sees the reading; the student
+    sees the reading, said as a suggestion (``tentative``: "this note may be wrong about X"), and
+    that a teacher will confirm it."""
+    provisional, reading = check.points, tentative or check.message
     tpl = cfg["checks"]["field"]["messages"][{"unsure": "review", "untrusted": "untrusted"}.get(reason, "confirm")]
     check.message = {lang: tpl[lang].format(reading=reading[lang].rstrip("。."), provisional=f"{provisional:g}",
                                             max=f"{check.max_points:g}") for lang in ("zh", "en")}

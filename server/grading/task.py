@@ -160,11 +160,12 @@ TRUSTED_ENV = "DISTGRADE_TRUSTED_READINGS"  # read by graders.config_annotation.
 
 
 def _trusted_annotation_fields() -> str:
-    """JSON list of ``dialect:path`` whose notes' rule reading earned trust (``server.quiz.labels``)."""
+    """JSON list of ``dialect:path:kind`` (kind: full, partial or zero) where the notes' rule reading
+    earned trust for verdicts of that kind (``server.quiz.labels``, ``coursework.trust``)."""
     from server.quiz import labels
 
     prefix = labels.ANNOTATION_ITEM
-    return json.dumps(sorted(a.item[len(prefix):] for a in labels.agreement_table(prefix)
+    return json.dumps(sorted(f"{a.item[len(prefix):]}:{a.kind}" for a in labels.kind_table(prefix)
                              if a.reader == "rule" and a.earned()))
 
 

@@ -74,6 +74,12 @@ def forget() -> None:
 
 
 def _table() -> dict[tuple[str, str], trust.Agreement]:
+    """(reader, item) -> agreement over all its labels (what the dashboard shows)."""
+    return _tables()[0]
+
+
+def _tables() -> tuple[dict[tuple[str, str], trust.Agreement], dict[tuple[str, str, str], trust.Agreement]]:
+    """The all-labels table and the per-kind one ((reader, item, kind) -> agreement), read together."""
     where = str(db.engine.url)
     with _lock:
         hit = _cache.get(where)
@@ -85,11 +91,12 @@ def _table() -> dict[tuple[str, str], trust.Agreement]:
         for reader, value in (readings or {}).items():
             pairs.setdefault((reader, item), []).append((value, decided))
     table = {k: trust.tally(k[0], k[1], v) for k, v in pairs.items()}
+    kinds = {(r, i, k): a for (r, i), v in pairs.items() for k, a in trust.tally_kinds(r, i, v).items()}
     with _lock:
         if len(_cache) > 16:
             _cache.clear()
-        _cache[where] = (time.monotonic(), table)
-    return table
+        _cache[where] = (time.monotonic(), (table, kinds))
+    return table, kinds
 
 
 def agreement_table(prefix: str | None = None) -> list[trust.Agreement]:
@@ -98,9 +105,19 @@ def agreement_table(prefix: str | None = None) -> list[trust.Agreement]:
     return sorted(rows, key=lambda a: (a.item, a.reader))
 
 
-def trusted_readers(item: str) -> set[str]:
-    """The readers whose verdicts on ``item`` count without a teacher (may be empty)."""
-    return {r for (r, i), a in _table().items() if i == item and a.earned()}
+def trusted_readers(item: str, kind: str | None = None) -> set[str]:
+    """The readers whose verdicts of ``kind`` (``coursework.trust.KINDS``) on ``item`` count without
+    a teacher (may be empty); ``kind`` None: the readers trusted over all their labels (the
+    dashboard's summary; grading always asks for a kind)."""
+    if kind is None:
+        return {r for (r, i), a in _table().items() if i == item and a.earned()}
+    return {r for (r, i, k), a in _tables()[1].items() if i == item and k == kind and a.earned()}
+
+
+def kind_table(prefix: str | None = None) -> list[trust.Agreement]:
+    """Every (reader, item, kind) agreement; ``prefix`` keeps items starting with it."""
+    rows = [a for (r, i, k), a in _tables()[1].items() if prefix is None or i.startswith(prefix)]
+    return sorted(rows, key=lambda a: (a.item, a.reader, trust.KINDS.index(a.kind or trust.FULL)))
 
 
 def known_decision(item: str, answer_text: str) -> float | None:

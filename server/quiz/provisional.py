@@ -6,10 +6,11 @@
 - **Graded** attempts: every reader suggests a share (the rule reader always; a language model
   where the course runs one, ``coursework.llm_reader``). The verdict counts at once only when
   (a) a teacher already decided this very answer (normalised text) for this question, in any
-  term, or (b) every reader that read it agrees and one of them earned trust on this question
-  (``coursework.trust``; a rule reading it is itself unsure of never counts alone). Anything
-  else is *provisional*: stored as ``pending`` with the suggestion, shown to the student marked
-  provisional, and counted only when a teacher confirms it, unless the course counts unconfirmed
+  term, or (b) every reader that read it agrees and one of them earned trust on this question for
+  verdicts of that kind (full, partial or zero: a reader trusted to give full marks is not thereby
+  trusted to fail an answer; ``coursework.trust``; a rule reading it is itself unsure of never
+  counts alone). Anything else is *provisional*: stored as ``pending`` with the suggestion, shown
+  to the student marked provisional with the reading's lines said as suggestions, and counted only when a teacher confirms it, unless the course counts unconfirmed
   verdicts (``Course.count_unconfirmed``), in which case the suggestion counts and every page and
   export that shows it says it is unconfirmed.
 """
@@ -42,6 +43,13 @@ def _reader_feedback(result: QuestionResult) -> list[Text]:
     return [f for f in result.feedback if f != REVIEW_NOTE]
 
 
+def tentative(line: Text) -> Text:
+    """A reading's line said as what it is until a teacher confirms it: a suggestion ("the reading
+    suggests ... mixed up"), never a final "you are wrong"."""
+    return {"zh": f"自动阅读认为（待老师确认）：{line.get('zh', '')}",
+            "en": f"The reading suggests (a teacher will confirm): {line.get('en', '')}"}
+
+
 def settle(result: QuestionResult, question: Any, raw: str, mode: str, course_id: int | None,
            extra_readings: dict[str, float | None] | None = None) -> QuestionResult:
     """``result`` (the rule reader's) as it is stored for an attempt in ``mode``."""
@@ -64,7 +72,9 @@ def settle(result: QuestionResult, question: Any, raw: str, mode: str, course_id
         details.pop("needs_review", None)
         return replace(result, status=AnswerStatus.GRADED, score=round(known * result.max_score, 4),
                        feedback=[DECIDED_BEFORE_NOTE], details=details)
-    trusted = labels.trusted_readers(question.id)
+    low = trust.lowest(readings)
+    # trust is per kind of verdict: a reader trusted for its full marks is not thereby trusted to fail
+    trusted = labels.trusted_readers(question.id, trust.kind_of(low)) if low is not None else set()
     if result.needs_review:
         trusted.discard(trust.RULE_READER)  # a reading unsure of itself never counts alone
     share, why = trust.combined(readings, trusted)
@@ -80,4 +90,4 @@ def settle(result: QuestionResult, question: Any, raw: str, mode: str, course_id
     counted = bool(course is not None and course.count_unconfirmed)
     details["unconfirmed_counted"] = counted
     return replace(result, status=AnswerStatus.NEEDS_REVIEW, score=round(share * result.max_score, 4) if counted else 0.0,
-                   feedback=[PROVISIONAL_NOTE] + _reader_feedback(result), details=details)
+                   feedback=[PROVISIONAL_NOTE] + [tentative(f) for f in _reader_feedback(result)], details=details)

@@ -1,7 +1,9 @@
 """Homework 2 under ``fields.confirm_full_marks: untrusted`` (issue 23): a note's points count at once
 only on fields whose reading earned trust from teachers' decisions (named by the worker in
-``DISTGRADE_TRUSTED_READINGS``); elsewhere they are provisional and wait for a teacher. A note read
-as worth nothing counts its 0 at once (the student may ask)."""
+``DISTGRADE_TRUSTED_READINGS``); elsewhere they are provisional and wait for a teacher. Issue 37:
+the same holds in the other direction. A note read as worth nothing (or part) counts at once only
+where the reading earned trust for verdicts of that kind; elsewhere the student is told the reading
+*suggests* the note may be wrong, and a teacher confirms."""
 from __future__ import annotations
 
 from coursework.config_annotation import catalogue
@@ -29,10 +31,34 @@ def test_untrusted_fields_wait_and_trusted_ones_count(monkeypatch) -> None:
     assert stage.points == 0 and stage.evidence["review"] == "pending" and stage.evidence["review_reason"] == "untrusted"
     assert stage.evidence["provisional_points"] > 0 and "not yet earned the teachers' trust" in stage.message["en"]
     assert "还没有赢得老师的信任" in stage.message["zh"]
-    wrong = checks["field.zero_optimization.overlap_comm"]
-    assert wrong.points == 0 and "review" not in wrong.evidence  # read as worth nothing: counted (0) at once
-    counted = _checks(monkeypatch, '["deepspeed:zero_optimization.stage"]')["field.zero_optimization.stage"]
+    counted = _checks(monkeypatch, '["deepspeed:zero_optimization.stage:full"]')["field.zero_optimization.stage"]
     assert counted.points > 0 and "review" not in counted.evidence
+
+
+def test_a_zero_waits_too_unless_the_reading_earned_trust_for_zeros(monkeypatch) -> None:
+    """The overlap_comm note is read as contradicting its value: without trust for zeros on that
+    field it is provisional, said as a suggestion ("may be wrong"), never a final "is wrong"."""
+    wrong = _checks(monkeypatch, None)["field.zero_optimization.overlap_comm"]
+    assert wrong.points == 0 and wrong.evidence["review"] == "pending" and wrong.evidence["provisional_points"] == 0
+    assert wrong.evidence["review_reason"] == "untrusted" and wrong.evidence["verdict"] == "contradiction"
+    assert "may be wrong about" in wrong.message["en"] and "is wrong" not in wrong.message["en"]
+    assert "可能有误" in wrong.message["zh"] and "不符" not in wrong.message["zh"]
+    assert "may be wrong about" in wrong.evidence["reading"]["en"]
+    # trust for full marks on the field says nothing about its zeros
+    full_only = _checks(monkeypatch, '["deepspeed:zero_optimization.overlap_comm:full"]')
+    assert full_only["field.zero_optimization.overlap_comm"].evidence.get("review") == "pending"
+    zeros = _checks(monkeypatch, '["deepspeed:zero_optimization.overlap_comm:zero"]')["field.zero_optimization.overlap_comm"]
+    assert zeros.points == 0 and "review" not in zeros.evidence and "wrong" in zeros.message["en"]
+
+
+def test_an_empty_note_is_no_reading_and_counts_its_zero(monkeypatch) -> None:
+    """No note at all is not a reader's guess: it stays a counted 0 (nothing to confirm)."""
+    cfg = core.load_config()
+    monkeypatch.delenv(core.TRUSTED_ENV, raising=False)
+    checks = {c.id: c for c in core.field_checks(parse("zero_optimization:\n  stage: 2\n", "ds.yaml"), "deepspeed",
+                                                 cfg, catalogue.load())}
+    stage = checks["field.zero_optimization.stage"]
+    assert stage.points == 0 and "review" not in stage.evidence and stage.evidence["verdict"] == "missing"
 
 
 def test_the_worker_names_the_fields_whose_reading_earned_trust(app) -> None:
@@ -47,7 +73,13 @@ def test_the_worker_names_the_fields_whose_reading_earned_trust(app) -> None:
             labels.record(item, f"note {i}", 1.0, {"rule": 1.0}, "group", None, None)
         db.session.commit()
         labels.forget()
-        assert _trusted_annotation_fields() == '["deepspeed:zero_optimization.stage"]'
+        assert _trusted_annotation_fields() == '["deepspeed:zero_optimization.stage:full"]'  # full only
+        for i in range(30):  # thirty zeros the teachers confirmed, one right note failed: no trust in zeros
+            labels.record(item, f"bad note {i}", 0.0, {"rule": 0.0}, "group", None, None)
+        labels.record(item, "a right note the reading failed", 1.0, {"rule": 0.0}, "group", None, None)
+        db.session.commit()
+        labels.forget()
+        assert _trusted_annotation_fields() == '["deepspeed:zero_optimization.stage:full"]'
 
 
 def test_the_shipped_assignment_holds_notes_whose_field_earned_no_trust(monkeypatch) -> None:

@@ -4,6 +4,7 @@ suggestion at once, marked provisional; the gradebook counts it once a teacher c
 what waits), unless the course counts unconfirmed verdicts, marked so. Practice never waits."""
 from __future__ import annotations
 
+from coursework.quiz.bank import load_quiz
 from server.extensions import db
 from server.models import Course
 from server.quiz import labels
@@ -77,6 +78,31 @@ def test_earned_trust_counts_at_once_and_a_known_answer_is_decided_as_before(app
     body = _answer(client, attempt_id, 1, "Some answer, a teacher already scored!")  # same normalised text
     assert body["status"] == "graded" and body["score"] == 0.5
     assert "already decided this same answer" in body["card_html"]
+
+
+def test_trust_in_full_marks_does_not_let_a_zero_count(app, client, auth, monkeypatch) -> None:
+    """Issue 37: a reader trusted for its full marks fails an answer: that zero is provisional, said as
+    a suggestion; it counts at once only once the reader earned trust for its zeros too."""
+    reversed_answer = "Data parallelism solves capacity, model parallelism solves throughput"
+    with app.app_context():
+        earn_trust("ch7_3/selftest_1")
+    auth.login()
+    attempt_id = _start(client, "ch7_3_graded")
+    body = _answer(client, attempt_id, POS0, reversed_answer)
+    assert body["status"] == "needs_review" and body["score"] == 0, body["status"]
+    assert "Provisional" in body["card_html"] and "suggests 0 / 1" in body["card_html"]
+    assert "Not correct" not in body["card_html"] and 'data-score="pending"' in body["card_html"]
+    with app.app_context():  # what the page shows once feedback is released: suggestions, not verdicts
+        stored = db.session.scalar(db.select(QuizAnswer))
+        assert stored.details_json["provisional_reason"] == "untrusted"
+        lines = [f["en"] for f in stored.feedback_json[1:]]
+        assert lines and all(f.startswith("The reading suggests (a teacher will confirm): ") for f in lines), lines
+        assert all(f["zh"].startswith("自动阅读认为（待老师确认）") for f in stored.feedback_json[1:])
+        earn_trust("ch7_3/selftest_1", share=0.0)
+    monkeypatch.setattr(load_quiz("ch7_3_graded"), "attempt_limit", None)
+    client.post(f"/quiz/attempt/{attempt_id}/finish")
+    body = _answer(client, _start(client, "ch7_3_graded"), POS0, reversed_answer)
+    assert body["status"] == "graded" and body["score"] == 0
 
 
 def test_trust_is_never_earned_after_full_marks_to_an_answer_the_teacher_scored_zero(app) -> None:
