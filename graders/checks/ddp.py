@@ -16,7 +16,7 @@ from typing import Any
 from coursework.report import CheckStatus, text
 from graders import desync
 from graders.checks import inputs as model_inputs
-from graders.checks import sync
+from graders.checks import share, sync
 from graders.checks.records import epochs_of, rank_epochs, step_rows
 from graders.early_stop import steps_taken
 from graders.checks.registry import Context, Registry
@@ -296,7 +296,16 @@ def _model_disjoint(inputs) -> Finding:
 
 
 def check_disjoint(run) -> Finding:
-    return _sampler_check(run, _loader_disjoint, _model_disjoint)
+    """Disjoint data per rank, and each rank's model trained on its own 1/N of every step (``share``): a
+    split that only the DataLoader made, with the work done by one rank or by every rank, is no split."""
+    finding = _sampler_check(run, _loader_disjoint, _model_disjoint)
+    if finding.status == CheckStatus.FAIL or distributed_gate(run):
+        return finding
+    lopsided = share.uneven(run)
+    if lopsided is None:
+        return finding
+    return Finding(CheckStatus.FAIL, "uneven_share", {k: lopsided[k] for k in ("rank", "trained", "share", "steps")},
+                   {**lopsided, "at_model": True, "dataloader": finding.evidence}, fallback="overlap_no_sampler")
 
 
 def _loader_coverage(run) -> Finding:
@@ -399,13 +408,18 @@ def check_grad_sync(run) -> Finding:
           "source": SOURCE_INSIDE}
     during = sync.compare_params(run)
     if during is not None and not during["sharded"]:
-        ev.update(compared_steps=during["compared"][:16], source=SOURCE_CROSS_CHECKED)
+        ev.update(compared_steps=during["compared"][:16], steps_compared=len(during["compared"]),
+                  every_step=during.get("every_step"), source=SOURCE_CROSS_CHECKED)
         bad = during["differ"]
         if bad:  # the parameters the optimizers step, compared while training: a late broadcast cannot hide it
             ev["differ_at_step"] = bad["step"]
             key = "differ_during" if kind else "no_ddp_during"
-            return Finding(CheckStatus.FAIL, key, {"rank": bad["rank"], "diff": f"{bad['diff']:.2e}",
+            diff = f"{bad['diff']:.2e}" if bad["diff"] == bad["diff"] else "?"  # nan: no full record differs after it
+            return Finding(CheckStatus.FAIL, key, {"rank": bad["rank"], "diff": diff,
                            "step": bad["step"]}, ev, fallback="differ" if kind else "no_ddp")
+    reading = sync.loopback_reading(run, max(steps.values(), default=0)) if kind else None
+    if reading:
+        ev["traffic_of_ring"] = reading["of_ring"]  # what the margin below is measured against
     short = sync.loopback_shortfall(run, max(steps.values(), default=0)) if kind else None
     if short:  # "synchronised", yet the ranks hardly exchanged a byte: the host's counters decide
         ev["loopback"] = {**short, "source": SOURCE_OUTSIDE}
@@ -545,16 +559,23 @@ RESTS_ON = {
                        "outside: exit codes, launcher wall clock; inside: end markers"),
     "run.distributed": text("脚本之外：退出码、启动器的计时、评分程序对模型的评估；脚本之内：结束标记",
                             "outside: exit codes, launcher wall clock, model scored by the grader; inside: end markers"),
-    "sampler.disjoint": _DATALOADER,
+    "sampler.disjoint": text(_DATALOADER["zh"] + "；每个 rank 的模型每一步训练的样本数对照各 rank 一起训练的 1/N，"
+                             "并列出启动器测得的各 rank CPU 时间（脚本之外）",
+                             _DATALOADER["en"] + "; the samples each rank's model trained on in each step against "
+                             "1/N of what the ranks trained on together, beside each rank's CPU time as the launcher "
+                             "measured it (outside)"),
     "sampler.coverage": _DATALOADER,
     "sampler.reshuffle": _DATALOADER,
-    "ddp.grad_sync": text("脚本之内、已核对：训练中比对优化器更新的参数，并对照作业的回环网络流量（脚本之外，仅 gloo）",
-                          "inside, cross-checked: stepped parameters compared during training, against the job's "
-                          "loopback traffic (outside, gloo only)"),
+    "ddp.grad_sync": text("脚本之内、已核对：每一步之后比对正在学习的模型（接收训练 batch 并做了 backward 的模块）的参数，"
+                          "并对照作业的回环网络流量与每步环形 all-reduce 应传的字节数（脚本之外，仅 gloo）",
+                          "inside, cross-checked: the parameters of the model that learned (the module that took the "
+                          "training batches and ran backward) compared after every step, against the job's loopback "
+                          "traffic and what a ring all-reduce moves every step (outside, gloo only)"),
     "io.rank0_only": text("脚本之外：启动器截获的各 rank 输出、工作目录里留下的文件；脚本之内：哪个 rank 打开了它们",
                           "outside: each rank's captured output, files left in the work folder; "
                           "inside: which rank opened them"),
-    "ddp.syncbn": text("脚本之内：优化器训练的 (Sync)BatchNorm 层", "inside: the (Sync)BatchNorm layers the optimizer trains"),
+    "ddp.syncbn": text("脚本之内：正在学习的模型里的 (Sync)BatchNorm 层，以及任何优化器训练的 (Sync)BatchNorm 层",
+                       "inside: the (Sync)BatchNorm layers of the model that learned, and those any optimizer trains"),
     "ddp.no_sync": text("脚本之内：每步的 backward 次数与 DDP bucket", "inside: backward passes and DDP buckets per step"),
     "batch.global": text("脚本之内：batch 大小与学习率", "inside: batch sizes and learning rates"),
 }

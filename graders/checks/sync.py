@@ -1,26 +1,32 @@
 """Gradient synchronisation and rank-0 output judged on evidence a decoy cannot satisfy.
 
-* ``compare_params``: the parameters the optimizers actually step (every param group), compared
-  across ranks at the same step numbers during training (the harness's ``params`` records). A
-  decoy DDP on a throw-away module, a reduction on a group of one, or an all-reduced buffer
-  thrown away all leave the stepped parameters different after the first step, whatever a
-  broadcast at the end does to the final ones.
-* ``ddp_drives``: DDP counts as the synchroniser only if it wraps the stepped parameters and its
+* ``compare_params``: the parameters of the module that learned (whose forward took the training
+  batches and whose backward ran; an optimizer's list only where no such module was seen), compared
+  across ranks after *every* step (each step row carries their digest). A decoy DDP, a shadow head
+  that is all ``torch.optim`` steps, a reduction on a group of one, local SGD averaged on a few
+  steps: all leave the trained parameters different after some step, whatever a broadcast at the
+  end does. No step is exempt, so no schedule can be learnt from the harness.
+* ``ddp_drives``: DDP counts as the synchroniser only if it wraps the trained parameters and its
   gradient hook fired.
-* ``loopback_shortfall``: a gloo run said to be synchronised must have moved at least a
-  fraction of the gradient volume between ranks (the host's counters, ``graders.evidence.host``).
+* ``loopback_shortfall``: a gloo run said to be synchronised must have moved, between ranks, most
+  of what a ring all-reduce of the trained parameters' gradients moves every step (the host's
+  counters, ``graders.evidence.host``).
 * ``rank_output``: per-rank output lines and files from ``graders.evidence`` (outside).
 """
 from __future__ import annotations
 
 from typing import Any
 
+from graders.checks.records import step_rows
+
 
 
 # What a saved model or state looks like: other files a rank leaves (a TensorBoard event file, a per-rank
 # log) are shown as evidence but are not checkpoints.
 CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".pkl", ".pickle", ".safetensors", ".npz", ".npy", ".h5")
-MIN_TRAFFIC_FRACTION = 0.02  # of the least all-reduce volume: catches "nothing moved", spares compressing comm hooks
+# Of what a ring all-reduce of fp32 gradients moves per step (every rank sends 2(N-1)/N of them). An fp16 or bf16
+# compressing comm hook moves half; local SGD that averages every k-th step moves 1/k.
+MIN_TRAFFIC_FRACTION = 0.35
 
 
 def _params(stream) -> dict[int, dict]:
@@ -33,23 +39,45 @@ def _params(stream) -> dict[int, dict]:
     return out
 
 
+def _step_digests(stream) -> list:
+    """The trained parameters' digest after each step of a rank (None where the row has none)."""
+    return [row.get("pd") for row in step_rows(stream)] if stream is not None else []
+
+
 def compare_params(run) -> dict[str, Any] | None:
     """None when no rank sent ``params``; else ``{"compared": steps, "differ": first mismatch or None,
-    "sharded": bool}``. A mismatch names the step, the ranks and the largest relative difference."""
+    "sharded": bool, "every_step": bool}``. Every step both ranks took is compared (``every_step``: each
+    rank sent a digest for each of its steps); a mismatch names the step, the ranks and the largest
+    relative difference of the nearest full record."""
     per_rank = {r: _params(run.ranks.get(r)) for r in range(run.nproc)}
     if not all(per_rank.values()):
         return None
     if any(rec.get("sharded") is True for recs in per_rank.values() for rec in recs.values()):
-        return {"compared": [], "differ": None, "sharded": True}
-    common = sorted(set.intersection(*(set(recs) for recs in per_rank.values())))
+        return {"compared": [], "differ": None, "sharded": True, "every_step": False}
+    digests = {r: _step_digests(run.ranks.get(r)) for r in range(run.nproc)}
+    every = all(d and all(isinstance(x, str) for x in d) for d in digests.values())
+    common = set.intersection(*(set(recs) for recs in per_rank.values()))
+    if every:
+        common |= set(range(1, min(len(d) for d in digests.values()) + 1))
+    common = sorted(common)
     for step in common:
-        ref = per_rank[0][step]
         for r in range(1, run.nproc):
-            rec = per_rank[r][step]
-            if rec.get("digest") != ref.get("digest"):
-                return {"compared": common, "differ": {"step": step, "rank": r, "diff": _rel_diff(ref, rec)},
-                        "sharded": False}
-    return {"compared": common, "differ": None, "sharded": False}
+            a, b = _digest_at(per_rank[0], digests[0], step), _digest_at(per_rank[r], digests[r], step)
+            if a != b:
+                later = [s for s in sorted(set(per_rank[0]) & set(per_rank[r])) if s >= step
+                         and per_rank[0][s].get("digest") != per_rank[r][s].get("digest")]
+                diff = _rel_diff(per_rank[0][later[0]], per_rank[r][later[0]]) if later else float("nan")
+                return {"compared": common, "differ": {"step": step, "rank": r, "diff": diff},
+                        "sharded": False, "every_step": every}
+    return {"compared": common, "differ": None, "sharded": False, "every_step": every}
+
+
+def _digest_at(records: dict[int, dict], digests: list, step: int) -> str | None:
+    """A rank's digest after ``step`` (1-based): its step row's, else its full record's (shortened alike)."""
+    if 0 < step <= len(digests) and isinstance(digests[step - 1], str):
+        return digests[step - 1]
+    rec = records.get(step)
+    return str(rec.get("digest"))[:16] if rec else None
 
 
 def _rel_diff(a: dict, b: dict) -> float:
@@ -76,23 +104,28 @@ def ddp_drives(run, step_rows) -> bool:
     return True
 
 
-def loopback_shortfall(run, steps: int) -> dict[str, Any] | None:
-    """The host's loopback bytes against the least an all-reduce of the stepped parameters moves,
-    or None where the traffic is not seen or is enough."""
+def loopback_reading(run, steps: int) -> dict[str, Any] | None:
+    """The host's loopback bytes beside what a ring all-reduce of the trained parameters' fp32 gradients
+    moves in ``steps`` steps (every rank sends 2(N-1)/N of them each step, all ranks together 2(N-1)), or
+    None where the traffic is not seen (no network namespace of its own, NCCL) or nothing says how much."""
     host = (getattr(run, "evidence", None) or {}).get("host") or {}
     lo = host.get("loopback") or {}
     if not lo.get("seen"):
         return None
     elements = [rec.get("elements") for rec in _params(run.ranks.get(0)).values()]
-    elements = [e for e in elements if isinstance(e, int)]
+    elements = [e for e in elements if isinstance(e, int) and not isinstance(e, bool)]
     if not elements or steps <= 0:
         return None
-    n = run.nproc
-    least = MIN_TRAFFIC_FRACTION * 2 * (n - 1) * 4 * max(elements) * steps
+    ring = 2 * (run.nproc - 1) * 4 * max(elements) * steps
     moved = int(lo.get("bytes") or 0)
-    if moved >= least:
-        return None
-    return {"moved": moved, "least": int(least), "steps": steps, "elements": max(elements)}
+    return {"moved": moved, "ring": int(ring), "of_ring": round(moved / ring, 3) if ring else None,
+            "least": int(MIN_TRAFFIC_FRACTION * ring), "steps": steps, "elements": max(elements)}
+
+
+def loopback_shortfall(run, steps: int) -> dict[str, Any] | None:
+    """``loopback_reading`` where the ranks moved less than ``MIN_TRAFFIC_FRACTION`` of the ring's bytes, else None."""
+    got = loopback_reading(run, steps)
+    return got if got is not None and got["moved"] < got["least"] else None
 
 
 def rank_output(run) -> dict[int, dict[str, Any]]:

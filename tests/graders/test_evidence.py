@@ -42,8 +42,26 @@ def test_params_compared_during_training_not_only_at_the_end():
 
 def test_params_of_sharded_models_are_not_compared():
     run = _run({0: [_params(1, "a", sharded=True)], 1: [_params(1, "b", sharded=True)]})
-    assert sync.compare_params(run) == {"compared": [], "differ": None, "sharded": True}
+    assert sync.compare_params(run) == {"compared": [], "differ": None, "sharded": True, "every_step": False}
     assert sync.compare_params(_run({0: [], 1: []})) is None  # an older harness: nothing to compare
+
+
+def _steps(digests: list[str]) -> dict:
+    n = len(digests)
+    return {"type": "steps", "t": [0.0] * n, "samples": [0] * n, "loss": [None] * n, "backwards": [1] * n,
+            "buckets": [1] * n, "synced": [1] * n, "bucket_bytes": [0] * n, "pd": digests}
+
+
+def test_every_step_is_compared_not_a_public_schedule():
+    # local SGD averaged only on the steps with a full record (1, 2, 4, 8): step 3 differs and is compared
+    same = [_params(s, f"{s:064x}") for s in (1, 2, 4, 8)]
+    a = ["%016x" % i for i in range(1, 9)]
+    b = list(a)
+    b[2] = "f" * 16
+    got = sync.compare_params(_run({0: same + [_steps(a)], 1: same + [_steps(b)]}))
+    assert got["every_step"] and got["differ"]["step"] == 3 and got["differ"]["rank"] == 1
+    assert got["compared"] == list(range(1, 9))
+    assert sync.compare_params(_run({0: same + [_steps(a)], 1: same + [_steps(a)]}))["differ"] is None
 
 
 def test_ddp_drives_only_the_parameters_it_wraps_when_its_hook_fires():
@@ -62,6 +80,12 @@ def test_loopback_shortfall_only_where_traffic_is_seen():
     seen = {"host": {"loopback": {"seen": True, "bytes": 3_000}}}
     short = sync.loopback_shortfall(_run(recs, seen), steps=40)
     assert short["moved"] == 3_000 and short["least"] > 3_000
+    ring = 2 * 1 * 4 * 25_000 * 40  # what a ring all-reduce of the fp32 gradients moves between 2 ranks
+    assert short["ring"] == ring
+    local_sgd = {"host": {"loopback": {"seen": True, "bytes": ring // 5}}}  # averaged every 5th step
+    assert sync.loopback_shortfall(_run(recs, local_sgd), steps=40) is not None
+    half = {"host": {"loopback": {"seen": True, "bytes": ring // 2}}}  # an fp16-compressing comm hook
+    assert sync.loopback_shortfall(_run(recs, half), steps=40) is None
     plenty = {"host": {"loopback": {"seen": True, "bytes": 10 ** 9}}}
     assert sync.loopback_shortfall(_run(recs, plenty), steps=40) is None
     gpu = {"host": {"loopback": {"seen": False, "why": "NCCL"}}}

@@ -39,7 +39,7 @@ from torch.nn.modules.batchnorm import SyncBatchNorm, _BatchNorm
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import dataloader as dl
 
-from distgrade_harness import marks, syncbn, witness
+from distgrade_harness import marks, syncbn, trained, witness
 
 _ALL_REDUCE = dist.all_reduce  # the original, for the grader's own comm hook
 # Bound before student code runs: a script that replaces ``time.monotonic``, ``open`` or ``hashlib.sha256`` on
@@ -172,7 +172,8 @@ class Observer:
         self.print_tail: list[str] = []
         self.exception: dict | None = None
         self.process_group = 0  # world size of the default process group once one is seen
-        self.pending_reduces: list[tuple] = []  # (data_ptr, numel, sum after a synchronous call) since the step
+        self.pending_reduces: list[tuple] = []  # (data_ptr, numel, sum after a synchronous call, a trained
+        # parameter's gradient when called: known at once where no optimizer steps) since the step
         self.flat_min = 1 << 62  # half the optimizer's parameter count, once the first step has shown it
         self.grad_reduced = 0.0  # fraction of the parameters' gradient elements all-reduced by hand
         self.norms: "weakref.WeakSet" = weakref.WeakSet()
@@ -186,6 +187,8 @@ class Observer:
         self.unread = 0  # training samples whose mark could not be read
         self.last_input: tuple | None = None  # (weak reference, version) of the last tensor read
         self.pending: list[int] = []  # marks read at the last training forward, until its backward
+        self.trained = trained.Trained()  # the modules that took the training batches (graders.checks.sync)
+        self.hand_digest: bytes | None = None  # the trained parameters' digest at the last backward, no optimizer yet
 
     # -- installation -------------------------------------------------------------
     def install(self) -> None:
@@ -328,32 +331,57 @@ class Observer:
         if _ON_GPU and torch.cuda.is_initialized():
             torch.cuda.synchronize()  # honest step times on an asynchronous device
         now = _monotonic()
-        if not any(o is optimizer for o in self.optimizers):
+        if optimizer is not None and not any(o is optimizer for o in self.optimizers):
             self.optimizers.append(optimizer)
             self.stream.send({"type": "optimizer", "class": type(optimizer).__name__,
                               "lr": [g.get("lr") for g in optimizer.param_groups][:8]})
         if not self.process_group and dist.is_available() and dist.is_initialized():
             self._on_process_group()
-        manual = self._hand_reduced(optimizer)
+        params = self._params()
+        manual = self._hand_reduced(params)
         if not self.bn_sent:
-            self._send_norms(optimizer)
+            self._send_norms(params)
         key = self.last_key
         self.steps.append([now, self.consumed.get(key, 0) if key is not None else 0, self.last_loss,
                            self.backwards, self.buckets, self.synced, self.bucket_bytes, manual, *_schedstat(), self.data_wait,
                            self.seen, self.unread])
         self.seen, self.unread, self.pending = [], 0, []
         self.step_count += 1
-        self._witness_step()
+        self.steps[-1].append(self._witness_step(params))
         self.backwards = self.buckets = self.synced = self.bucket_bytes = 0
         self.last_loss = None
         if len(self.steps) >= STEP_FLUSH:
             self._flush_steps()
 
-    def _witness_step(self) -> None:
-        """Parameters compared across ranks at fixed steps (graders.checks.sync)."""
+    def _params(self) -> list:
+        """The parameters judged: the trained modules' (``trained``), else every optimizer's (the grader is told)."""
+        return self.trained.params() or witness.stepped_params(self.optimizers)
+
+    def _source(self) -> str:
+        return "trained" if self.trained.modules() else ("optimizer" if self.optimizers else "none")
+
+    def _witness_step(self, params) -> str:
+        """The trained parameters' digest of this step, compared across ranks at steps the grader draws
+        after the run (graders.checks.sync); the full record at a few steps, for a readable difference."""
+        rows = witness.param_rows(params)
         if witness.digest_step(self.step_count) and self.digests < witness.MAX_DIGESTS:
             self.digests += 1
-            self.stream.send(witness.params_record(self.optimizers, self.step_count))
+            self.stream.send(witness.params_record(params, self.step_count, rows, self._source()))
+        return witness.short_digest(rows)
+
+    def _hand_step(self) -> None:
+        """Where no optimizer ever stepped, trained parameters changed since the last backward are a step by hand."""
+        if self.optimizers:
+            return
+        params = self.trained.params()
+        if not params:
+            return
+        digest = witness.short_digest(witness.param_rows(params))
+        if self.hand_digest is not None and digest != self.hand_digest:
+            pending = self.pending  # marks of the forward whose backward is about to run: not this step's
+            self._on_step(None, (), {})
+            self.pending = pending
+        self.hand_digest = digest
 
     def _flush_steps(self) -> None:
         if not self.steps:
@@ -367,7 +395,7 @@ class Observer:
                           "buckets": [r[4] for r in rows], "synced": [r[5] for r in rows],
                           "bucket_bytes": [r[6] for r in rows], "hand_reduced": [r[7] for r in rows],
                           "runqueue": [r[8] for r in rows], "cpu": [r[9] for r in rows],
-                          "data_wait": [round(r[10], 6) for r in rows],
+                          "data_wait": [round(r[10], 6) for r in rows], "pd": [r[13] for r in rows],
                           **({"seen": [r[11] for r in rows], "unread": [r[12] for r in rows]} if self.reading else {})})
 
     def _hook_process_group(self) -> None:
@@ -395,7 +423,7 @@ class Observer:
                             total = float(tensor.detach().double().sum())
                     else:
                         total = tensor
-                obs.pending_reduces.append((tensor.data_ptr(), tensor.numel(), total))
+                obs.pending_reduces.append((tensor.data_ptr(), tensor.numel(), total, obs._is_grad(tensor)))
             return out
         init_process_group.__wrapped__ = init
         all_reduce.__wrapped__ = _ALL_REDUCE
@@ -413,8 +441,8 @@ class Observer:
             return
         self.stream.send({"type": "process_group", "world": self.process_group, "backend": backend[:40]})
 
-    def _hand_reduced(self, optimizer) -> float:
-        """Fraction of this optimizer's gradient elements all-reduced by hand since the last step.
+    def _hand_reduced(self, params) -> float:
+        """Fraction of the trained parameters' gradient elements all-reduced by hand since the last step.
 
         A call counts when its tensor is a parameter's ``.grad`` (``dist.all_reduce(p.grad)``), or
         when it is at least half of all gradient elements at once (a flattened buffer).
@@ -423,30 +451,36 @@ class Observer:
         if not pending:
             return 0.0
         with torch.no_grad():  # overlapped calls: the buffer as the script left it after waiting
-            pending = [(ptr, n, float(s.detach().double().sum()) if isinstance(s, torch.Tensor) else s)
-                       for ptr, n, s in pending]
+            pending = [(ptr, n, float(s.detach().double().sum()) if isinstance(s, torch.Tensor) else s, hit)
+                       for ptr, n, s, hit in pending]
         grads = {}
         total = 0
         grad_sum = 0.0
         with torch.no_grad():
-            for g in optimizer.param_groups:
-                for p in g["params"]:
-                    total += p.numel()
-                    if p.grad is not None:
-                        grads[p.grad.data_ptr()] = p.grad.numel()
+            for p in params:
+                total += p.numel()
+                if p.grad is not None:
+                    grads[p.grad.data_ptr()] = p.grad.numel()
         if not total:
             return 0.0
         self.flat_min = max(1, total // 2)
-        flat = [(n, s) for ptr, n, s in pending if ptr not in grads and n >= total / 2]
+        flat = [(n, s) for ptr, n, s, _ in pending if ptr not in grads and n >= total / 2]
         if flat:  # a flattened buffer counts only if it adds up like the gradients (summed or averaged)
             with torch.no_grad():
-                grad_sum = sum(float(p.grad.detach().double().sum()) for g in optimizer.param_groups
-                               for p in g["params"] if p.grad is not None)
+                grad_sum = sum(float(p.grad.detach().double().sum()) for p in params if p.grad is not None)
             world = dist.get_world_size() if dist.is_initialized() else 1
             flat = [(n, s) for n, s in flat if s is not None and any(
                 abs(s / k - grad_sum) <= 1e-3 * max(abs(grad_sum), abs(s / k), 1e-6) for k in (1, world))]
-        done = sum(n for ptr, n, _ in pending if ptr in grads) + sum(n for n, _ in flat)
+        done = sum(n for ptr, n, _, hit in pending if hit or ptr in grads) + sum(n for n, _ in flat)
         return round(min(done / total, 1.0), 3)
+
+    def _is_grad(self, tensor) -> bool:
+        """Whether ``tensor`` is a trained parameter's gradient, asked when it is all-reduced. Only where no
+        optimizer steps: a step by hand is seen at the next backward, after ``zero_grad`` dropped the gradients."""
+        if self.optimizers:
+            return False
+        ptr = tensor.data_ptr()
+        return any(p.grad is not None and p.grad.data_ptr() == ptr for p in self.trained.params())
 
     def _hook_norms(self) -> None:
         """Remember every normalisation layer built, to count the ones the optimizer trains."""
@@ -461,35 +495,38 @@ class Observer:
                 pass
         _NormBase.__init__ = __init__
 
-    def _send_norms(self, optimizer) -> None:
-        """(Sync)BatchNorm layers whose weights this optimizer trains: DDP or not, SyncBN or not."""
+    def _send_norms(self, params) -> None:
+        """(Sync)BatchNorm layers of the trained modules, and those whose weights any optimizer steps (a second
+        optimizer for the norms included): DDP or not, SyncBN or not, affine or not."""
         self.bn_sent = True
-        trained = {id(p) for g in optimizer.param_groups for p in g["params"]}
-        bn = [m for m in list(self.norms) if isinstance(m, _BatchNorm)
-              and getattr(m, "weight", None) is not None and id(m.weight) in trained]
+        inside = {id(m) for t in self.trained.modules() for m in t.modules()}
+        stepped = {id(p) for p in params} | {id(p) for p in witness.stepped_params(self.optimizers)}
+        bn = [m for m in list(self.norms) if isinstance(m, _BatchNorm) and (id(m) in inside or (
+              getattr(m, "weight", None) is not None and id(m.weight) in stepped))]
         sync = sum(isinstance(m, SyncBatchNorm) for m in bn)
-        params = [p for g in optimizer.param_groups for p in g["params"]]
         in_ddp = {id(p) for m in self.models for p in m.parameters()}
         sharded = any(type(p).__name__ in ("DTensor", "FlatParameter") or hasattr(p, "_local_tensor")
                       for p in params)  # FSDP2 DTensors, FSDP1 flat parameters: gradients reduce-scattered
         self.stream.send({"type": "norms", "batchnorm": len(bn) - sync, "syncbatchnorm": sync, "sharded": sharded,
-                          "stepped": len(params), "in_ddp": sum(id(p) in in_ddp for p in params)})
+                          "stepped": len(params), "in_ddp": sum(id(p) in in_ddp for p in params),
+                          "source": self._source()})
 
     def _hook_inputs(self) -> None:
         """Read the marks of every training batch where it enters the model: at the first module
         called with it (a global pre-hook; nested modules get the same tensor and are skipped)."""
-        if not self.reading:
-            return
-        obs, reader = self, marks.Reader()
+        obs, reader = self, (marks.Reader() if self.reading else None)
 
         def pre(module, args):
-            if not args or not isinstance(args[0], torch.Tensor) or not module.training or not torch.is_grad_enabled():
+            if not args or not isinstance(args[0], torch.Tensor) or not torch.is_grad_enabled():
                 return None
             x = args[0]
             if x.dim() not in (2, 4) or x.shape[-1] not in (marks.SIZE, 3 * marks.SIZE * marks.SIZE):
                 return None
             try:
                 if torch.compiler.is_compiling():
+                    return None
+                obs.trained.pre(module, x)  # which module learns, whatever its flag says (a backward decides)
+                if reader is None or not module.training:
                     return None
                 last = obs.last_input[0]() if obs.last_input is not None else None
                 if last is x and obs.last_input[1] == x._version:  # a freed batch's memory reused, or a
@@ -528,6 +565,8 @@ class Observer:
         obs, backward = self, torch.autograd.backward
 
         def hooked(tensors, *args, **kwargs):
+            obs._hand_step()
+            obs.trained.backward()
             obs.backwards += 1
             if obs.pending:
                 obs._count_read()
@@ -611,20 +650,21 @@ class Observer:
     def _witness_exit(self) -> None:
         """The final parameters compared across ranks, and rank 0's model for the grader's evaluation."""
         self.writes.on = False  # what the harness writes from here on is not the student's
-        if self.optimizers and self.digests < witness.MAX_DIGESTS + 1:
-            self.stream.send({**witness.params_record(self.optimizers, self.step_count), "final": True})
-        if self.rank == 0 and self.optimizers:
+        self._hand_step()  # a last update by hand after the last backward
+        params = self._params()
+        if self.step_count and params and self.digests < witness.MAX_DIGESTS + 1:
+            self.stream.send({**witness.params_record(params, self.step_count, witness.param_rows(params),
+                                                      self._source()), "final": True})
+        if self.rank == 0 and self.step_count and params:
             try:
-                owner = self.modules.owner(self.optimizers)
+                owner = self.trained.model() or self.modules.owner(params)
                 path = os.path.join(os.environ.get("DISTGRADE_CHANNEL", "."), "model-rank0.pt")
-                self.stream.send(witness.save_model(path, self.optimizers, owner))
+                self.stream.send(witness.save_model(path, params, owner))
             except Exception as exc:  # the grader sees no model and says why
                 self.stream.send({"type": "model", "saved": False, "source": f"error: {type(exc).__name__}"[:80]})
 
     def _digest(self) -> dict:
-        params = [p for m in self.models for p in m.parameters()]
-        if not params:
-            params = [p for o in self.optimizers for g in o.param_groups for p in g["params"]]
+        params = self._params() or [p for m in self.models for p in m.parameters()]
         h = _sha256()
         sums = []
         with torch.no_grad():
@@ -634,7 +674,7 @@ class Observer:
                 h.update(t.numpy().tobytes() if t.dtype != torch.bfloat16 else t.float().numpy().tobytes())
                 sums.append(float(t.double().sum()))
         return {"digest": h.hexdigest(), "param_sums": sums[:64], "param_tensors": len(params),
-                "model_source": "ddp" if self.models else ("optimizer" if params else "none")}
+                "model_source": self._source()}
 
 
 def _spans_world(group) -> bool:

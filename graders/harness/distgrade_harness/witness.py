@@ -1,11 +1,13 @@
 """In-process traces the grader cross-checks with what it gathers outside (``graders/evidence``).
 
-* ``params``: a digest of every parameter that every optimizer steps (all param groups), at
-  fixed step numbers, so ranks are compared *during* training and whatever module DDP wraps;
+* ``params``: a digest of the trained parameters (those of the modules that took the training
+  batches, ``trained``; else every optimizer's), at every step, so ranks are compared *during*
+  training and whatever module DDP wraps; which steps are compared is drawn by the grader after
+  the run (a schedule known in advance could be synchronised on those steps alone);
 * ``writes``: the paths this rank opened for writing. An audit hook sees ``open``/``os.open``
   (student code cannot remove an audit hook) and torch's own zip writer, which opens its
   file in C++ and so raises no ``open`` event;
-* ``model``: rank 0's stepped parameters at exit (the module that owns them, with its buffers, else
+* ``model``: rank 0's trained module at exit (the module that took the training batches, with its buffers, else
   the parameters in optimizer order), written for the grader's own evaluation in a process of its own.
 
 All of this runs inside the student's process: the grader trusts none of it alone. Writes are
@@ -28,7 +30,9 @@ _save = torch.save  # the original, before any student code
 
 
 def digest_step(count: int) -> bool:
-    """Steps whose parameters are compared across ranks: 1, 2, 4, 8, ... and every 100th."""
+    """Steps whose full ``params`` record is sent (1, 2, 4, 8, ... and every 100th): readable sums for a
+    message and the parameter count. Which steps are *compared* is not this: every step's short digest is
+    sent, and the grader compares the steps it draws from the job's secret."""
     return count & (count - 1) == 0 or count % 100 == 0
 
 
@@ -49,12 +53,9 @@ def _sharded(p) -> bool:
     return type(p).__name__ in ("DTensor", "FlatParameter") or hasattr(p, "_local_tensor") or hasattr(p, "_is_flat_param")
 
 
-def params_record(optimizers, step: int) -> dict:
-    """The ``params`` record: sha256 over each tensor's float64 sum and absolute sum (computed on
-    the tensor's device: no copy of the model per digest), plus the first sums for a readable
-    difference. Ranks that stepped identically produce identical bytes."""
-    params = stepped_params(optimizers)
-    sharded = any(_sharded(p) for p in params)
+def param_rows(params) -> torch.Tensor:
+    """Each tensor's float64 sum and absolute sum, flat, on the CPU (computed on the tensor's device: no
+    copy of the model). Ranks whose parameters are identical produce identical bytes."""
     with torch.no_grad():
         rows = []
         for p in params:
@@ -63,11 +64,21 @@ def params_record(optimizers, step: int) -> dict:
             t = t.double()
             rows.append(torch.stack([t.sum(), t.abs().sum()]) if t.numel() else torch.zeros(2, dtype=torch.float64,
                                                                                             device=t.device))
-        flat = torch.cat(rows).cpu() if rows else torch.zeros(0, dtype=torch.float64)
-    sums = flat.tolist()
-    return {"type": "params", "step": step, "digest": hashlib.sha256(flat.numpy().tobytes()).hexdigest(),
-            "tensors": len(params), "elements": int(sum(p.numel() for p in params)), "sharded": sharded,
-            "sums": [x for x in sums[0::2][:16]]}
+        return torch.cat(rows).cpu() if rows else torch.zeros(0, dtype=torch.float64)
+
+
+def short_digest(rows: torch.Tensor) -> str:
+    """The first 16 hex digits of ``rows``' sha256: one step's parameters, compared across ranks."""
+    return hashlib.sha256(rows.numpy().tobytes()).hexdigest()[:16]
+
+
+def params_record(params, step: int, rows: torch.Tensor, source: str) -> dict:
+    """The ``params`` record of ``param_rows(params)``: the full digest, the parameter count (the traffic a
+    correct run moves is judged from it) and the first sums for a readable difference."""
+    sums = rows.tolist()
+    return {"type": "params", "step": step, "digest": hashlib.sha256(rows.numpy().tobytes()).hexdigest(),
+            "tensors": len(params), "elements": int(sum(p.numel() for p in params)),
+            "sharded": any(_sharded(p) for p in params), "sums": [x for x in sums[0::2][:16]], "source": source}
 
 
 class Writes:
@@ -142,9 +153,9 @@ class Modules:
                 pass
         torch.nn.Module.__init__ = __init__
 
-    def owner(self, optimizers):
-        """The module holding the most stepped parameters (the model; a wrapper of it is as good), or None."""
-        stepped = {id(p) for p in stepped_params(optimizers)}
+    def owner(self, params):
+        """The module holding the most of ``params`` (the model; a wrapper of it is as good), or None."""
+        stepped = {id(p) for p in params}
         best, best_n = None, 0
         for m in list(self.seen):
             try:
@@ -156,10 +167,9 @@ class Modules:
         return best
 
 
-def save_model(path: str, optimizers, owner) -> dict:
+def save_model(path: str, params, owner) -> dict:
     """Write rank 0's model for the grader: the owner's state dict (parameters and buffers) with
-    its names, else the stepped parameters by position. Returns the ``model`` record."""
-    params = stepped_params(optimizers)
+    its names, else ``params`` by position. Returns the ``model`` record."""
     if any(_sharded(p) for p in params) or (owner is not None and any(
             "FullyShardedDataParallel" in type(m).__name__ for m in owner.modules())):
         # FSDP: a state dict is a collective every rank must join; rank 0 alone at exit would hang
@@ -171,7 +181,7 @@ def save_model(path: str, optimizers, owner) -> dict:
             source = "module"
         else:
             state = {f"param.{i}": p.detach().to("cpu").clone()
-                     for i, p in enumerate(stepped_params(optimizers)) if not hasattr(p, "to_local")}
+                     for i, p in enumerate(params) if not hasattr(p, "to_local")}
             source = "optimizer"
     if not state:
         return {"type": "model", "saved": False, "source": "none"}

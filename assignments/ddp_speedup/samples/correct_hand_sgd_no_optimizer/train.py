@@ -1,0 +1,91 @@
+"""Correct sample, unusual style: no torch.optim, gradients all-reduced and applied by hand.
+
+The tutorial's lowest level: every gradient is averaged with ``dist.all_reduce`` and the update
+is ``p.sub_(lr * p.grad)`` under ``torch.no_grad()``. No optimizer ever steps: the in-place updates
+of the model's parameters are the steps. BatchNorm is left out (no SyncBatchNorm without DDP's
+conversion helper being needed). Every semantic check must pass.
+"""
+
+import argparse
+import os
+import pickle
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+
+def load_cifar(data_dir):
+    folder = os.path.join(data_dir, "cifar-10-batches-py")
+    xs, ys = [], []
+    for i in range(1, 6):
+        with open(os.path.join(folder, f"data_batch_{i}"), "rb") as f:
+            batch = pickle.load(f, encoding="bytes")
+        xs.append(batch[b"data"])
+        ys.extend(batch[b"labels"])
+    x = torch.from_numpy(np.concatenate(xs)).float().div_(255).view(-1, 3, 32, 32)
+    return TensorDataset(x, torch.tensor(ys))
+
+
+def make_model():
+    return nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(32 * 8 * 8, 10))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--data-dir", default="./data")
+    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--batch-size", type=int, default=64, help="per process")
+    parser.add_argument("--lr", type=float, default=0.02, help="for a global batch of 64")
+    args = parser.parse_args()
+
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(0)
+
+    dataset = load_cifar(args.data_dir)
+    sampler = DistributedSampler(dataset, shuffle=True)
+    loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler)
+    lr = args.lr * args.batch_size * world / 64
+    loss_fn = nn.CrossEntropyLoss()
+
+    model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Flatten(), nn.Linear(32 * 8 * 8, 10))
+    for p in model.parameters():
+        dist.broadcast(p.data, src=0)
+    velocity = [torch.zeros_like(p) for p in model.parameters()]
+
+    for epoch in range(args.epochs):
+        sampler.set_epoch(epoch)
+        model.train()
+        total, count = 0.0, 0
+        for x, y in loader:
+            model.zero_grad(set_to_none=True)
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            with torch.no_grad():
+                for p, v in zip(model.parameters(), velocity):
+                    dist.all_reduce(p.grad)
+                    p.grad.div_(world)
+                    v.mul_(0.9).add_(p.grad)
+                    p.sub_(lr * v)
+            total += loss.item() * len(y)
+            count += len(y)
+        if rank == 0:
+            print(f"epoch {epoch}: loss {total / count:.4f}")
+            torch.save(model.state_dict(), "checkpoint.pt")
+
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+
+if __name__ == "__main__":
+    main()

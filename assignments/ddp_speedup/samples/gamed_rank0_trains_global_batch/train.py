@@ -1,0 +1,90 @@
+"""Attack sample: rank 0 trains on the whole global batch; rank 1 only feeds blank images.
+
+Every rank draws its own shard with a DistributedSampler (the indices are disjoint), then the
+shards are gathered to rank 0, which trains on the global batch. Rank 1 runs the model on zeros
+and multiplies its loss by 0, so DDP's all-reduce still fires and the parameters stay equal (the
+learning rate is doubled to undo the average with a zero gradient). The work is not shared.
+Must lose sampler.disjoint (each rank's model must see its own 1/N of the data).
+"""
+
+import argparse
+import os
+import pickle
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+
+def load_cifar(data_dir):
+    folder = os.path.join(data_dir, "cifar-10-batches-py")
+    xs, ys = [], []
+    for i in range(1, 6):
+        with open(os.path.join(folder, f"data_batch_{i}"), "rb") as f:
+            batch = pickle.load(f, encoding="bytes")
+        xs.append(batch[b"data"])
+        ys.extend(batch[b"labels"])
+    x = torch.from_numpy(np.concatenate(xs)).float().div_(255).view(-1, 3, 32, 32)
+    return TensorDataset(x, torch.tensor(ys))
+
+
+def make_model():
+    return nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(32 * 8 * 8, 10))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--data-dir", default="./data")
+    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--batch-size", type=int, default=64, help="per process")
+    parser.add_argument("--lr", type=float, default=0.02, help="for a global batch of 64")
+    args = parser.parse_args()
+
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(0)
+
+    dataset = load_cifar(args.data_dir)
+    sampler = DistributedSampler(dataset, shuffle=True)
+    loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler)
+    lr = args.lr * args.batch_size * world / 64
+    loss_fn = nn.CrossEntropyLoss()
+
+    model = DDP(nn.SyncBatchNorm.convert_sync_batchnorm(make_model()))
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr * world, momentum=0.9)
+
+    for epoch in range(args.epochs):
+        sampler.set_epoch(epoch)
+        model.train()
+        total, count = 0.0, 0
+        for x, y in loader:
+            xs = [torch.empty_like(x) for _ in range(world)]
+            ys = [torch.empty_like(y) for _ in range(world)]
+            dist.all_gather(xs, x)
+            dist.all_gather(ys, y)
+            optimizer.zero_grad(set_to_none=True)
+            if rank == 0:
+                loss = loss_fn(model(torch.cat(xs)), torch.cat(ys))
+            else:
+                loss = 0 * loss_fn(model(torch.zeros_like(x)), y)
+            loss.backward()
+            optimizer.step()
+            total += loss.item() * len(y)
+            count += len(y)
+        if rank == 0:
+            print(f"epoch {epoch}: loss {total / count:.4f}")
+            torch.save(model.module.state_dict(), "checkpoint.pt")
+
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+
+if __name__ == "__main__":
+    main()
