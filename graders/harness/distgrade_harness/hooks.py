@@ -520,13 +520,13 @@ class Observer:
             if not args or not isinstance(args[0], torch.Tensor) or not torch.is_grad_enabled():
                 return None
             x = args[0]
-            if x.dim() not in (2, 4) or x.shape[-1] not in (marks.SIZE, 3 * marks.SIZE * marks.SIZE):
-                return None
             try:
                 if torch.compiler.is_compiling():
                     return None
                 obs.trained.pre(module, x)  # which module learns, whatever its flag says (a backward decides)
                 if reader is None or not module.training:
+                    return None
+                if x.dim() not in (2, 4) or x.shape[-1] not in (marks.SIZE, 3 * marks.SIZE * marks.SIZE):
                     return None
                 last = obs.last_input[0]() if obs.last_input is not None else None
                 if last is x and obs.last_input[1] == x._version:  # a freed batch's memory reused, or a
@@ -562,11 +562,16 @@ class Observer:
         self.unread += len(got) - min(len(read), room)
 
     def _hook_backward(self) -> None:
-        obs, backward = self, torch.autograd.backward
+        obs, backward, grad = self, torch.autograd.backward, torch.autograd.grad
+
+        def hooked_grad(*args, **kwargs):  # gradients taken without backward() still train the module fed
+            obs.trained.backward()
+            return grad(*args, **kwargs)
+        torch.autograd.grad = hooked_grad
 
         def hooked(tensors, *args, **kwargs):
+            obs.trained.backward()  # first: the first backward already names the module a step by hand changes
             obs._hand_step()
-            obs.trained.backward()
             obs.backwards += 1
             if obs.pending:
                 obs._count_read()
