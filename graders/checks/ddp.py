@@ -406,6 +406,9 @@ def check_grad_sync(run) -> Finding:
     ev = {"digests": {r: f["digest"][:16] for r, f in fins.items()}, "steps": steps,
           "model_source": ref["model_source"], "process_group": process_group(run), "sync": kind,
           "source": SOURCE_INSIDE}
+    unseen = sync.model_unseen(run)
+    if unseen:  # the synthetic images never reached a module that then ran backward: nothing to judge but a list
+        return Finding(CheckStatus.SKIP, "model_not_seen", {}, {**ev, "sources": unseen})
     during = sync.compare_params(run)
     if during is not None and not during["sharded"]:
         ev.update(compared_steps=during["compared"][:16], steps_compared=len(during["compared"]),

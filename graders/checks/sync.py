@@ -104,6 +104,21 @@ def ddp_drives(run, step_rows) -> bool:
     return True
 
 
+def model_unseen(run) -> dict[int, str] | None:
+    """rank -> what its parameters came from, where on the grader's synthetic images some rank judged an
+    optimizer's list (or nothing) instead of the module that took the training batches; else None."""
+    if not ((getattr(run, "evidence", None) or {}).get("inputs") or {}).get("train_size"):
+        return None  # real data (a GPU host): the layout of its batches is the script's
+    sources, any_records = {}, False
+    for r in range(run.nproc):
+        recs = _params(run.ranks.get(r))
+        any_records = any_records or bool(recs)
+        sources[r] = str(recs[max(recs)].get("source", "none"))[:20] if recs else "none"
+    if not any_records:
+        return None  # no step compared at all: the end digests decide (compare_params is None too)
+    return sources if any(v != "trained" for v in sources.values()) else None
+
+
 def loopback_reading(run, steps: int) -> dict[str, Any] | None:
     """The host's loopback bytes beside what a ring all-reduce of the trained parameters' fp32 gradients
     moves in ``steps`` steps (every rank sends 2(N-1)/N of them each step, all ranks together 2(N-1)), or
