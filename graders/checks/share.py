@@ -17,14 +17,17 @@ from typing import Any
 
 from graders.checks.records import step_rows
 
-MIN_SHARE, MAX_SHARE = 0.5, 1.5  # of 1/N of the samples the ranks trained on together, step by step
+# Of 1/N of the samples the ranks trained on together, step by step. A DistributedSampler gives every rank the
+# same count (its padding included); random draws from each rank's own shard land within a few percent.
+MIN_SHARE, MAX_SHARE = 0.8, 1.2
 
 
 def uneven(run) -> dict[str, Any] | None:
     """The rank whose model trained on furthest from its 1/N share, if outside [MIN_SHARE, MAX_SHARE]; else None.
 
-    Each step's share is 1/N of the distinct samples all ranks trained on in that step; a rank's count
-    is every readable sample it trained on in its steps (a sample trained twice counts twice).
+    Each step's share is 1/N of the distinct samples all ranks trained on in that step, plus every image
+    whose mark could not be read (blurred, blank: work all the same, and it cannot be told apart); a
+    rank's count is every image it trained on in its steps (a sample trained twice counts twice).
     """
     if run is None or run.nproc < 2:
         return None
@@ -35,11 +38,15 @@ def uneven(run) -> dict[str, Any] | None:
         if not rows[r] or any(not isinstance(row.get("seen"), list) for row in rows[r]):
             return None  # no marks on this host, or a rank without steps: judged elsewhere
     steps = min(len(v) for v in rows.values())
-    together = sum(len(set().union(*(set(rows[r][k]["seen"]) for r in rows))) for k in range(steps))
+    def unread(r, k) -> int:
+        n = rows[r][k].get("unread")
+        return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 0
+    together = sum(len(set().union(*(set(rows[r][k]["seen"]) for r in rows))) + sum(unread(r, k) for r in rows)
+                   for k in range(steps))
     if not together:
         return None
     share = together / run.nproc
-    counts = {r: sum(len(rows[r][k]["seen"]) for k in range(steps)) for r in rows}
+    counts = {r: sum(len(rows[r][k]["seen"]) + unread(r, k) for k in range(steps)) for r in rows}
     r, n = max(counts.items(), key=lambda item: abs(item[1] - share))
     ratio = n / share
     if MIN_SHARE <= ratio <= MAX_SHARE:

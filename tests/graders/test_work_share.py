@@ -39,6 +39,14 @@ def test_nothing_to_judge_without_marks():
     assert share.uneven(_run({0: [[], []], 1: [[], []]})) is None
 
 
+def test_images_whose_marks_were_blurred_are_work_all_the_same():
+    # rank 0 trains its own shard and rank 1's, blurred so that their marks cannot be read
+    run = _run({0: [[0, 1], [4, 5]], 1: [[2, 3], [6, 7]]})
+    run.ranks[0].records[0]["unread"] = [2, 2]
+    got = share.uneven(run)
+    assert got["rank"] == 0 and got["trained"] == 8 and got["share"] == 6
+
+
 def test_disjoint_fails_on_an_uneven_share(monkeypatch):
     from graders.checks import ddp
     run = _run({0: [[0, 1, 2, 3]], 1: [[]]})

@@ -77,7 +77,7 @@ def params_record(params, step: int, rows: torch.Tensor, source: str) -> dict:
     correct run moves is judged from it) and the first sums for a readable difference."""
     sums = rows.tolist()
     return {"type": "params", "step": step, "digest": hashlib.sha256(rows.numpy().tobytes()).hexdigest(),
-            "tensors": len(params), "elements": int(sum(p.numel() for p in params)),
+            "tensors": len(params), "elements": int(sum(p.numel() for p in params if p.requires_grad)),  # frozen: no traffic
             "sharded": any(_sharded(p) for p in params), "sums": [x for x in sums[0::2][:16]], "source": source}
 
 
