@@ -2,6 +2,8 @@
 for what it gives back) and each course's grade passback, with failures and a retry button."""
 from __future__ import annotations
 
+from urllib.parse import urlparse
+
 from flask import abort, flash, redirect, render_template, request, url_for
 from flask_babel import gettext as _
 from flask_login import current_user
@@ -11,9 +13,9 @@ from server.extensions import db
 import requests
 from pylti1p3.exception import LtiException, LtiServiceException
 
-from server.lti import bp, passback, roster, tool
+from server.lti import bp, passback, registry, roster, tool
 from server.lti.models import LtiContext, LtiPlatform, LtiRoleChange
-from server.models import User
+from server.models import Role, User
 
 
 @bp.route("/platforms", methods=["GET", "POST"])
@@ -22,6 +24,8 @@ def platforms():
     if not current_user.is_instructor_anywhere:
         abort(404)
     status = 200
+    if request.method == "POST" and request.form.get("action") == "remove":
+        return _remove(request.form)
     if request.method == "POST":
         f = request.form
         try:
@@ -35,7 +39,26 @@ def platforms():
                   + _("Nothing was changed."), "error")
             status = 400
     rows = db.session.scalars(db.select(LtiPlatform).order_by(LtiPlatform.id)).all()
-    return render_template("lti/platforms.html", platforms=rows, base=request.host_url.rstrip("/")), status
+    base = request.host_url.rstrip("/")
+    host = urlparse(base).hostname or ""
+    return render_template("lti/platforms.html", platforms=[(p, registry.courses_of(p.id)) for p in rows], base=base,
+                           not_public=not base.startswith("https://") or host in ("localhost", "127.0.0.1", "::1")
+                           or host.startswith("127.")), status
+
+
+def _remove(form):
+    """Remove a deployment or a registration: only someone who teaches every course it serves."""
+    try:
+        pid = int(form.get("platform", ""))
+    except ValueError:
+        abort(404)
+    if any(current_user.role_in(c.id) != Role.INSTRUCTOR for c in registry.courses_of(pid)):
+        abort(404)
+    deployment = form.get("deployment") or None
+    if registry.remove(pid, deployment):
+        flash(_("Deployment removed: its launches are refused from now on.") if deployment
+              else _("Registration removed. Its courses, accounts and grades stay."), "ok")
+    return redirect(url_for("lti.platforms"))
 
 
 @bp.route("/<code>/passback", methods=["GET", "POST"])

@@ -1,10 +1,13 @@
-"""``flask lti register``: add or update a platform registration; ``flask lti show``: what the LMS asks for."""
+"""``flask lti register``: add or update a platform registration; ``flask lti show``: what the LMS asks for;
+``flask lti list`` / ``remove``: the registrations and their deployments; ``flask lti rotate-key``."""
 from __future__ import annotations
 
 import click
 from flask import current_app
 
-from server.lti import bp, keys, tool
+from server.extensions import db
+from server.lti import bp, keys, registry, tool
+from server.lti.models import LtiPlatform
 
 
 @bp.cli.command("register")
@@ -33,3 +36,31 @@ def show_command(base_url: str) -> None:
                         ("Target link URI", f"{base}/lti/launch"), ("Public JWK set URL", f"{base}/lti/jwks.json"),
                         ("Deep linking URL", f"{base}/lti/launch")):
         click.echo(f"{name}: {value}")
+
+
+@bp.cli.command("list")
+def list_command() -> None:
+    """Every registration: its id, issuer, client id, deployments and the courses it serves."""
+    for p in db.session.scalars(db.select(LtiPlatform).order_by(LtiPlatform.id)):
+        courses = ", ".join(c.code for c in registry.courses_of(p.id)) or "-"
+        click.echo(f"platform {p.id}: {p.issuer} client {p.client_id} deployments {', '.join(p.deployment_ids or []) or '-'}"
+                   f" courses {courses}")
+
+
+@bp.cli.command("remove")
+@click.option("--platform", "platform_id", type=int, required=True, help="the id `flask lti list` shows")
+@click.option("--deployment", default=None, help="remove only this deployment id")
+def remove_command(platform_id: int, deployment: str | None) -> None:
+    """Remove a deployment, or the whole registration (courses, accounts and grades stay)."""
+    if not registry.remove(platform_id, deployment):
+        raise click.ClickException("no such platform or deployment")
+    click.echo(f"removed {'deployment ' + deployment if deployment else 'platform'} {platform_id if not deployment else ''}".strip())
+
+
+@bp.cli.command("rotate-key")
+@click.option("--keep-days", type=float, default=7.0, show_default=True,
+              help="days the old public key stays in the JWKS (platforms cache it)")
+def rotate_key_command(keep_days: float) -> None:
+    """Sign with a new key pair from now on; the old public key stays published for a while."""
+    old, new = keys.rotate(current_app.config["VAR_DIR"], keep_days)
+    click.echo(f"signing key {new}; {old} stays in the JWKS for {keep_days:g} days")

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 from server import release
 from server.extensions import db
 from server.lti.models import LtiContext, LtiPlatform, LtiUser
-from server.models import Course, utcnow
+from server.models import Course, Membership, Role, utcnow
 
 QUEUE = "distgrade-lti"
 AGS_SCOPES = ("https://purl.imsglobal.org/spec/lti-ags/scope/lineitem",
@@ -52,6 +52,21 @@ class LtiGradeSync(db.Model):
     updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
 
+def link_lineitem(platform_id: int, context_id: str, item: str, url: str) -> None:
+    """A launch's AGS ``lineitem`` claim names the grade column of the link it came from (a link
+    placed by hand gets one from the LMS): that column is the item's, so no second one is made."""
+    ctx = db.session.scalar(db.select(LtiContext).where(LtiContext.platform_id == platform_id,
+                                                        LtiContext.context_id == context_id))
+    kind = item.partition(":")[0]
+    if ctx is None or kind not in ("hw", "quiz") or len(item) > 200 or not url.startswith(("https://", "http://")):
+        return
+    row = db.session.scalar(db.select(LtiLineItem).where(LtiLineItem.context_id == ctx.id, LtiLineItem.item == item))
+    if row is None:
+        db.session.add(LtiLineItem(context_id=ctx.id, item=item, url=url[:500]))
+    else:
+        row.url = url[:500]  # the column of the link launched most recently
+
+
 def _contexts(course_id: int) -> list[LtiContext]:
     return [c for c in db.session.scalars(db.select(LtiContext).where(LtiContext.course_id == course_id))
             if (c.services or {}).get("ags")]
@@ -69,7 +84,11 @@ def grade_changed(course_id: int, user_id: int | None = None, item: str | None =
     items = [item] if item else [i.key for i in build_gradebook(db.session.get(Course, course_id)).counted_items]
     q, n = Queue(QUEUE, connection=redis_conn()), 0
     for ctx in contexts:
-        users = db.session.scalars(db.select(LtiUser.user_id).where(LtiUser.platform_id == ctx.platform_id))
+        # the course's own students from this LMS: not every account the platform ever launched
+        users = db.session.scalars(
+            db.select(LtiUser.user_id).join(Membership, Membership.user_id == LtiUser.user_id)
+            .where(LtiUser.platform_id == ctx.platform_id, Membership.course_id == course_id,
+                   Membership.role == Role.STUDENT.value))
         for uid in users:
             if user_id is not None and uid != user_id:
                 continue

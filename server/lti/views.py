@@ -16,7 +16,7 @@ from pylti1p3.exception import LtiException, OIDCException
 from pylti1p3.lineitem import LineItem
 
 from server.extensions import csrf, db
-from server.lti import bp, frame, keys, tool
+from server.lti import bp, frame, keys, passback, tool
 from coursework.text import pick
 
 
@@ -56,6 +56,10 @@ def login():
         oidc = FlaskOIDCLogin(req, tool.tool_conf(), cookie_service=cookies, launch_data_storage=_storage())
         target = oidc.disable_check_cookies().get_redirect_object(url_for("lti.launch", _external=True))
     except (LtiException, OIDCException) as err:
+        return refused("unknown_platform", str(err))
+    except Exception as err:  # noqa: BLE001  PyLTI1p3's config raises a plain Exception for an unknown issuer
+        if not any(m in str(err) for m in ("Config is not set", "not found in settings")):
+            raise
         return refused("unknown_platform", str(err))
     auth_url = target.get_redirect_url()
     state = parse_qs(urlparse(auth_url).query).get("state", [""])[0]
@@ -141,6 +145,11 @@ def _no_role(platform, data: dict[str, Any], course):
 def _sign_in(platform, data: dict[str, Any], course, message):
     user = tool.account(platform, data)
     tool.set_role(user, course, tool.course_role(data), "launch")
+    ags = tool.services(data).get("ags") or {}
+    item = str((data.get(tool.CLAIM + "custom") or {}).get("item", ""))
+    if item and isinstance(ags.get("lineitem"), str):
+        passback.link_lineitem(platform.id, str((data.get(tool.CLAIM + "context") or {}).get("id", "")),
+                               item, ags["lineitem"])
     db.session.commit()
     login_user(user)
     session["_sv"] = user.session_version
@@ -174,6 +183,9 @@ def deep_link(code: str):
     if not chosen:
         return render_template("lti/deep_link.html", course=course, items=list(items.values()),
                                error=_("Choose at least one homework or quiz.")), 400
+    if len(chosen) > 1 and (data_settings(message) or {}).get("accept_multiple") is False:
+        return render_template("lti/deep_link.html", course=course, items=list(items.values()),
+                               error=_("This place in the LMS takes only one item: choose one.")), 400
     resources = [DeepLinkResource().set_url(url_for("lti.launch", _external=True)).set_title(pick(i.title, "en") or i.ref)
                  .set_custom_params({"item": i.key})
                  .set_lineitem(LineItem().set_tag(i.key).set_resource_id(i.key).set_score_maximum(i.max_score)
@@ -211,6 +223,14 @@ def create_course():
         return _sign_in(platform, data, course, message)
     except tool.LaunchRefused as err:
         return refused(err.code, err.detail)
+
+
+@bp.route("/canvas.json")
+def canvas_json():
+    """Canvas's configuration URL (a developer key "Enter URL"): nothing secret in it."""
+    from server.lti import registry
+
+    return registry.canvas_config()
 
 
 @bp.route("/jwks.json")
