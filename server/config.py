@@ -171,6 +171,8 @@ def from_env() -> dict[str, Any]:
         "TRUSTED_PROXIES": _int("TRUSTED_PROXIES", 0),
         # Seconds an LTI id_token's iat/nbf/exp may be off (the LMS's clock against ours).
         "LTI_CLOCK_LEEWAY_S": _int("LTI_CLOCK_LEEWAY_S", 60),
+        # Seconds between the workers' roster syncs of every course linked to an LMS (0: only by hand).
+        "LTI_ROSTER_SYNC_S": _int("LTI_ROSTER_SYNC_S", 6 * 3600),
         # Served over HTTPS (by the proxy): session cookies are sent over HTTPS only.
         "HTTPS": os.environ.get("HTTPS", "") in ("1", "true", "yes"),
     }

@@ -23,6 +23,7 @@ from rq import Queue, Worker
 
 from graders.gpu_slots import host_gpus
 from server.grading.queue import queues_for_host, redis_conn
+from server.lti import schedule as lti_schedule
 from server.lti.passback import QUEUE as lti_queue
 from server.grading.reconcile import RECONCILE_EVERY_S, reconcile
 from server.grading.workers import WORKER_TTL_S
@@ -82,6 +83,7 @@ def reconcile_forever(stop: threading.Event) -> None:
             try:
                 reconcile()
                 similarity_jobs.reconcile()  # after gradings: deadlines passed, lost runs, runs that may go
+                lti_schedule.reconcile()  # queues the period's LMS roster syncs (the HTTP runs in their jobs)
             except redis.exceptions.RedisError as exc:
                 app.logger.warning("reconcile: redis unavailable (%s)", exc)
             except Exception:  # a reconciler bug must not stop grading

@@ -13,7 +13,7 @@ from server.extensions import db
 import requests
 from pylti1p3.exception import LtiException, LtiServiceException
 
-from server.lti import bp, passback, registry, roster, tool
+from server.lti import bp, passback, registry, roster, schedule, tool
 from server.lti.models import LtiContext, LtiPlatform, LtiRoleChange
 from server.models import Role, User
 
@@ -93,4 +93,5 @@ def passback_page(code: str):
         db.select(LtiRoleChange, User).join(User, User.id == LtiRoleChange.user_id)
         .where(LtiRoleChange.course_id == course.id).order_by(LtiRoleChange.id.desc()).limit(100)).all()
     return render_template("lti/passback.html", course=course, linked=linked, counts=dict(rows),
-                           failures=passback.failures(course.id), role_changes=changes)
+                           failures=passback.failures(course.id), role_changes=changes,
+                           last_sync=schedule.last_sync(course.id))
