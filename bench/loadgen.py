@@ -33,6 +33,7 @@ class LoadResult:
     errors: int = 0
     wall_s: float = 0.0
     server_cpu_s: float | None = None  # CPU time the server's processes spent during the run
+    sql_per_request: float | None = None  # SQL statements one request runs (``sql_statements``)
 
     @property
     def server_cpu_ms_per_request(self) -> float | None:
@@ -136,7 +137,11 @@ def gunicorn(app_spec: str, env: dict[str, str] | None = None) -> Iterator[Serve
         yield Server(port, proc.pid)
     finally:
         proc.terminate()
-        proc.wait(timeout=20)
+        try:
+            proc.wait(timeout=30)  # gunicorn's graceful stop; a loaded host may take longer
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def meets_goal(bare: LoadResult, other: LoadResult) -> bool:
@@ -151,14 +156,53 @@ def print_vs_bare(title: str, bare: LoadResult, measured: list[tuple[str, LoadRe
         ms = r.server_cpu_ms_per_request
         return "" if ms is None else f"{ms:.3f}"
 
-    rows = [["bare Flask /ping", bare.throughput, bare.p(50), bare.p(99), bare.errors, cpu(bare), ""]]
-    rows += [[label, r.throughput, r.p(50), r.p(99), r.errors, cpu(r), f"{r.throughput / bare.throughput:.2f}x"]
+    def sql(r: LoadResult) -> str:
+        return "" if r.sql_per_request is None else f"{r.sql_per_request:g}"
+
+    rows = [["bare Flask /ping", bare.throughput, bare.p(50), bare.p(99), bare.errors, cpu(bare), "0", ""]]
+    rows += [[label, r.throughput, r.p(50), r.p(99), r.errors, cpu(r), sql(r), f"{r.throughput / bare.throughput:.2f}x"]
              for label, r, _ in measured]
-    print_table(title, ["endpoint", "req/s", "p50 ms", "p99 ms", "errors", "server CPU ms/req", "vs bare"], rows)
+    print_table(title, ["endpoint", "req/s", "p50 ms", "p99 ms", "errors", "server CPU ms/req", "SQL/req", "vs bare"],
+                rows)
     print("\n  goal: >= 0.5x bare throughput and p99 < 100 ms")
     for label, r, applies in measured:
         verdict = ("ok" if meets_goal(bare, r) else "MISSED") if applies else "(shown for reference)"
         print(f"    {label}: {verdict}")
+
+
+_COUNT_SQL = """
+import json, statistics, sys
+from sqlalchemy import event
+from server import create_app
+from server.extensions import db
+app = create_app()
+with app.app_context():
+    engine = db.engine
+n = [0]
+event.listen(engine, "before_cursor_execute", lambda *a: n.__setitem__(0, n[0] + 1))
+client = app.test_client()
+counts = []
+for method, path, body, headers in json.loads(sys.stdin.read()):
+    n[0] = 0
+    resp = client.open(path, method=method, data=body.encode("latin-1") if body else None, headers=headers)
+    if resp.status_code >= 400:
+        raise SystemExit(f"{method} {path}: HTTP {resp.status_code}")
+    counts.append(n[0])
+print(json.dumps(counts))
+"""
+
+
+def sql_statements(env: dict[str, str], plan: list[Request]) -> float:
+    """The median number of SQL statements each request of ``plan`` runs, counted in the app's own
+    engine (in a separate process on the same database, through Flask's test client): a loop of
+    queries per request shows at once, whatever the host's load does to the timings."""
+    import json
+    import statistics
+
+    wire = [(m, p, b.decode("latin-1") if b else None, h) for m, p, b, h in plan]
+    out = subprocess.run([sys.executable, "-c", _COUNT_SQL], input=json.dumps(wire), env=env, cwd=REPO,
+                         check=True, capture_output=True, text=True).stdout
+    return float(statistics.median(json.loads(out.strip().splitlines()[-1])))
 
 
 def prepare_database(env: dict[str, str], script: str) -> str:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from bench.common import print_table, redis_server
-from bench.loadgen import Request, Server, gunicorn, prepare_database, print_vs_bare, run_load
+from bench.loadgen import Request, Server, gunicorn, prepare_database, print_vs_bare, run_load, sql_statements
 from bench.web_status import login_cookie
 from coursework.quiz.bank import load_question, load_quiz
 from coursework.quiz.grading import make_variant
@@ -132,14 +132,19 @@ def main() -> int:
             third = begin(server, users, 3, second)
             paced = run_load(server, lambda i: [page_request(third[i]), *answer_requests(third[i], questions)],
                              clients=CLIENTS, think_s=THINK_S, deadline_s=120)
+            # statements per request, counted in the app on a fresh attempt of one student
+            fourth = begin(server, dict(list(users.items())[:1]), 4, third[:1])[0]
+            answers.sql_per_request = sql_statements(env, answer_requests(fourth, questions)[:9])
+            pages.sql_per_request = sql_statements(env, [page_request(fourth)] * 3)
     print_vs_bare(f"quiz, saturated: {CLIENTS} students sending back to back, {len(questions)} questions each, "
                   "same gunicorn settings", bare,
                   [("answer (JSON, as the page posts it)", answers, True), ("quiz page (40 answered cards)", pages, True),
                    ("no-JavaScript flow (post + reload)", no_js, False)])
     print_table(f"quiz, paced: {CLIENTS} students, a page load then {len(questions)} answers, "
                 f"{THINK_S:g} s (0.5-1.5x) between actions",
-                ["traffic", "req/s", "p50 ms", "p99 ms", "max ms", "errors"],
-                [["page + answers", paced.throughput, paced.p(50), paced.p(99), max(paced.latencies_ms), paced.errors]])
+                ["traffic", "req/s", "p50 ms", "p99 ms", "max ms", "errors", "SQL/req (page; answer)"],
+                [["page + answers", paced.throughput, paced.p(50), paced.p(99), max(paced.latencies_ms), paced.errors,
+                  f"{pages.sql_per_request:g}; {answers.sql_per_request:g}"]])
     ok = paced.p(99) < 100 and paced.errors == 0
     print(f"\n  goal: p99 < 100 ms at a class's pace -> {'ok' if ok else 'MISSED'}")
     return 0

@@ -14,7 +14,7 @@ import urllib.parse
 from pathlib import Path
 
 from bench.common import redis_server
-from bench.loadgen import gunicorn, prepare_database, print_vs_bare, run_load
+from bench.loadgen import gunicorn, prepare_database, print_vs_bare, run_load, sql_statements
 
 CLIENTS = int(os.environ.get("BENCH_CLIENTS", "50"))
 PER_CLIENT = int(os.environ.get("BENCH_REQUESTS", "40"))
@@ -22,7 +22,7 @@ PER_CLIENT = int(os.environ.get("BENCH_REQUESTS", "40"))
 
 def login_cookie(port: int, username: str, password: str) -> str:
     """Log in through the real form (CSRF token included) and return the session cookie."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)  # the workers may still be starting
     conn.request("GET", "/login")
     resp = conn.getresponse()
     page = resp.read().decode()
@@ -67,6 +67,7 @@ def main() -> int:
             plan = [("GET", f"/api/submissions/{sid}", None, {"Cookie": cookie})]
             run_load(server, lambda i: plan * 5, clients=CLIENTS)
             status = run_load(server, lambda i: plan * PER_CLIENT, clients=CLIENTS)
+            status.sql_per_request = sql_statements(env, plan * 3)
     print_vs_bare(f"web: {CLIENTS} concurrent clients x {PER_CLIENT} requests, same gunicorn settings",
                   bare, [("status API (logged in)", status, True)])
     return 0

@@ -217,10 +217,11 @@ def review_form(att: Any, pos: int, state: str, lang: str, secret: str | None = 
 
 
 def answered_card(att: Any, pos: int, lang: str, answer_id: int, answer: Callable[[], Any], state: str = "",
-                  hidden: bool = False) -> str:
+                  hidden: bool = False, key: tuple | None = None) -> str:
     """The card of a stored answer (it changes only by a review, whose state is in the key, or by
-    its quiz's release, ``hidden``); ``answer`` reads it on a miss."""
-    return _caches()[0].get(_answered_key(att, pos, answer_id, lang, state, hidden),
+    its quiz's release, ``hidden``); ``answer`` reads it on a miss. ``key``: its ``_answered_key``
+    if the caller has it already."""
+    return _caches()[0].get(key or _answered_key(att, pos, answer_id, lang, state, hidden),
                             lambda: render_card(att, pos, lang, answer=answer(), hidden=hidden))
 
 
@@ -243,8 +244,9 @@ def attempt_page(att: Any, quiz: Quiz, lang: str, override: tuple[int, str, str]
     cached = _caches()[0]
     # answers this process has not rendered yet (after a restart, or served by another worker)
     # are read in one query, not one per card
-    missing = store.answer_rows([i for pos, (i, st) in states.items()
-                                 if _answered_key(att, pos, i, lang, st, hidden) not in cached])
+    # each card's key once: it asks whether the reference shows, which reads the clock and the quiz
+    keys = {pos: _answered_key(att, pos, i, lang, st, hidden) for pos, (i, st) in states.items()}
+    missing = store.answer_rows([i for pos, (i, st) in states.items() if keys[pos] not in cached])
     cards = []
     for pos in range(len(att.question_ids)):
         if override and override[0] == pos:
@@ -254,7 +256,7 @@ def attempt_page(att: Any, quiz: Quiz, lang: str, override: tuple[int, str, str]
             # (read again only if its card was evicted since ``missing`` was taken)
             cards.append(answered_card(att, pos, lang, answer_id,
                                        lambda: missing.get(answer_id) or store.answer_rows([answer_id])[answer_id],
-                                       states[pos][1], hidden))
+                                       states[pos][1], hidden, key=keys[pos]))
             cards.append(review_form(att, pos, states[pos][1], lang, secret, hidden))
         else:
             cards.append(_open_card(att, pos, lang, secret))

@@ -19,7 +19,7 @@ from sqlalchemy.exc import IntegrityError
 from server.extensions import db
 from server.models import Membership, Role, User, utcnow
 from server.quiz.models import AttemptStatus, QuizAnswer, QuizAttempt
-from server.release import ReleaseMode, ReleaseSetting
+from server.release import holding_mode
 
 _att, _ans, _user, _member = (QuizAttempt.__table__, QuizAnswer.__table__, User.__table__,
                               Membership.__table__)
@@ -31,10 +31,7 @@ _CURRENT = exists().where(_owner.c.id == _att.c.user_id, _owner.c.session_versio
 _OWNED = (_att.c.id == bindparam("aid"), _att.c.user_id == bindparam("uid"), _CURRENT)
 # The quiz's release rule while it holds results back (``server.release``; NULL: shown), read in the
 # same statement so the hot paths pay no query of their own for it.
-_rel = ReleaseSetting.__table__
-_HOLDING = (select(_rel.c.mode).where(_rel.c.course_id == _att.c.course_id, _rel.c.item == "quiz:" + _att.c.quiz_id,
-                                      _rel.c.mode != ReleaseMode.IMMEDIATE.value, _rel.c.published_at.is_(None))
-            .scalar_subquery())
+_HOLDING = holding_mode(_att.c.course_id, "quiz:" + _att.c.quiz_id)
 _ATTEMPT_COLUMNS = (_att.c.id, _att.c.user_id, _att.c.quiz_id, _att.c.attempt_no, _att.c.mode, _att.c.status,
                     _att.c.question_ids, _att.c.closes_at, _att.c.score, _att.c.max_score, _att.c.course_id,
                     _HOLDING.label("release_mode"))
