@@ -28,7 +28,7 @@ bp = Blueprint("auth", __name__)
 # Endpoints reachable without signing in: the login page itself and static files.
 # LTI: the LMS reaches these before anyone is signed in (each verifies the launch itself)
 PUBLIC_ENDPOINTS = {"auth.login", "auth.set_language", "static", "lti.login", "lti.launch", "lti.jwks",
-                    "lti.create_course", "lti.canvas_json"}
+                    "lti.create_course", "lti.canvas_json", "lti.dynamic_register"}
 
 
 @bp.record_once

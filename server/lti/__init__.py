@@ -6,6 +6,6 @@ from flask import Blueprint
 bp = Blueprint("lti", __name__, url_prefix="/lti", cli_group="lti")
 
 from server.lti import models, passback  # noqa: E402,F401  (tables register with the metadata)
-from server.lti import admin, cli, views  # noqa: E402,F401  (routes and commands register on bp)
+from server.lti import admin, cli, dynamic, views  # noqa: E402,F401  (routes and commands register on bp)
 
 __all__ = ["bp"]

@@ -26,7 +26,12 @@ def platforms():
     status = 200
     if request.method == "POST" and request.form.get("action") == "remove":
         return _remove(request.form)
-    if request.method == "POST":
+    dynamic_url = ""
+    if request.method == "POST" and request.form.get("action") == "dynamic":
+        from server.lti import dynamic
+
+        dynamic_url = dynamic.new_url()
+    if request.method == "POST" and not dynamic_url:
         f = request.form
         try:
             tool.register_platform(f.get("issuer", "").strip(), f.get("client_id", "").strip(),
@@ -42,6 +47,7 @@ def platforms():
     base = request.host_url.rstrip("/")
     host = urlparse(base).hostname or ""
     return render_template("lti/platforms.html", platforms=[(p, registry.courses_of(p.id)) for p in rows], base=base,
+                           dynamic_url=dynamic_url,
                            not_public=not base.startswith("https://") or host in ("localhost", "127.0.0.1", "::1")
                            or host.startswith("127.")), status
 

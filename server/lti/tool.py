@@ -67,12 +67,13 @@ def tool_conf() -> ToolConfDict:
 
 
 def register_platform(issuer: str, client_id: str, auth_login_url: str, auth_token_url: str, key_set_url: str,
-                      deployment_ids: list[str]) -> LtiPlatform:
-    """Add or update one platform registration (the page and ``flask lti register`` both call this)."""
+                      deployment_ids: list[str], deployment_required: bool = True) -> LtiPlatform:
+    """Add or update one platform registration (the page, ``flask lti register`` and Dynamic
+    Registration call this; the last may come without a deployment, added later on the page)."""
     for name, url in (("login", auth_login_url), ("token", auth_token_url), ("jwks", key_set_url)):
         if not url.startswith(("https://", "http://")):
             raise LaunchRefused("bad_registration", name)
-    if not issuer or not client_id or not any(d.strip() for d in deployment_ids):
+    if not issuer or not client_id or (deployment_required and not any(d.strip() for d in deployment_ids)):
         raise LaunchRefused("bad_registration", "issuer, client id and a deployment id are required")
     row = db.session.scalar(db.select(LtiPlatform).where(LtiPlatform.issuer == issuer,
                                                          LtiPlatform.client_id == client_id))

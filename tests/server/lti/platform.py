@@ -42,6 +42,8 @@ class Platform:
         self.placed: list[dict] = []
         self.lineitem = ""  # the AGS claim's lineitem: the launched link's own grade column, if it has one
         self.accept_multiple: bool | None = None  # deep linking's accept_multiple (None: not sent)
+        self.registrations: list[dict] = []  # what tools sent to the Dynamic Registration endpoint
+        self.registration_token = "reg-token-1"
         self.next_deep_link = False  # the next authorisation answers with a deep-linking request  # content items the tool returned by deep linking
         self.lock = threading.Lock()
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -132,6 +134,16 @@ class Platform:
                 url = urlparse(self.path)
                 if url.path == "/jwks":
                     return self._send(200, json.dumps(platform.jwks()).encode(), "application/json")
+                if url.path == "/.well-known/openid-configuration":  # LTI Dynamic Registration's platform side
+                    return self._json(200, {
+                        "issuer": platform.issuer, "authorization_endpoint": platform.url + "/auth",
+                        "token_endpoint": platform.url + "/token", "jwks_uri": platform.url + "/jwks",
+                        "registration_endpoint": platform.url + "/register",
+                        "scopes_supported": ["openid"], "response_types_supported": ["id_token"],
+                        "id_token_signing_alg_values_supported": ["RS256"],
+                        "https://purl.imsglobal.org/spec/lti-platform-configuration": {
+                            "product_family_code": "distgrade-tests", "version": "1",
+                            "messages_supported": [{"type": "LtiResourceLinkRequest"}, {"type": "LtiDeepLinkingRequest"}]}})
                 if url.path == "/course":  # the LMS's course page framing the tool, with its platform storage
                     q = {k: v[0] for k, v in parse_qs(url.query).items()}
                     return self._send(200, platform.course_page(q["tool"], q.get("storage") == "1").encode(), "text/html")
@@ -193,6 +205,15 @@ class Platform:
                                 line_id = f"{platform.url}/ctx/{platform.context['id']}/lineitems/{len(platform.lineitems) + 1}"
                                 platform.lineitems[line_id] = {**li, "id": line_id}
                     return self._json(200, {"placed": len(items)})
+                if url.path == "/register":
+                    if self.headers.get("Authorization", "") != "Bearer " + platform.registration_token:
+                        return self._json(401, {"error": "invalid_token"})
+                    body = json.loads(self._body() or b"{}")
+                    platform.registrations.append(body)
+                    tool_conf = body.get("https://purl.imsglobal.org/spec/lti-tool-configuration", {})
+                    return self._json(200, {**body, "client_id": platform.client_id,
+                                            "https://purl.imsglobal.org/spec/lti-tool-configuration": {
+                                                **tool_conf, "deployment_id": platform.deployment}})
                 if url.path == "/token":  # OAuth2 client credentials with a JWT client assertion (RFC 7523)
                     form = {k: v[0] for k, v in parse_qs(self._body().decode()).items()}
                     try:
