@@ -32,11 +32,35 @@ def fmt_bytes(n: float | None) -> str:
     return f"{n:.0f} B"
 
 
+CONTRADICTION = 0.9  # a peak below this share of the states on the measured device at the same step
+
+
 def model_record(run) -> dict | None:
-    """Rank 0's description of the model: the root module with the most parameters."""
+    """Rank 0's description of the module that trained: the root its step records name (the one with the
+    most forwards under autograd), not the largest or the first one wrapped. None where no step names a
+    described root: with several roots and no step, which one learned is unknown, and that counts
+    against the run."""
     s = run.ranks.get(0) if run else None
     recs = [r for r in s.of("fsdp_model") if "error" not in r] if s else []
-    return max(recs, key=lambda r: r["global_params"], default=None)
+    named = [m.get("root") for m in s.of("fsdp_mem")] if s else []
+    named = [i for i in named if isinstance(i, int) and not isinstance(i, bool)]
+    if named:
+        return next((r for r in recs if r.get("root") == named[-1]), None)
+    return recs[0] if len(recs) == 1 else None
+
+
+def contradiction(run) -> tuple[int, dict] | None:
+    """The first rank and step whose peak is below the states live at that very step (parameters,
+    gradients, optimizer states on the device the peak counts): memory the counter did not see,
+    such as a model trained in a thread it was not entered in."""
+    for r, s in sorted((run.ranks or {}).items()) if run else []:
+        for m in s.of("fsdp_mem"):
+            states = m.get("measured")
+            if not isinstance(states, int) or isinstance(states, bool):
+                states = m["params"] + m["grads"] + m["optimizer"]
+            if m["peak"] < CONTRADICTION * states:
+                return r, {**m, "states": states}
+    return None
 
 
 def peaks(run) -> dict[int, dict]:
@@ -176,6 +200,12 @@ def check_fit(run, capacity: float, card: str | dict[str, str], baseline=None) -
         return Finding(CheckStatus.FAIL, "over_outside", params, ev, fallback="over")
     if not ranks:
         return Finding(CheckStatus.SKIP, "no_data")
+    wrong = contradiction(run) or contradiction(baseline)
+    if wrong:  # the peak cannot be below what was live at the same moment: the count missed memory
+        r, m = wrong
+        params.update(rank=r, step=m.get("step", 0), peak=fmt_bytes(m["peak"]), states=fmt_bytes(m["states"]),
+                      params=fmt_bytes(m["params"]), grads=fmt_bytes(m["grads"]), optimizer=fmt_bytes(m["optimizer"]))
+        return Finding(CheckStatus.FAIL, "contradiction", params, {**ev, "contradiction": {"rank": r, **m}}, fallback="over")
     worst_rank, worst = max(ranks.items(), key=lambda kv: kv[1]["peak"])
     params.update(rank=worst_rank, peak=fmt_bytes(worst["peak"]), pct=f"{100 * worst['peak'] / capacity:.0f}%",
                   params=fmt_bytes(worst["params"]), grads=fmt_bytes(worst["grads"]),

@@ -109,6 +109,30 @@ def test_fit_and_over_with_breakdown():
     assert "does not fit" in render("memory.fit", over)["message"]["en"].lower()
 
 
+def test_a_peak_below_the_states_of_its_step_is_a_contradiction():
+    """Plain DDP trained in a thread the counter missed: a peak of 0 B beside 96 MB of states."""
+    thread = make_run({0: [mem(0, step=1), mem(0)], 1: [mem(0)]})
+    f = fsdp.check_fit(thread, CAP, "T4")
+    assert (f.status, f.key, f.params["rank"], f.params["states"]) == (CheckStatus.FAIL, "contradiction", 0, "96.0 MB")
+    assert "contradict" in render("memory.fit", f)["message"]["en"]
+    # on a GPU host a CPU-offloaded state is not on the card: only the measured part is compared
+    offload = {**mem(30 * MB), "measured": 24 * MB}
+    assert fsdp.check_fit(make_run({0: [offload], 1: [offload]}), CAP, "T4").key == "fits"
+
+
+def test_sharding_evidence_comes_from_the_module_that_trained():
+    decoy = {**model_rec(per_block()), "root": 0}
+    ddp_model = {**model_rec(ddp=True, local_bytes=48 * MB), "root": 1}
+    trained = {**mem(130 * MB), "root": 1}
+    f = fsdp.check_sharded(make_run({0: [decoy, ddp_model, trained]}), 2, EST)
+    assert (f.status, f.key) == (CheckStatus.FAIL, "ddp")
+    assert fsdp.check_wrap_units(make_run({0: [decoy, ddp_model, trained]}), 0.5).status == CheckStatus.FAIL
+    # several roots and no step that names one: which learned is unknown, and that counts against the run
+    assert fsdp.check_sharded(make_run({0: [decoy, ddp_model]}), 2, EST).key == "no_model"
+    # a step naming a root nobody described (more roots than the harness keeps)
+    assert fsdp.check_sharded(make_run({0: [decoy, {**mem(1), "root": 16}]}), 2, EST).key == "no_model"
+
+
 def test_fit_mentions_the_one_card_run():
     base = make_run({0: [mem(230 * MB, params=49 * MB, grads=49 * MB, opt=98 * MB)]}, nproc=1)
     f = fsdp.check_fit(make_run({0: [mem(130 * MB)], 1: [mem(130 * MB)]}), CAP, "T4", base)

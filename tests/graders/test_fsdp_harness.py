@@ -42,17 +42,38 @@ w.untyped_storage().resize_(0)
 out["resized_to_0"] = base - counter.live
 del w
 
+# a dispatch mode is thread-local: threads started afterwards count into the same counter
+import threading, _thread
+counter.reset_peak()
+def work():
+    t = torch.zeros(250_000)
+th = threading.Thread(target=work)
+th.start(); th.join()
+out["thread_peak"] = counter.reset_peak()
+done = threading.Event()
+def raw():
+    t = torch.zeros(250_000)
+    done.set()
+threading._start_new_thread(raw, ())  # the reference threading keeps, not the module attribute
+done.wait()
+out["raw_thread_peak"] = counter.reset_peak()
+
 import torch.distributed as dist
 from torch.distributed.fsdp import fully_shard
 import model as starter
 dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
 torch.manual_seed(0)
+x, y = starter.make_dataset("tiny")[0]
+decoy = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 4))  # a root that runs once
+for layer in decoy:
+    fully_shard(layer)
+fully_shard(decoy)
+decoy(torch.ones(1, 4)).sum().backward()
 m = starter.build_model("tiny")
 for b in m.blocks:
     fully_shard(b)
 fully_shard(m)
 opt = torch.optim.AdamW(m.parameters(), lr=3e-3)
-x, y = starter.make_dataset("tiny")[0]
 for _ in range(2):
     m(x[None], y[None]).backward()
     opt.step()
@@ -73,10 +94,13 @@ def test_observer_in_a_one_rank_fsdp2_job(tmp_path: Path) -> None:
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["view_shares"] == 4000 and out["view_keeps"] == 4000 and out["freed"] == 0
     assert out["resized_to_0"] == 1024
+    assert out["thread_peak"] >= 1_000_000 and out["raw_thread_peak"] >= 1_000_000
     recs = {}
     for r in out["records"]:
         recs.setdefault(r["type"], []).append(r)
-    model = recs["fsdp_model"][0]
+    assert [m["root"] for m in recs["fsdp_model"]] == [0, 1]  # the decoy, then the model that trains
+    assert {m["root"] for m in recs["fsdp_mem"]} == {1}  # every step names the model with the most forwards
+    model = recs["fsdp_model"][1]
     assert model["global_params"] == 6_584_832 and len(model["fsdp2_units"]) == 9
     assert {u["reshard_after_forward"] for u in model["fsdp2_units"] if u["name"] != "(root)"} == {True}
     assert recs["fsdp_optimizer"][0]["in_model"] == recs["fsdp_optimizer"][0]["params"] == 100
@@ -84,7 +108,7 @@ def test_observer_in_a_one_rank_fsdp2_job(tmp_path: Path) -> None:
     psi_bytes = 4 * 6_584_832
     assert step["params"] == psi_bytes and step["grads"] == psi_bytes  # one rank: its shard is everything
     assert 2 * psi_bytes <= step["optimizer"] <= 2 * psi_bytes + 1000  # two AdamW moments and step counters
-    assert step["peak"] >= step["params"] + step["grads"] + step["optimizer"]
+    assert step["peak"] >= step["params"] + step["grads"] + step["optimizer"] == step["measured"]
     end = recs["fsdp_end"][0]
     assert end["sum_before"] != end["sum_after"]
     assert recs["fsdp_save"][0]["bytes"] == 40 and recs["fsdp_save"][0]["devices"] == ["cpu"]

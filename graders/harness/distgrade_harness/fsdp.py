@@ -1,9 +1,12 @@
 """What the FSDP homework grader observes in a rank (on only when ``DISTGRADE_FSDP=1``).
 
-* The model: the outermost module whose forward runs (global forward hooks), read once
-  at its first forward, before FSDP's lazy initialisation: FSDP2 units
-  (``fully_shard``) and FSDP1 units (``FullyShardedDataParallel``) with their
-  parameter counts and sharding, or a DDP wrapper.
+* The model: every outermost module whose forward runs (global forward hooks, a depth per
+  thread), read once at its first forward, before FSDP's lazy initialisation: FSDP2 units
+  (``fully_shard``) and FSDP1 units (``FullyShardedDataParallel``) with their parameter
+  counts and sharding, or a DDP wrapper; each such root has a number (``root``). The one that
+  trained is the root with the most forwards under autograd (ties: the most parameters), so a
+  wrapped decoy run once does not stand in for the module that learned; every step record
+  names it.
 * Memory per optimizer step: the peak since the previous step (``LiveBytes`` on CPU,
   ``torch.cuda.max_memory_allocated`` on GPU) and the local bytes of parameters,
   gradients and optimizer states (unique storages, so a shard counts as a shard).
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 
 import torch
 import torch.nn as nn
@@ -25,15 +29,17 @@ import torch.nn as nn
 from distgrade_harness import fsdp_memory
 
 _ON_GPU = os.environ.get("DISTGRADE_MODE") == "gpu"
+MAX_ROOTS = 16  # outermost modules described per rank
 
 
-def _unique_bytes(tensors, seen: set[int]) -> int:
+def _unique_bytes(tensors, seen: set[int], device: str | None = None) -> int:
+    """Bytes of the storages behind ``tensors``, each once (only those on ``device`` if given)."""
     total = 0
     for t in tensors:
         if not isinstance(t, torch.Tensor):
             continue
         for st in fsdp_memory.storages_of(t):
-            if st._cdata not in seen:
+            if st._cdata not in seen and (device is None or st.device.type == device):
                 seen.add(st._cdata)
                 total += st.nbytes()
     return total
@@ -117,8 +123,9 @@ class FsdpObserver:
         self.stream, self.rank = stream, rank
         self.counter = None
         self.roots: list[nn.Module] = []
+        self.forwards: list[int] = []  # per root: outermost forwards with autograd on
         self.optimizers: list[torch.optim.Optimizer] = []
-        self.depth = 0
+        self.local = threading.local()  # forward depth: a model in another thread is a root of its own
         self.steps = 0
         self.sum_before: float | None = None
         self.last_states: dict = {}
@@ -154,24 +161,37 @@ class FsdpObserver:
 
     # -- model ------------------------------------------------------------------
     def _pre_forward(self, module, args):
-        if self.depth == 0 and not any(m is module for m in self.roots) and len(self.roots) < 4:
-            self.roots.append(module)
-            try:
-                self.stream.send(describe(module))
-            except Exception as exc:  # private FSDP internals moved: say so, keep the run going
-                self.stream.send({"type": "fsdp_model", "error": f"{type(exc).__name__}: {exc}"[:300]})
-        self.depth += 1
+        depth = getattr(self.local, "depth", 0)
+        if depth == 0:
+            index = next((i for i, m in enumerate(self.roots) if m is module), None)
+            if index is None and len(self.roots) < MAX_ROOTS:
+                index = len(self.roots)
+                self.roots.append(module)
+                self.forwards.append(0)
+                try:
+                    self.stream.send({**describe(module), "root": index})
+                except Exception as exc:  # private FSDP internals moved: say so, keep the run going
+                    self.stream.send({"type": "fsdp_model", "root": index, "error": f"{type(exc).__name__}: {exc}"[:300]})
+            if index is not None and torch.is_grad_enabled():
+                self.forwards[index] += 1
+        self.local.depth = depth + 1
 
     def _post_forward(self, module, args, output):
-        self.depth = max(0, self.depth - 1)
+        self.local.depth = max(0, getattr(self.local, "depth", 0) - 1)
+
+    def trained_root(self) -> int | None:
+        """The root with the most forwards under autograd (ties: the most parameters), or None."""
+        if not self.roots:
+            return None
+        return max(range(len(self.roots)),
+                   key=lambda i: (self.forwards[i], sum(p.numel() for p in self.roots[i].parameters())))
 
     # -- steps ------------------------------------------------------------------
     def _model_params(self) -> list[torch.Tensor]:
-        # The model is the root with the most parameters: a loss module or a helper called
-        # outside the model's forward is a root too.
-        if not self.roots:
-            return []
-        return list(max(self.roots, key=lambda m: sum(p.numel() for p in m.parameters())).parameters())
+        # The model is the root that trained: a loss module, a helper called outside the model's
+        # forward, or a decoy run once is a root too.
+        index = self.trained_root()
+        return [] if index is None else list(self.roots[index].parameters())
 
     def _param_sum(self) -> float | None:
         """Sum of |parameters| in float64, or None when the card has no room left to compute it.
@@ -207,7 +227,10 @@ class FsdpObserver:
         g_bytes = _unique_bytes([p.grad for p in params], seen)
         opt_tensors = [v for o in self.optimizers for s in o.state.values() for v in s.values()]
         o_bytes = _unique_bytes(opt_tensors, seen)
-        return {"params": p_bytes, "grads": g_bytes, "optimizer": o_bytes}
+        # the part of them the peak counts: on the card on a GPU host (a CPU-offloaded state is not), all on a CPU one
+        where, seen = ("cuda" if _ON_GPU else "cpu"), set()
+        measured = sum(_unique_bytes(ts, seen, where) for ts in (params, [p.grad for p in params], opt_tensors))
+        return {"params": p_bytes, "grads": g_bytes, "optimizer": o_bytes, "measured": measured}
 
     def _post_step(self, optimizer, args, kwargs) -> None:
         if optimizer is not self.optimizers[0]:
@@ -220,7 +243,7 @@ class FsdpObserver:
             torch.cuda.reset_peak_memory_stats(self.device)
         else:
             peak, live = self.counter.reset_peak(), self.counter.live
-        self.last_states = {**states, "peak": peak, "live": live, "step": self.steps}
+        self.last_states = {**states, "peak": peak, "live": live, "step": self.steps, "root": self.trained_root()}
         self.stream.send({"type": "fsdp_mem", **self.last_states})
 
     # -- checkpoints --------------------------------------------------------------

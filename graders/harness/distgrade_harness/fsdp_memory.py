@@ -7,6 +7,13 @@ as DTensor down to their local tensors), a weak reference notices when it dies, 
 ``UntypedStorage.resize_`` (how FSDP frees and re-allocates gathered parameters) is
 followed too. ``peak`` is the most bytes alive at once since the last ``reset_peak``,
 the CPU stand-in for ``torch.cuda.max_memory_allocated``.
+
+A dispatch mode is thread-local: entered in the main thread only, it would not see a model trained in
+a ``threading.Thread`` (that run "peaked at 0 B"). So the counter is one ``LiveBytes`` for the
+process, and every thread runs under a mode of its own that feeds it: the main thread from ``start``,
+every thread started afterwards (``threading`` or ``_thread``) from its first instruction. A thread
+that escapes anyway still leaves its states live at the step, and the grader holds a peak below
+them as a contradiction (``graders.checks.fsdp``).
 """
 from __future__ import annotations
 
@@ -32,19 +39,18 @@ def storages_of(t: torch.Tensor) -> list[torch.UntypedStorage]:
         return []
 
 
-class LiveBytes(TorchDispatchMode):
-    """Counts live storage bytes created while it is active; ``peak`` is their maximum."""
+class LiveBytes:
+    """Counts live storage bytes that ops create in any thread; ``peak`` is their maximum."""
 
     def __init__(self) -> None:
-        super().__init__()
         self.sizes: dict[int, int] = {}  # storage impl address -> bytes
         self.refs: dict[int, weakref.ref] = {}
         self.live = 0
         self.peak = 0
         self.lock = threading.Lock()
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
+    def observe(self, func, args, kwargs, out) -> None:
+        """Count what one op created (and grew, for in-place and out= ops)."""
         for leaf in tree_leaves(out):
             if isinstance(leaf, torch.Tensor):
                 for st in storages_of(leaf):
@@ -54,7 +60,6 @@ class LiveBytes(TorchDispatchMode):
                 if isinstance(leaf, torch.Tensor):
                     for st in storages_of(leaf):
                         self.track(st)
-        return out
 
     def track(self, st: torch.UntypedStorage) -> None:
         """Start counting a storage, or update its size if already counted."""
@@ -86,7 +91,38 @@ class LiveBytes(TorchDispatchMode):
         return peak
 
 
+class _ThreadMode(TorchDispatchMode):
+    """One thread's mode (a mode is entered per thread), feeding the process's counter."""
+
+    def __init__(self, counter: LiveBytes) -> None:
+        super().__init__()
+        self.counter = counter
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        self.counter.observe(func, args, kwargs, out)
+        return out
+
+
 _active: LiveBytes | None = None
+_entered = threading.local()
+
+
+def _enter_here() -> None:
+    """Enter a mode feeding the counter in the calling thread, once."""
+    if _active is not None and not getattr(_entered, "mode", None):
+        _entered.mode = _ThreadMode(_active)
+        _entered.mode.__enter__()
+
+
+def _counted(start_new_thread):
+    """``_thread.start_new_thread`` whose thread enters the counting mode before its function runs."""
+    def start(function, args=(), kwargs=None, *rest):
+        def run(*a, **kw):
+            _enter_here()
+            return function(*a, **kw)
+        return start_new_thread(run, args, kwargs or {}, *rest)
+    return start
 
 
 def _resize(original):
@@ -99,10 +135,17 @@ def _resize(original):
 
 
 def start() -> LiveBytes:
-    """Enter a process-wide counter in this thread and follow storage resizes; idempotent."""
+    """Start the process-wide counter: this thread and every thread started later count into it, and
+    storage resizes are followed; idempotent."""
     global _active
     if _active is None:
+        import _thread
+
         _active = LiveBytes()
         torch.UntypedStorage.resize_ = _resize(torch.UntypedStorage.resize_)
-        _active.__enter__()
+        # threading keeps its own reference to the function it starts threads with: replace both
+        counted = _counted(_thread.start_new_thread)
+        _thread.start_new_thread = _thread.start_new = counted
+        threading._start_new_thread = counted
+        _enter_here()
     return _active
