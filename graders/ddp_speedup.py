@@ -102,7 +102,8 @@ def grade(assignment: Assignment, job: Path, files: list[Path], mode: str = "cpu
             if r:
                 r.evidence["inputs"] = {"train_size": cifar.train_size(data_dir)}
     if run_n is not None:  # a SyncBatchNorm conversion that only runs with a GPU (graders.checks.gpu_only)
-        run_n.evidence["syncbn_gpu_only"] = gpu_only.syncbn_lines(script.read_text(encoding="utf-8", errors="replace"))
+        judged = gpu_only.judge(script.read_text(encoding="utf-8", errors="replace"), run_n.nproc)
+        run_n.evidence["syncbn_gpu_only"], run_n.evidence["syncbn_gpu_guarded"] = judged["exempt"], judged["guarded"]
     findings = _findings(cfg, run1, run_n, epochs, skip_reason, mode, ref, extra)
     for check_id in cfg["checks"]:  # every check of assignment.json, so the report is out of its total
         finding = findings.get(check_id) or ddp.Finding(CheckStatus.ERROR, "error")

@@ -55,6 +55,7 @@ NOT_FINISHED = Finding(CheckStatus.FAIL, "not_finished")
 NOT_DISTRIBUTED = Finding(CheckStatus.FAIL, "not_distributed")
 NOT_OBSERVED = Finding(CheckStatus.SKIP, "not_observed")  # correct code can read data in ways we cannot see
 STDERR_ALLOWANCE = 30  # lines of library warnings a rank may print to stderr without being noisy
+LINE_BYTES = 200  # bytes that count as one line of output: a rank that writes one endless line is not quiet
 HAND_REDUCED_MIN = 0.9  # median fraction of gradient elements all-reduced by hand per step
 
 
@@ -457,12 +458,17 @@ def check_rank0_io(run, epochs: int, extra_prints: int) -> Finding:
     prints = {r: printed[r] + logged[r] for r in printed}  # logging.info every step is the same noise
     outside = sync.rank_output(run)  # what the launcher captured and the files left: no patched function involved
     ev = {"saves": saves, "prints": printed, "logging": logged, "source": SOURCE_CROSS_CHECKED,
-          "outside": {r: {"stdout_lines": o["stdout_lines"], "stderr_lines": o["stderr_lines"], "files": o["files"][:5],
-                          "other_files": o["other_files"][:5]} for r, o in outside.items()}}
+          "outside": {r: {**{k: v for k, v in o.items() if k.endswith(("_lines", "_redraws", "_bytes"))},
+                          "files": o["files"][:5], "other_files": o["other_files"][:5]} for r, o in outside.items()}}
+    redraws, by_bytes, by_lines = {}, {}, {}
     for r, o in outside.items():
         if o["files"]:
             saves[r] = max(saves.get(r, 0), len(o["files"]))
-        captured = o["stdout_lines"] + max(0, o["stderr_lines"] - STDERR_ALLOWANCE)
+        # a progress bar's redraws are output too (\r, not \n), and so is one endless line: bytes bound both
+        redraws[r] = o["stdout_redraws"] + o["stderr_redraws"]
+        by_bytes[r] = (o["stdout_bytes"] + max(0, o["stderr_bytes"] - STDERR_ALLOWANCE * LINE_BYTES)) // LINE_BYTES
+        by_lines[r] = o["stdout_lines"] + max(0, o["stderr_lines"] - STDERR_ALLOWANCE) + redraws[r]
+        captured = max(by_lines[r], by_bytes[r])
         if captured > prints.get(r, 0):
             prints[r] = captured
             printed[r] = max(printed.get(r, 0), captured - logged.get(r, 0))
@@ -475,14 +481,25 @@ def check_rank0_io(run, epochs: int, extra_prints: int) -> Finding:
             key = "files_and_prints" if noisy else "files"
         return Finding(CheckStatus.FAIL, key, {"rank": r, "saves": n, "prints": noisy.get(r, 0),
                        "paths": ", ".join(outside.get(r, {}).get("files", [])[:3])}, ev, fallback="saves")
+    unclaimed = sync.unclaimed_checkpoints(run)
+    if unclaimed:  # a saved model no rank reported writing: who wrote it is unknown, which counts against the run
+        return Finding(CheckStatus.WARN, "files_unclaimed", {"n": len(unclaimed), "paths": ", ".join(unclaimed[:3])},
+                       {**ev, "unclaimed": unclaimed[:10]}, fallback="files")
     # A line a rank prints while it trains (once per epoch, say) is output repeated once per process,
     # however few epochs the run had; a line before its first step or after its last is not.
     recurring = {r: n for r, n in training.items() if n}
     if noisy or recurring:
         r = next(iter(noisy or recurring))
-        return Finding(CheckStatus.WARN, "prints" if noisy else "prints_training",
+        key = "prints" if noisy else "prints_training"
+        if noisy and redraws.get(r, 0) > epochs + extra_prints:
+            key = "prints_redraws"  # a progress bar on this rank: counted by its redraws
+        elif noisy and by_bytes.get(r, 0) > max(by_lines.get(r, 0), epochs + extra_prints):
+            key = "prints_bytes"  # few line ends, many bytes
+        return Finding(CheckStatus.WARN, key,
                        {"rank": r, "prints": prints[r], "print_calls": printed[r], "logging_calls": logged[r],
-                        "training": training.get(r, 0)}, {**ev, "training": training}, fallback="prints")
+                        "training": training.get(r, 0), "redraws": redraws.get(r, 0),
+                        "bytes": (outside.get(r) or {}).get("stdout_bytes", 0) + (outside.get(r) or {}).get("stderr_bytes", 0)},
+                       {**ev, "training": training}, fallback="prints")
     return Finding(CheckStatus.PASS, "ok", {}, {**ev, "training": training})
 
 
@@ -636,6 +653,10 @@ def _syncbn(ctx: Context) -> Finding:
         reason = text("脚本只在有 GPU 时才转换为 SyncBatchNorm", "the script converts to SyncBatchNorm only when a GPU is present")
         finding = Finding(CheckStatus.SKIP, "gpu_only", {**finding.params, "line": lines[0], "reason": reason},
                           {**finding.evidence, "gpu_only_lines": lines}, fallback="host")
+    guarded = ctx.run_n.evidence.get("syncbn_gpu_guarded") if ctx.run_n else None
+    if finding.key == "plain_bn" and guarded:  # a GPU condition that, with the script's defaults, is false there too
+        finding = Finding(CheckStatus.WARN, "gpu_guard_off", {**finding.params, "line": guarded[0]},
+                          {**finding.evidence, "gpu_guarded_lines": guarded}, fallback="plain_bn")
     return _sourced("ddp.syncbn", finding)
 
 

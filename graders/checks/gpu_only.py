@@ -13,37 +13,53 @@ cuda, a GPU, an accelerator or a device, or names a variable assigned such a yes
 anywhere in the script (``convert = args.sync_bn == "auto" and device.type == "cuda"`` then ``if
 convert:``; one step, not a chain; a dict or a call that merely mentions a device is not a
 question). What the condition computes is not evaluated: ``if torch.cuda.is_available() and False``
-passes as well; it would gain this check's points on a CPU host only, and a GPU host still judges it.
+passes the first test; the second (``graders.checks.gpu_host``) then asks whether, with the script's
+defaults, the conversion would run on a GPU host: every condition around it evaluated there, its
+function called. ``if args.sync_bn and use_cuda:`` with the flag off by default, an opt-in environment
+variable, a helper nothing calls, or a condition the grader cannot evaluate exempt nothing: the script
+is judged as it ran, and the message names the line.
 """
 from __future__ import annotations
 
 import ast
 import re
 
+from graders.checks.gpu_host import Script
+
 _NAMES = {"convert_sync_batchnorm", "SyncBatchNorm"}
 _GPU_WORDS = re.compile(r"cuda|gpu|accelerat|device", re.IGNORECASE)
 _QUESTIONS = {"is_available", "device_count"}
 
 
-def _mentions_syncbn(node: ast.AST) -> list[int]:
-    return [n.lineno for n in ast.walk(node)
+def _mentions_syncbn(node: ast.AST) -> list[ast.AST]:
+    return [n for n in ast.walk(node)
             if (isinstance(n, ast.Attribute) and n.attr in _NAMES) or (isinstance(n, ast.Name) and n.id in _NAMES)]
 
 
-def syncbn_lines(source: str) -> list[int]:
-    """Lines where the script converts to SyncBatchNorm under a GPU condition (sorted, at most 5)."""
+def judge(source: str, nproc: int = 2) -> dict[str, list[int]]:
+    """``{"guarded": lines converting under a GPU condition, "exempt": those of them that would run on a
+    GPU host with the script's defaults}`` (sorted, at most 5 each)."""
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return []
-    found: set[int] = set()
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return {"guarded": [], "exempt": []}
+    mentions: dict[int, ast.AST] = {}
     gpu_names = _gpu_variables(tree)
     for node in ast.walk(tree):
         if isinstance(node, (ast.If, ast.IfExp)) and _gpu_condition(node.test, gpu_names):
             branches = node.body + node.orelse if isinstance(node, ast.If) else [node.body, node.orelse]
             for branch in branches:
-                found.update(_mentions_syncbn(branch))
-    return sorted(found)[:5]
+                for mention in _mentions_syncbn(branch):
+                    mentions.setdefault(mention.lineno, mention)
+    script = Script(tree, nproc) if mentions else None
+    exempt = [line for line, m in sorted(mentions.items()) if script is not None and script.reached(m)]
+    return {"guarded": sorted(mentions)[:5], "exempt": exempt[:5]}
+
+
+def syncbn_lines(source: str, nproc: int = 2) -> list[int]:
+    """Lines where the script converts to SyncBatchNorm under a GPU condition and, with its defaults,
+    would convert on a GPU host (sorted, at most 5)."""
+    return judge(source, nproc)["exempt"]
 
 
 def _gpu_test(value: ast.AST) -> bool:

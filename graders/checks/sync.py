@@ -18,12 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 from graders.checks.records import step_rows
+from graders.evidence.files import CHECKPOINT_SUFFIXES  # what a saved model or state is called
 
-
-
-# What a saved model or state looks like: other files a rank leaves (a TensorBoard event file, a per-rank
-# log) are shown as evidence but are not checkpoints.
-CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".pkl", ".pickle", ".safetensors", ".npz", ".npy", ".h5")
 # Of what a ring all-reduce of fp32 gradients moves per step (every rank sends 2(N-1)/N of them). An fp16 or bf16
 # compressing comm hook moves half; local SGD that averages every k-th step moves 1/k.
 MIN_TRAFFIC_FRACTION = 0.35
@@ -143,22 +139,39 @@ def loopback_shortfall(run, steps: int) -> dict[str, Any] | None:
     return got if got is not None and got["moved"] < got["least"] else None
 
 
+def unclaimed_checkpoints(run) -> list[str]:
+    """Checkpoints the run left that no rank reported writing and whose name gives no rank."""
+    ev = getattr(run, "evidence", None) or {}
+    return [str(f) for f, named in (ev.get("files") or {}).get("unclaimed") or [] if named is None]
+
+
 def rank_output(run) -> dict[int, dict[str, Any]]:
-    """rank -> stdout/stderr lines, checkpoint-like ``files`` it wrote that the run left, and ``other_files``."""
+    """rank -> stdout/stderr lines, redraws and bytes, checkpoint-like ``files`` it wrote that the run left,
+    and ``other_files``."""
     ev = getattr(run, "evidence", None) or {}
     outs = (ev.get("outputs") or {}).get("ranks") or {}
     made = (ev.get("files") or {}).get("ranks") or {}
     out = {}
+    unclaimed = (ev.get("files") or {}).get("unclaimed") or []
+    sniffed = (ev.get("files") or {}).get("checkpoints") or {}
     for r in range(1, run.nproc):
         o = outs.get(r) or {}
         left = [str(f) for f in (made.get(r) or [])]
-        out[r] = {"stdout_lines": int(o.get("stdout_lines") or 0), "stderr_lines": int(o.get("stderr_lines") or 0),
-                  "files": [f for f in left if f.lower().endswith(CHECKPOINT_SUFFIXES)],
-                  "other_files": [f for f in left if not f.lower().endswith(CHECKPOINT_SUFFIXES)]}
+        named = [str(f) for f, rank in unclaimed if rank == r and str(f) not in left]  # no claim, its name says r
+        saved = {str(f) for f in sniffed.get(r) or []} | set(named)  # a checkpoint by its first bytes too
+        left += named
+        out[r] = {**{f"{kind}_{what}": _count(o.get(f"{kind}_{what}")) for kind in ("stdout", "stderr")
+                     for what in ("lines", "redraws", "bytes")},
+                  "files": [f for f in left if f in saved or f.lower().endswith(CHECKPOINT_SUFFIXES)],
+                  "other_files": [f for f in left if not (f in saved or f.lower().endswith(CHECKPOINT_SUFFIXES))]}
     return out
 
 
 
+
+
+def _count(x: Any) -> int:
+    return x if isinstance(x, int) and not isinstance(x, bool) and x > 0 else 0
 
 
 def params_frozen(run) -> bool:

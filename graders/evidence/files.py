@@ -5,10 +5,17 @@ left there). Which rank wrote a file comes from the ``writes`` record of that ra
 (an audit hook on every open for writing, plus torch's zip writer, which opens in C++): the
 grader keeps only the paths that still exist, so a temporary file or a cache that was
 removed counts for nothing, and a rank that reports nothing still leaves its files here.
+
+A writer the harness does not see (one that opens its file in C, or a rank that hid its record)
+leaves a file no rank claims. Such a file is judged by what it is: its first bytes say whether it is
+a saved model or state (a zip archive as ``torch.save`` and TorchScript write, a pickle, NumPy, HDF5,
+safetensors), and a name that carries a rank number (``model_rank1.pt``, ``ckpt-gpu1.pth``) says whose
+it is. ``unclaimed`` lists the checkpoints no rank claimed, with the rank their name gives, if any.
 """
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -62,12 +69,55 @@ def rank_writes(stream) -> list[str]:
     return out
 
 
+CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".pkl", ".pickle", ".safetensors", ".npz", ".npy", ".h5")
+MAX_SNIFFED = 200  # files whose first bytes are read
+_RANK_IN_NAME = re.compile(r"(?<![A-Za-z])(?:rank|gpu|proc|worker|device|dev|local|node|cuda|r)[-_. ]?(\d{1,3})(?!\d)", re.IGNORECASE)
+
+
+def is_checkpoint(path: str) -> bool:
+    """Does the file's name or its first bytes say it holds a saved model or state?"""
+    if path.lower().endswith(CHECKPOINT_SUFFIXES):
+        return True
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        head = os.read(fd, 16)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    if head[:4] == b"PK\x03\x04" or head[:6] == b"\x93NUMPY" or head[:4] == b"\x89HDF":
+        return True
+    if len(head) >= 2 and head[0] == 0x80 and 2 <= head[1] <= 5:  # a pickle, protocol 2 to 5
+        return True
+    return len(head) >= 10 and head[8:10] == b'{"'  # safetensors: 8-byte header length, then JSON
+
+
+def rank_in_name(relative: str, nproc: int) -> int | None:
+    """The rank a file's name gives (``model_rank1.pt`` -> 1), or None (no rank word, or not a rank here)."""
+    found = [int(m.group(1)) for m in _RANK_IN_NAME.finditer(os.path.basename(relative))]
+    return found[-1] if found and 0 <= found[-1] < nproc else None
+
+
 def created_files(run, work: Path) -> dict:
-    """``{"source", "left": n, "ranks": {rank: [relative paths that rank wrote and the run left]}}``."""
+    """``{"source", "left": n, "ranks": {rank: [relative paths that rank wrote and the run left]},
+    "checkpoints": {rank: [those of them that are checkpoints by name or content]},
+    "unclaimed": [[relative path, rank its name gives or None], ...]}`` (checkpoints no rank claimed)."""
     left = scan(work)
-    ranks = {}
+    ranks, claimed, saved = {}, set(), {}
     for r in range(run.nproc):
         mine = sorted({p for p in rank_writes(run.ranks.get(r)) if p in left})
+        claimed.update(mine)
         ranks[r] = [os.path.relpath(p, work)[:200] for p in mine][:20]
+        saved[r] = [os.path.relpath(p, work)[:200] for p in mine[:MAX_SNIFFED] if is_checkpoint(p)][:20]
+    unclaimed = []
+    for p in sorted(set(left) - claimed)[:MAX_SNIFFED]:
+        if is_checkpoint(p):
+            rel = os.path.relpath(p, work)[:200]
+            unclaimed.append([rel, rank_in_name(rel, run.nproc)])
     return {"source": SOURCE_CROSS_CHECKED, "what": text("工作目录里留下的文件，按打开它们的 rank 分", "files left in the work folder, by the rank that opened them"),
-            "left": len(left), "ranks": ranks}
+            "left": len(left), "ranks": ranks, "checkpoints": saved, "unclaimed": unclaimed[:20]}

@@ -195,6 +195,8 @@ LABELS: dict[str, tuple[str, str, str]] = {
     "stderr_lines": ("标准错误行数", "Lines on stderr", "plain"),
     "stdout_bytes": ("标准输出字节数", "Bytes on stdout", "bytes"),
     "stderr_bytes": ("标准错误字节数", "Bytes on stderr", "bytes"),
+    "stdout_redraws": ("标准输出上原地重画（\\r）的次数", "Redraws on stdout (\\r)", "plain"),
+    "stderr_redraws": ("标准错误上原地重画（\\r）的次数", "Redraws on stderr (\\r)", "plain"),
     "evaluated": ("评估了吗", "Evaluated", "plain"),
     "accuracy": ("评分程序测得的准确率", "Accuracy the grader measured", "pct"),
     "chance": ("随机猜测的准确率", "Accuracy of guessing", "pct"),

@@ -101,8 +101,37 @@ def test_rank_outputs_counts_lines_and_bytes_per_rank(tmp_path):
     os.symlink("/etc/passwd", tmp_path / "run-1" / "attempt_0" / "1" / "extra.log")  # never followed
     got = outputs.rank_outputs(tmp_path, 2)
     assert got["source"] == SOURCE_OUTSIDE
-    assert got["ranks"][0] == {"stdout_lines": 2, "stdout_bytes": 4, "stderr_lines": 1, "stderr_bytes": 5}
+    assert got["ranks"][0] == {"stdout_lines": 2, "stdout_redraws": 0, "stdout_bytes": 4,
+                               "stderr_lines": 1, "stderr_redraws": 0, "stderr_bytes": 5}
     assert got["ranks"][1]["stdout_lines"] == 40
+
+
+def test_rank_outputs_count_progress_bar_redraws(tmp_path):
+    """tqdm redraws one line with \\r: a terminal shows one line, the launcher captured every redraw."""
+    d = tmp_path / "run-1" / "attempt_0" / "1"
+    d.mkdir(parents=True)
+    bar = "".join(f"\repoch 0: {i:3d}%|{'#' * (i // 10):10s}| {i}/100" for i in range(0, 101, 5)) + "\n"
+    (d / "stderr.log").write_text(bar * 2 + "a windows line\r\n")
+    got = outputs.rank_outputs(tmp_path, 2)["ranks"][1]
+    assert (got["stderr_lines"], got["stderr_redraws"]) == (3, 42)
+
+
+def test_unclaimed_checkpoints_judged_by_content_and_name(tmp_path):
+    """A file no rank reported writing (a C++ writer the harness misses) is a checkpoint by its first
+    bytes, and a rank number in its name says whose it is."""
+    (tmp_path / "model_rank1.pt").write_bytes(b"PK\x03\x04" + b"\0" * 40)  # TorchScript: a zip archive
+    (tmp_path / "state.rank-1").write_bytes(b"\x80\x04\x95" + b"\0" * 20)  # a pickle, odd suffix
+    (tmp_path / "weights").write_bytes(b"\x93NUMPY" + b"\0" * 20)
+    (tmp_path / "notes.txt").write_text("epoch 1 done\n")
+    (tmp_path / "ckpt_epoch1.pt").write_bytes(b"PK\x03\x04")  # an epoch number is no rank
+    claimed = {"type": "writes", "paths": [[str(tmp_path / "notes.txt"), 1]], "more": 0}
+    got = files.created_files(_run({0: [claimed], 1: []}), tmp_path)
+    assert got["unclaimed"] == [["ckpt_epoch1.pt", None], ["model_rank1.pt", 1], ["state.rank-1", 1],
+                                ["weights", None]]
+    assert got["checkpoints"] == {0: [], 1: []}
+    by_rank = sync.rank_output(_run({0: [], 1: []}, {"files": got}))
+    assert by_rank[1]["files"] == ["model_rank1.pt", "state.rank-1"]
+    assert sync.unclaimed_checkpoints(_run({0: [], 1: []}, {"files": got})) == ["ckpt_epoch1.pt", "weights"]
 
 
 def test_created_files_keeps_only_what_the_run_left(tmp_path):
@@ -129,6 +158,25 @@ def test_rank0_io_judged_from_outside_evidence():
     saved = {"outputs": {"ranks": {}}, "files": {"ranks": {1: ["checkpoint-rank1.pt"]}}}
     got = ddp.check_rank0_io(_run(recs, saved), 2, 3)
     assert (got.status, got.key, got.params["paths"]) == (CheckStatus.FAIL, "files", "checkpoint-rank1.pt")
+    # a progress bar on rank 1: two line ends, forty redraws
+    bar = {"outputs": {"ranks": {1: {"stderr_lines": 2, "stderr_redraws": 40, "stderr_bytes": 3000}}},
+           "files": {"ranks": {1: []}}}
+    got = ddp.check_rank0_io(_run(recs, bar), 2, 3)
+    assert (got.status, got.key, got.params["prints"]) == (CheckStatus.WARN, "prints_redraws", 40)
+    # one endless line: bytes count where line ends do not
+    endless = {"outputs": {"ranks": {1: {"stdout_lines": 0, "stdout_bytes": 200_000}}}, "files": {"ranks": {1: []}}}
+    got = ddp.check_rank0_io(_run(recs, endless), 2, 3)
+    assert (got.status, got.key, got.params["prints"]) == (CheckStatus.WARN, "prints_bytes", 1000)
+    # library warnings on stderr stay within the allowance
+    warned = {"outputs": {"ranks": {1: {"stderr_lines": 20, "stderr_bytes": 4000}}}, "files": {"ranks": {1: []}}}
+    assert ddp.check_rank0_io(_run(recs, warned), 2, 3).status == CheckStatus.PASS
+    # a checkpoint no rank claimed: its name gives rank 1, or it gives none and is held against the run
+    named = {"outputs": {"ranks": {}}, "files": {"ranks": {1: []}, "unclaimed": [["model_rank1.pt", 1]]}}
+    got = ddp.check_rank0_io(_run(recs, named), 2, 3)
+    assert (got.status, got.key, got.params["paths"]) == (CheckStatus.FAIL, "files", "model_rank1.pt")
+    anonymous = {"outputs": {"ranks": {}}, "files": {"ranks": {1: []}, "unclaimed": [["w.bin", None]]}}
+    got = ddp.check_rank0_io(_run(recs, anonymous), 2, 3)
+    assert (got.status, got.key, got.params["paths"]) == (CheckStatus.WARN, "files_unclaimed", "w.bin")
 
 
 def test_host_sampler_reads_this_process():
