@@ -51,6 +51,7 @@ LABELS: dict[str, tuple[str, str, str]] = {
     "gpu_guarded_lines": ("写在 GPU 条件下、但按默认设置在 GPU 主机上也不会执行的转换所在行",
                           "Lines that convert under a GPU condition a GPU host would not take with the defaults", "plain"),
     "checkpoints": ("其中是检查点的文件（按文件名或文件开头的字节）", "Of those, checkpoints (by name or first bytes)", "plain"),
+    "sources": ("各 rank 的模型来源（评分用图片从未到达的模块）", "Where each rank's model came from (the grader's images never reached it)", "plain"),
     "unclaimed": ("没有任何 rank 报告写过的检查点", "Checkpoints no rank reported writing", "plain"),
     "contradiction": ("自相矛盾的内存读数（峰值小于同一步存活的状态）", "Contradicting memory reading (a peak below the states live at that step)", "plain"),
     "dataloader": ("DataLoader 的下标显示", "What the DataLoader's indices showed", "plain"),
