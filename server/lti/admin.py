@@ -71,7 +71,10 @@ def _remove(form):
 def passback_page(code: str):
     """What reached the LMS for this course; POST ``retry`` (failed ones) or ``send`` (everything changed)."""
     course = course_or_404(code, instructor=True)
-    if request.method == "POST":
+    link_code = ""
+    if request.method == "POST" and request.form.get("action") == "link":
+        link_code = registry.new_link_code(course.id)
+    elif request.method == "POST":
         if request.form.get("action") == "roster":
             try:
                 n = roster.sync(course.id)
@@ -100,4 +103,4 @@ def passback_page(code: str):
         .where(LtiRoleChange.course_id == course.id).order_by(LtiRoleChange.id.desc()).limit(100)).all()
     return render_template("lti/passback.html", course=course, linked=linked, counts=dict(rows),
                            failures=passback.failures(course.id), role_changes=changes,
-                           last_sync=schedule.last_sync(course.id))
+                           last_sync=schedule.last_sync(course.id), link_code=link_code)

@@ -4,6 +4,7 @@ with it (its course links, line items, passback rows, the link of its users to t
 courses, accounts, submissions and grades stay."""
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 from flask import url_for
@@ -44,6 +45,29 @@ def remove(platform_id: int, deployment: str | None = None) -> bool:
     db.session.delete(row)
     db.session.commit()
     return True
+
+
+LINK_CODE_TTL_S = 24 * 3600
+
+
+def new_link_code(course_id: int) -> str:
+    """A one-time code (a day long) that links an LMS course to this course at its instructor's first launch."""
+    from server.lti.frame import RedisCache
+
+    code = secrets.token_hex(5).upper()
+    RedisCache().set("link:" + code, course_id, LINK_CODE_TTL_S)
+    return code
+
+
+def take_link_code(code: str) -> Course | None:
+    """The course a link code names, spending the code; None if unknown, used or expired."""
+    from server.lti.frame import RedisCache
+
+    code = code.strip().upper()
+    if not code.isalnum() or len(code) > 20:
+        return None
+    course_id = RedisCache().take("link:" + code)
+    return db.session.get(Course, course_id) if course_id is not None else None
 
 
 def canvas_config() -> dict[str, Any]:

@@ -180,6 +180,14 @@ def create_course(platform: LtiPlatform, launch: dict[str, Any]) -> Course:
     while db.session.scalar(db.select(Course.id).where(Course.code == code)) is not None:
         code = f"{base}-{secrets.token_hex(2)}"
     course = ensure_course(code, str(context.get("title") or code)[:200])  # every homework published, as seeded
+    return link_course(platform, launch, course)
+
+
+def link_course(platform: LtiPlatform, launch: dict[str, Any], course: Course) -> Course:
+    """Bind the launch's context (an LMS course) to a distgrade course, new or existing."""
+    context_id = str((launch.get(CLAIM + "context") or {}).get("id", ""))
+    if not context_id:
+        raise LaunchRefused("no_context")
     db.session.add(LtiContext(platform_id=platform.id, context_id=context_id, course_id=course.id,
                               services=services(launch)))
     return course

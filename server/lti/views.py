@@ -16,7 +16,7 @@ from pylti1p3.exception import LtiException, OIDCException
 from pylti1p3.lineitem import LineItem
 
 from server.extensions import csrf, db
-from server.lti import bp, frame, keys, passback, tool
+from server.lti import bp, frame, keys, passback, registry, tool
 from coursework.text import pick
 
 
@@ -30,6 +30,7 @@ def _messages() -> dict[str, str]:
             "no_user": _("The launch names no user."),
             "expired_launch": _("The launch has expired. Open the tool again from your course in the LMS."),
             "bad_registration": _("The registration is incomplete or a URL is not http(s)."),
+            "bad_link_code": _("This link code is unknown, used or expired. Ask the distgrade course's instructor for a new one."),
             "no_cookies": _("Your browser did not send distgrade's cookies back inside the LMS page, so this launch cannot be checked. Open distgrade in a new window.")}
 
 
@@ -204,7 +205,8 @@ def data_settings(message) -> dict:
 @bp.post("/create-course")
 @csrf.exempt  # the form carries the launch id, which only the instructor's own launch revealed
 def create_course():
-    """Create the course an instructor's launch named and sign them in as its instructor."""
+    """Create the course an instructor's launch named, or link it to an existing one (a link code
+    from that course's instructor), and sign them in as its instructor."""
     launch_id = request.form.get("launch_id", "")
     if not launch_id or session.get("lti_pending") != launch_id:
         return refused("expired_launch")
@@ -218,7 +220,13 @@ def create_course():
         abort(404)
     try:
         platform = tool.platform_of(data)
-        course = tool.context_course(platform, data) or tool.create_course(platform, data)
+        course = tool.context_course(platform, data)
+        if course is None and request.form.get("link_code", "").strip():
+            existing = registry.take_link_code(request.form["link_code"])
+            if existing is None:
+                raise tool.LaunchRefused("bad_link_code")
+            course = tool.link_course(platform, data, existing)
+        course = course or tool.create_course(platform, data)
         session.pop("lti_pending", None)
         return _sign_in(platform, data, course, message)
     except tool.LaunchRefused as err:
