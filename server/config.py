@@ -166,6 +166,8 @@ def from_env() -> dict[str, Any]:
         # Wrong passwords for one account from anywhere (many addresses): looser, and passed by a browser or an
         # address the owner signed in from before, so guessing cannot lock the owner out (server/auth/throttle.py).
         "LOGIN_LIMIT_ACCOUNT": os.environ.get("LOGIN_LIMIT_ACCOUNT", "30 per hour"),
+        # over those two, one sign-in per account per back-off (2, 4, 8 ... s), at most this long
+        "LOGIN_BACKOFF_MAX": float(os.environ.get("LOGIN_BACKOFF_MAX", "60")),
         # Reverse proxies in front of the web server whose X-Forwarded-* headers are believed (0: none, so a
         # client cannot claim an address); behind nginx set 1, or every student shares the proxy's address.
         "TRUSTED_PROXIES": _int("TRUSTED_PROXIES", 0),

@@ -52,6 +52,11 @@ def remember(response: Any, account: str) -> None:
                         secure=bool(current_app.config.get("SESSION_COOKIE_SECURE")))
 
 
+def key(kind: str, *parts: str) -> str:
+    """A storage key of this module's and the sign-in back-off's (``throttle``): prefixed, hashed."""
+    return _key(kind, *parts)
+
+
 def _key(kind: str, *parts: str) -> str:
     from server.auth.throttle import KEY_PREFIX
 
@@ -60,7 +65,9 @@ def _key(kind: str, *parts: str) -> str:
 
 
 def _storage():
-    return current_app.extensions["distgrade_limiter"].storage
+    from server.auth.throttle import storage as counters  # the limiter's storage, or memory while Redis is away
+
+    return counters()
 
 
 def known_address(account: str, address: str) -> bool:

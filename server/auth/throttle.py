@@ -1,19 +1,24 @@
 """Sign-in throttling: failed sign-ins are counted so that the guesser is slowed, not the owner.
 
-Only failures count (``deduct_when``: the view answers 401), in moving windows (Flask-Limiter):
+Only failures count (the view answers 401). Two limits refuse (moving windows, Flask-Limiter):
 
-* per account *and* address, ``LOGIN_LIMIT`` (default 5 per minute): one guesser at one address;
-* per address, ``LOGIN_LIMIT_ADDRESS`` (default 30: a lab shares one address);
-* per account from anywhere, ``LOGIN_LIMIT_ACCOUNT`` (default 30 per hour, looser): guessing from
-  many addresses. An address the owner signed in from before passes it;
-* a browser the owner signed in from before (``devices``: a signed cookie) passes the three
-  above and has a bucket of its own, ``LOGIN_LIMIT`` per account and device.
+* per address, ``LOGIN_LIMIT_ADDRESS`` (default 30 per minute: a lab shares one address);
+* a browser the owner signed in from before (``devices``: a signed cookie) passes every other
+  limit and has a bucket of its own, ``LOGIN_LIMIT`` per account and device.
 
-So a classmate who types five wrong passwords for someone's username throttles only themselves:
-the owner at home, or beside them in the lab on their own browser, still signs in. When a limit
-is reached, the next sign-in is refused before the password is even checked (the right one too,
-so guessing stays slow), with the form shown again and "too many attempts, try again in N s"
-(HTTP 429). The owner is told at their next sign-in how many wrong passwords were tried.
+Two limits *slow* instead of refusing (``gate``): per account *and* address, ``LOGIN_LIMIT``
+(default 5 per minute: one guesser at one address), and per account from anywhere,
+``LOGIN_LIMIT_ACCOUNT`` (default 30 per hour: guessing from many addresses; an address the owner
+signed in from before passes it). Over either, an account takes one sign-in at a time: each wrong
+password there closes the account's turn for a back-off that doubles, 2, 4, 8 ... up to
+``LOGIN_BACKOFF_MAX`` seconds (default 60), and whoever comes while it is closed is told "try again
+in N s" (HTTP 429) before the password is checked. The owner in a fresh browser behind a
+guesser's address (a lab's NAT) therefore waits seconds, not the rest of the window: the right
+password gets in at the next turn. What guessing costs: past the free five a minute, at most one
+guess per ``LOGIN_BACKOFF_MAX`` seconds per account from everywhere together (60 an hour, 1,440 a
+day at the default), however many addresses the guesser has. A script that fires the moment each
+turn opens can still make the owner retry; a known browser or address, or the LMS launch, skips
+the turn. The owner is told at their next sign-in how many wrong passwords were tried.
 
 The counters live in the service's Redis (``REDIS_URL``, the embedded one under ``./distgrade up``),
 so every gunicorn process shares them. Without a Redis URL (tests, a bare ``flask run``) they are
@@ -27,14 +32,17 @@ from __future__ import annotations
 import functools
 import math
 import time
+from typing import Any
 
-from flask import Flask, flash, g, make_response, render_template, request
+from flask import Flask, current_app, flash, g, make_response, render_template, request
 from flask_babel import gettext as _
 from flask_limiter import Limiter, RequestLimit
 from flask_limiter.util import get_remote_address
+from limits import parse
+from limits.storage import MemoryStorage
 
 from server.auth import devices
-from server.redis_skip import skipping_pool
+from server.redis_skip import skipping, skipping_pool
 
 LOGIN_ENDPOINT = "auth.login"
 PASSWORD_ENDPOINT = "auth.password"  # a wrong current password counts like a failed sign-in
@@ -90,6 +98,106 @@ def _owner_like() -> bool:
     return _known_device() or devices.known_address(account_name(), get_remote_address() or "-")
 
 
+def backoff_s(level: int, cap: float) -> int:
+    """The wait after the ``level``-th wrong password over the limit: 2, 4, 8 ... seconds, at most ``cap``."""
+    return int(min(cap, 2 ** max(1, min(level, 30))))
+
+
+def _over(storage) -> bool:
+    """Whether this sign-in is over the account-and-address limit, or (from a browser and address
+    the owner never used) over the account limit: then it waits for the account's turn."""
+    cfg = current_app.config
+    pair, account = parse(cfg["LOGIN_LIMIT"]), parse(cfg["LOGIN_LIMIT_ACCOUNT"])
+    if int(storage.get(devices.key("pair", pair_key())) or 0) >= pair.amount:
+        return True
+    return not _owner_like() and int(storage.get(devices.key("account", account_key())) or 0) >= account.amount
+
+
+def gate():
+    """Before the password is checked: None when this sign-in may go on, else the 429 page saying
+    when the account's next turn opens. A known browser never waits (its own limit applies)."""
+    if _known_device():
+        return None
+    try:
+        return _gate(storage())
+    except Exception:  # Redis failed just now (the process skips it from here): decide in memory
+        try:
+            return _gate(storage())
+        except Exception:
+            return None  # no counters to go by (the address limit still holds)
+
+
+def _gate(storage):
+    """``gate`` on one storage."""
+    if not _over(storage):
+        return None
+    turn = devices.key("turn", account_key())
+    # the turn is taken by the request whose increment makes it 1; the others wait
+    if int(storage.get(turn) or 0) == 0 and storage.incr(turn, 1) == 1:
+        g._took_turn = True
+        return None
+    wait = max(1, math.ceil(storage.get_expiry(turn) - time.time()))
+    return _refuse_for(wait)
+
+
+def count_failure() -> None:
+    """After a wrong password: count it for the account and the address, and, over the limit,
+    close the account's turn for the next back-off."""
+    if _known_device():
+        return
+    for _ in range(2):  # a Redis that fails just now: once more, in memory (the process skips Redis)
+        try:
+            return _count_failure(storage())
+        except Exception:
+            continue
+
+
+def _count_failure(storage) -> None:
+    """``count_failure`` on one storage."""
+    cfg = current_app.config
+    over = _over(storage) or g.get("_took_turn")
+    storage.incr(devices.key("pair", pair_key()), parse(cfg["LOGIN_LIMIT"]).get_expiry())
+    storage.incr(devices.key("account", account_key()), parse(cfg["LOGIN_LIMIT_ACCOUNT"]).get_expiry())
+    if over or _over(storage):
+        cap = float(cfg.get("LOGIN_BACKOFF_MAX", 60))
+        level = storage.incr(devices.key("level", account_key()), parse(cfg["LOGIN_LIMIT_ACCOUNT"]).get_expiry())
+        turn = devices.key("turn", account_key())
+        storage.clear(turn)
+        storage.incr(turn, backoff_s(level, cap))
+
+
+def signed_in_ok() -> None:
+    """The right password: the account's back-off starts again from the shortest wait."""
+    try:
+        counters = storage()
+        for kind in ("level", "turn"):
+            counters.clear(devices.key(kind, account_key()))
+    except Exception:
+        pass
+
+
+def storage() -> Any:
+    """Where the back-off's counters live: the limiter's storage, or the memory it falls back to
+    while Redis is away (this process then leaves Redis alone: ``server.redis_skip``)."""
+    if skipping():
+        memory = current_app.extensions.get("distgrade_login_memory")
+        if memory is None:
+            memory = current_app.extensions.setdefault("distgrade_login_memory", MemoryStorage())
+        return memory
+    return current_app.extensions["distgrade_limiter"].limiter.storage
+
+
+def _refuse_for(wait: int):
+    """The form again with "try again in N s" (HTTP 429); the refused try is told to the owner too."""
+    from server.auth.views import LoginForm, PasswordForm
+
+    flash(_("Too many attempts, try again in %(seconds)d s.", seconds=wait), "error")
+    if request.endpoint == PASSWORD_ENDPOINT:
+        return make_response(render_template("auth/password.html", form=PasswordForm()), 429)
+    devices.failed(account_name())
+    return make_response(render_template("auth/login.html", form=LoginForm()), 429)
+
+
 def _failed(response) -> bool:
     return response.status_code == 401
 
@@ -143,9 +251,7 @@ def init_app(app: Flask) -> Limiter:
     _scope_hooks_to_blueprint(app, limiter, "auth")
     app.extensions["distgrade_limiter"] = limiter
     # (key, scope, limit, exempt when): see the module docstring
-    limits = ((pair_key, "login-pair", app.config["LOGIN_LIMIT"], _known_device),
-              (address_key, "login-address", app.config["LOGIN_LIMIT_ADDRESS"], _known_device),
-              (account_key, "login-account", app.config["LOGIN_LIMIT_ACCOUNT"], _owner_like),
+    limits = ((address_key, "login-address", app.config["LOGIN_LIMIT_ADDRESS"], _known_device),
               (device_key, "login-device", app.config["LOGIN_LIMIT"], lambda: not _known_device()))
     for endpoint in (LOGIN_ENDPOINT, PASSWORD_ENDPOINT):
         view = app.view_functions[endpoint]

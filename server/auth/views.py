@@ -18,7 +18,7 @@ from sqlalchemy import bindparam, select, update
 from wtforms import PasswordField, StringField
 from wtforms.validators import DataRequired, EqualTo, Length
 
-from server.auth import devices
+from server.auth import devices, throttle
 from server.auth.throttle import account_name
 from server.extensions import db
 from server.models import User
@@ -140,8 +140,12 @@ def login():
         return redirect(safe_next(request.args.get("next")))
     form = LoginForm()
     if form.validate_on_submit():
+        waiting = throttle.gate()  # over the limit: the account's turn, before the password is checked
+        if waiting is not None:
+            return waiting
         user = db.session.scalar(db.select(User).where(User.username == form.username.data.strip()))
         if user is not None and user.check_password(form.password.data):
+            throttle.signed_in_ok()
             login_user(user)
             session["_sv"] = user.session_version  # revoked when logout or a new password bumps it
             if session.get("lang") and user.locale != session["lang"]:
@@ -156,6 +160,7 @@ def login():
             return response
         if user is not None:
             devices.failed(account_name())  # told to the owner at their next sign-in
+        throttle.count_failure()
         flash(_("Wrong username or password."), "error")
     elif request.method == "POST":
         flash(_("Enter your username and password."), "error")
@@ -197,12 +202,16 @@ def password():
     form = PasswordForm()
     status = 200
     if form.validate_on_submit():
+        waiting = throttle.gate()
+        if waiting is not None:
+            return waiting
         if current_user.check_password(form.current.data):
             current_user.set_password(form.new.data)  # bumps the session version
             db.session.commit()
             session["_sv"] = current_user.session_version
             flash(_("Password changed. Every other session of this account is signed out."), "info")
             return redirect(url_for("homework.index"))
+        throttle.count_failure()
         flash(_("The current password is wrong."), "error")
         status = 401
     elif request.method == "POST":

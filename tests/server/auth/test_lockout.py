@@ -78,3 +78,43 @@ def test_a_guesser_cannot_forge_the_device_cookie(app) -> None:
     guesser.set_cookie("dg_device", "alice")
     codes = [_post(guesser, "alice", "x", "10.0.8.1").status_code for _ in range(7)]
     assert set(codes[5:]) == {429}
+
+
+def _wait_told(page: str) -> int:
+    import re
+
+    return int(re.search(r"try again in (\d+) s", page).group(1))
+
+
+def test_a_classmate_behind_the_same_address_delays_the_owners_first_sign_in_by_seconds(app) -> None:
+    """A lab's NAT: five wrong passwords for alice from the shared address, then alice herself, in a
+    fresh browser on that address for the first time, was answered 429 for the rest of the minute
+    (and a classmate could keep it so). Over the limit a guess now waits its turn per account, the
+    wait doubling with each further wrong password (at most ``LOGIN_BACKOFF_MAX``): the right
+    password gets in at the next turn."""
+    import time
+
+    assert _guess(app, "alice", "10.0.5.1", 5) == [401] * 5
+    owner = app.test_client()
+    first = _post(owner, "alice", "alice-pass", "10.0.5.1")
+    if first.status_code == 429:
+        wait = _wait_told(first.get_data(as_text=True))
+        assert wait <= 2, wait  # the first turn comes after the shortest back-off
+        time.sleep(wait)
+        first = _post(owner, "alice", "alice-pass", "10.0.5.1")
+    assert first.status_code == 302
+
+
+def test_guessing_over_the_limit_is_slowed_more_with_every_wrong_password(app) -> None:
+    """The guesser is not refused for good, but every turn it takes costs a longer wait, up to
+    ``LOGIN_BACKOFF_MAX`` seconds per account (what guessing costs is in the README)."""
+    import time
+
+    from server.auth import throttle
+
+    assert [throttle.backoff_s(level, 60) for level in range(1, 9)] == [2, 4, 8, 16, 32, 60, 60, 60]
+    guesser = app.test_client()
+    assert [_post(guesser, "alice", f"g{i}", "10.0.5.7").status_code for i in range(6)] == [401] * 5 + [429]
+    time.sleep(_wait_told(_post(guesser, "alice", "g", "10.0.5.7").get_data(as_text=True)))
+    assert _post(guesser, "alice", "g6", "10.0.5.7").status_code == 401  # its turn: checked, wrong
+    assert _wait_told(_post(guesser, "alice", "g7", "10.0.5.7").get_data(as_text=True)) > 2  # the next wait is longer
