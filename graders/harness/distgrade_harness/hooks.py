@@ -3,13 +3,16 @@
 * DataLoader: the batch indices fetched in the main process (``_next_index``),
   of which the first ``yielded`` batches were actually consumed; one record per
   iterator pass (an "epoch"), keyed by the dataset object.
-* Optimizer steps (global post-hook): time, samples consumed, loss of the last
-  backward, backward passes and gradient all-reduce buckets since the previous step,
+* The module that learns (``trained``): the one whose forward took the training batches and whose
+  backward ran. Its parameters are the ones digested, counted and dumped, not an optimizer's list.
+* Optimizer steps (global post-hook), or where no optimizer ever steps, changes of the trained
+  parameters between two backward passes: time, samples consumed, loss of the last backward, the
+  trained parameters' digest, backward passes and gradient all-reduce buckets since the previous step,
   the main thread's run-queue wait (time it was ready but the host's CPUs were busy), its
   CPU time, and the time spent inside ``DataLoader.__next__``.
 * DDP construction: the model, its (Sync)BatchNorm layers and a counting comm hook.
 * The process group (``init_process_group``, or found initialised at a step), the
-  (Sync)BatchNorm layers the optimizer trains (with or without DDP), and gradients
+  (Sync)BatchNorm layers of the trained modules and of every optimizer (with or without DDP), and gradients
   all-reduced by hand (``dist.all_reduce`` on a ``.grad`` between two steps).
 * A per-rank view of the data (``Subset``, or a tutorial-style ``Partition`` holding an
   index list into a larger data set): indices are sent in the base data set's numbering.
