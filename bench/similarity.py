@@ -10,7 +10,13 @@ submissions, then the worker's job at 500 reading the submissions one by one fro
 database (what an instructor waits for). ``--copydetect`` adds copydetect 0.5's all-pairs
 comparison of the same 500 files, if it is installed (it is not a dependency).
 
-Run: ``.venv/bin/python -m bench.similarity`` (``--sizes 100,500``).
+The first table measures what is found: the disguise corpus of ``assignments/ddp_speedup/similarity``
+(each file of ``copies/`` against its source, and the sample made from another), the false pairs
+among the independent solutions alone, and the same in a class that also holds every copy and
+two crowds of twelve disguised copies (whether an honest pair shows must not depend on who else
+is in the class).
+
+Run: ``.venv/bin/python -m bench.similarity`` (``--sizes 100,500``; ``--quality`` for the first table only).
 """
 from __future__ import annotations
 
@@ -25,7 +31,7 @@ import tokenize
 from pathlib import Path
 
 from bench.common import print_table
-from coursework.similarity import Doc, compare, load_spec
+from coursework.similarity import Doc, compare, excluded, extract, load_spec
 from coursework.similarity.fingerprint import bound_names
 
 ROOT = Path(__file__).resolve().parents[1] / "assignments" / "ddp_speedup"
@@ -63,6 +69,62 @@ def make_class(n: int, seed: int = 25) -> list[str]:
     return [disguise(base[i % len(base)], rng) for i in range(n)]
 
 
+SIM = ROOT / "similarity"
+DERIVED = ("correct_flat_buffer_async_allreduce", "correct_partition_hand_allreduce")  # one made from the other
+
+
+def _doc(path: Path) -> Doc:
+    return Doc(str(path.relative_to(ROOT)), extract(path.name, path.read_bytes()))
+
+
+def honest_docs() -> list[Doc]:
+    files = sorted((SIM / "independent").glob("*.py"))
+    files += [p for p in sorted((ROOT / "samples").glob("correct_*/train.py")) if p.parent.name != DERIVED[0]]
+    return [_doc(p) for p in files]
+
+
+def planted_copies() -> tuple[list[Doc], list[tuple[str, str, str]]]:
+    """Every copy of the corpus and the pair each must form: (copy, source, disguise)."""
+    docs = [_doc(SIM / "original.py"), _doc(ROOT / "samples" / DERIVED[0] / "train.py")]
+    expected = [(docs[1].key, str(Path("samples") / DERIVED[1] / "train.py"), "sample made from another")]
+    for folder in sorted(p for p in (SIM / "copies").iterdir() if p.is_dir()):
+        files = [_doc(p) for p in sorted(folder.glob("*.py"))]
+        docs += files
+        source = files[0].key if folder.name == "public_ddp_tutorial" else docs[0].key
+        expected += [(f.key, source, folder.name) for f in files if f.key != source]
+    return docs, expected
+
+
+def _run(docs: list[Doc]) -> tuple[dict, float]:
+    spec = load_spec(ROOT, json.loads((ROOT / "assignment.json").read_text()))
+    t0 = time.perf_counter()
+    result = compare(docs, excluded(spec), spec.kind, spec.settings)
+    return result, time.perf_counter() - t0
+
+
+def quality_rows() -> list[list]:
+    """Copies flagged / total and false pairs among honest solutions, alone and in a class."""
+    honest = honest_docs()
+    keys = {d.key for d in honest}
+    copies, expected = planted_copies()
+    crowd = [Doc(f"crowd{n}:{i}", disguise(text, random.Random(n * 100 + i)))
+             for n, text in enumerate([(SIM / "original.py").read_text(),
+                                       (SIM / "independent" / "p01_imagenet_meters.py").read_text()])
+             for i in range(12)]
+    rows = []
+    for what, docs in (("honest alone", honest), ("class: honest + copies", honest + copies),
+                       ("class: + 24 disguised", honest + copies + crowd)):
+        result, wall = _run(docs)
+        pairs = {frozenset((p["a"], p["b"])): p for p in result["pairs"]}
+        false = [p for p in pairs if p <= keys]
+        found = [e for e in expected if frozenset(e[:2]) in pairs] if len(docs) > len(honest) else []
+        why = sorted({r for e in found for r in pairs[frozenset(e[:2])]["reasons"]})
+        missed = sorted({e[2] for e in expected if e not in found}) if len(docs) > len(honest) else []
+        rows.append([what, len(docs), f"{len(found)}/{len(expected)}" if len(docs) > len(honest) else "-",
+                     ", ".join(why) or "-", ", ".join(missed) or "-", len(false), round(wall, 1)])
+    return rows
+
+
 def peak_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -71,7 +133,7 @@ def engine_row(texts: list[str]) -> list:
     a = json.loads((ROOT / "assignment.json").read_text())
     spec = load_spec(ROOT, a)
     t0, c0 = time.perf_counter(), time.process_time()
-    result = compare((Doc(f"s{i}", t) for i, t in enumerate(texts)), spec.boilerplate, spec.kind, spec.settings,
+    result = compare((Doc(f"s{i}", t) for i, t in enumerate(texts)), excluded(spec), spec.kind, spec.settings,
                      reload=lambda key: texts[int(key[1:])])
     return ["engine", len(texts), sum(len(t) for t in texts) // 1024, result["stats"]["candidates"],
             len(result["pairs"]), len(result["clusters"]), round(time.perf_counter() - t0, 1),
@@ -137,7 +199,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100,250,500")
     parser.add_argument("--copydetect", action="store_true")
+    parser.add_argument("--quality", action="store_true", help="only the table of what is found")
     args = parser.parse_args()
+    print_table("What is found (homework 1's disguise corpus; false pairs: among honest solutions only)",
+                ["class", "documents", "copies flagged", "reasons", "missed", "false pairs", "wall s"], quality_rows())
+    if args.quality:
+        return
     sizes = [int(s) for s in args.sizes.split(",")]
     rows = [engine_row(make_class(n)) for n in sizes]
     rows.append(job_row(make_class(max(sizes))))

@@ -1,16 +1,26 @@
 """Pairs and clusters of documents that share fingerprints beyond the boilerplate.
 
-Boilerplate is everything in the starter and the reference solution (every k-gram of them, not
-only their winnowed ones) plus whatever more than ``common_fraction`` of the class wrote (MOSS's
-``-m``): the idioms the chapter teaches (``DistributedSampler(dataset)``, ``sampler.set_epoch``)
-are in every correct solution and prove nothing. What remains is each document's own code.
+Boilerplate is everything in the starter, the reference solution and the public patterns
+(every k-gram of them, not only their winnowed ones) plus whatever more than ``common_fraction``
+of the class wrote (MOSS's ``-m``): the idioms the chapter teaches (``DistributedSampler(dataset)``,
+``sampler.set_epoch``) are in every correct solution and prove nothing. The class is counted in
+groups, not documents: a cluster of reported pairs is one voice (``common_prints``, repeated until
+the clusters settle), so twelve copies of one file neither hide nor reveal a pair of honest
+students. What remains is each document's own code.
 
-A pair is scored by how much of the own code of either side the other contains (the larger of
-the two fractions: a copy padded with dead code still contains all of its source), and reported
-when that is at least ``threshold``, the smaller fraction at least ``min_fraction`` and the shared
-own code at least ``min_shared`` tokens (measured on the samples: disguised copies share 420-910
-own tokens at fractions of 0.58-1.0; among 30 independent solutions the largest fraction, 0.64,
-came with 82 shared tokens and 0.17 on the other side).
+A pair is reported for any of three reasons (``reasons`` in the result):
+
+* ``fraction``: one side's own code is at least ``threshold`` inside the other, the other side's
+  at least ``min_fraction``, and at least ``min_shared`` own tokens are shared (a whole copy,
+  renamed, reordered, reformatted or sprinkled with dead code);
+* ``contained``: one side is at least ``contained`` inside the other and at least ``min_block``
+  own tokens are shared, however much code the other side added around it (padding, judged
+  from the copied side);
+* ``block``: one region (``regions.largest_region``) holds at least ``min_block`` own tokens,
+  however small a part of either file it is (a pasted training loop or DDP set-up).
+
+Measured on ``assignments/ddp_speedup/similarity`` (see its README): the largest region two
+independent solutions share is far below ``min_block``, pasted blocks are above it.
 Clusters are the connected groups of reported pairs (three students who copied one source are
 one cluster). Documents of earlier terms (``reference``) are compared with students only.
 """
@@ -24,6 +34,7 @@ from itertools import combinations
 from typing import Any, Callable, Iterable
 
 from coursework.similarity.fingerprint import kgram_hashes, tokens_for, winnow
+from coursework.similarity.regions import largest_region, own_in, pair_segments
 
 
 @dataclass
@@ -46,15 +57,18 @@ class Settings:
     min_shared: int = 60  # own tokens shared; below this a pair proves nothing (a few idiomatic lines)
     min_fraction: float = 0.25  # ... and the other side's fraction too: a pair where one side is a
     # small, starter-like script and the other merely contains its few own lines is not reported
-    common_fraction: float = 0.2  # a fingerprint in more documents than this is an idiom
-    common_min: int = 10  # ... but never fewer documents than this (small classes, big clusters)
+    min_block: int = 64  # own tokens in one region: a pasted block, whatever the fractions
+    contained: float = 0.8  # one side this much inside the other (with min_block tokens): padding
+    common_fraction: float = 0.2  # a fingerprint in more groups of the class than this is an idiom
+    common_min: int = 10  # ... but never fewer groups than this (small classes)
+    cut_rounds: int = 3  # rounds of "count each cluster once" before the cut settles
     max_pairs: int = 300  # reported pairs (the strongest), so a result row stays bounded
     max_segments: int = 60  # highlighted regions per pair
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any] | None, kind: str = "code") -> "Settings":
         """Defaults for the kind, then the keys of ``raw`` that name a setting."""
-        s = cls(k=10, window=4, min_shared=30) if kind == "annotations" else cls()
+        s = cls(k=10, window=4, min_shared=30, min_block=80) if kind == "annotations" else cls()
         for name, value in (raw or {}).items():
             if name in s.__dataclass_fields__ and isinstance(value, (int, float)) and not isinstance(value, bool):
                 setattr(s, name, type(getattr(s, name))(value))
@@ -109,32 +123,20 @@ def compare(docs: Iterable[Doc], boilerplate: list[str], kind: str = "code",
         meta.append(Doc(d.key, "", d.label, d.reference))
     docs = meta
     text_of = reload or kept.__getitem__
-    students = [d for d in docs if not d.reference]
-    df = Counter(h for d in students for h in prep[d.key].prints)
-    limit = max(s.common_min, s.common_fraction * len(students))
-    common = {h for h, c in df.items() if c > limit}
-    excluded = boiler | common
-    index: dict[int, list[str]] = defaultdict(list)
-    for d in docs:
-        p = prep[d.key]
-        p.prints -= common
-        p.own = _own_mask(p.hashes, excluded, s.k, len(p.hashes) + s.k - 1 if p.hashes else 0)
-        for h in p.prints:
-            index[h].append(d.key)
-    reference = {d.key for d in docs if d.reference}
-    shared: Counter[tuple[str, str]] = Counter()
-    for keys in index.values():
-        for a, b in combinations(keys, 2):
-            if not (a in reference and b in reference):
-                shared[(a, b)] += 1
-    pairs = []
-    for (a, b), n in shared.items():
-        pa, pb = prep[a], prep[b]
-        if n < 2 or n < 0.5 * s.threshold * min(len(pa.prints), len(pb.prints)):
-            continue  # cheap pre-filter on winnowed prints; the exact test follows
-        pair = _score(a, b, pa, pb, excluded, s)
-        if pair is not None:
-            pairs.append(pair)
+    students = [d.key for d in docs if not d.reference]
+    group = {k: k for k in students}
+    common: set[int] = set()
+    for rnd in range(max(1, s.cut_rounds)):
+        cut = common_prints(prep, group, s)
+        if rnd and cut == common:
+            break
+        common = cut
+        pairs, candidates = _pairs(docs, prep, boiler | common, s)
+        group = {k: k for k in students}
+        for g in clusters(pairs):  # a cluster of copies is one voice in the next round's cut
+            for k in g["members"]:
+                if k in group:
+                    group[k] = g["members"][0]
     pairs.sort(key=lambda p: (-p["shared_tokens"], -p["score"]))
     groups = clusters(pairs)  # over every pair, before the list is cut: a cluster stays whole
     found = len(pairs)
@@ -151,9 +153,49 @@ def compare(docs: Iterable[Doc], boilerplate: list[str], kind: str = "code",
         "pairs": pairs, "clusters": groups,
         "stats": {"documents": len(docs), "students": len(students), "pairs_found": found,
                   "boilerplate_prints": len(boiler),
-                  "common_prints": len(common), "candidates": len(shared),
+                  "common_prints": len(common), "candidates": candidates,
                   "seconds": round(time.perf_counter() - t0, 3)},
     }
+
+
+def common_prints(prep: dict[str, _Prepared], group: dict[str, str], s: Settings) -> set[int]:
+    """Fingerprints in more than ``max(common_min, common_fraction x groups)`` groups of students,
+    where a group is a cluster of reported pairs or one student: twelve copies of one file are one
+    voice, so what counts as an idiom does not depend on how many copies the class holds."""
+    holders: dict[int, set[str]] = defaultdict(set)
+    for key, g in group.items():
+        for h in prep[key].prints:
+            holders[h].add(g)
+    limit = max(s.common_min, s.common_fraction * len(set(group.values())))
+    return {h for h, gs in holders.items() if len(gs) > limit}
+
+
+def _pairs(docs: list[Doc], prep: dict[str, _Prepared], excluded: set[int], s: Settings) -> tuple[list[dict], int]:
+    """The reported pairs under one cut, and how many candidate pairs were looked at."""
+    index: dict[int, list[str]] = defaultdict(list)
+    for d in docs:
+        p = prep[d.key]
+        p.own = _own_mask(p.hashes, excluded, s.k, len(p.hashes) + s.k - 1 if p.hashes else 0)
+        for h in p.prints - excluded:
+            index[h].append(d.key)
+    reference = {d.key for d in docs if d.reference}
+    shared: Counter[tuple[str, str]] = Counter()
+    for keys in index.values():
+        for a, b in combinations(keys, 2):
+            if not (a in reference and b in reference):
+                shared[(a, b)] += 1
+    # a block of min_block tokens leaves about one print per window + 1 of its k-grams; half of
+    # that lets a block split by a changed line or two through the cheap filter
+    block_prints = max(2, (s.min_block - s.k + 1) // (2 * (s.window + 1)))
+    pairs = []
+    for (a, b), n in shared.items():
+        pa, pb = prep[a], prep[b]
+        if n < 2 or (n < 0.5 * s.threshold * min(len(pa.prints), len(pb.prints)) and n < block_prints):
+            continue  # cheap pre-filter on winnowed prints; the exact test follows
+        pair = _score(a, b, pa, pb, excluded, s)
+        if pair is not None:
+            pairs.append(pair)
+    return pairs, len(shared)
 
 
 def _to_chars(pairs: list[dict], kind: str, text_of: Callable[[str], str], limit: int) -> None:
@@ -165,8 +207,14 @@ def _to_chars(pairs: list[dict], kind: str, text_of: Callable[[str], str], limit
             if key not in cache:
                 cache[key] = tokens_for(kind, text_of(key))
         ta, tb = cache[p["a"]], cache[p["b"]]
-        p["segments"] = [[ta[i0].start, ta[i1 - 1].end, tb[j0].start, tb[j1 - 1].end]
-                         for i0, i1, j0, j1 in sorted(p["segments"])[:limit] if i1 <= len(ta) and j1 <= len(tb)]
+
+        def chars(i0: int, i1: int, j0: int, j1: int) -> list[int] | None:
+            if not (i0 < i1 <= len(ta) and j0 < j1 <= len(tb)):
+                return None
+            return [ta[i0].start, ta[i1 - 1].end, tb[j0].start, tb[j1 - 1].end]
+
+        p["segments"] = [c for c in (chars(*seg) for seg in sorted(p["segments"])[:limit]) if c]
+        p["block"]["region"] = chars(*p["block"]["region"]) or []
 
 
 def _score(a: str, b: str, pa: _Prepared, pb: _Prepared, excluded: set[int], s: Settings) -> dict | None:
@@ -174,56 +222,26 @@ def _score(a: str, b: str, pa: _Prepared, pb: _Prepared, excluded: set[int], s: 
     if not segs:
         return None
     # only own tokens count: a run of shared k-grams may start or end inside the starter's code
-    tok_a = _own_in(pa.own, [(i0, i1) for i0, i1, _, _ in segs])
-    tok_b = _own_in(pb.own, [(j0, j1) for _, _, j0, j1 in segs])
+    tok_a = own_in(pa.own, [(i0, i1) for i0, i1, _, _ in segs])
+    tok_b = own_in(pb.own, [(j0, j1) for _, _, j0, j1 in segs])
     frac_a = tok_a / max(pa.own_tokens, 1)
     frac_b = tok_b / max(pb.own_tokens, 1)
     score = min(1.0, max(frac_a, frac_b))
-    if score < s.threshold or min(frac_a, frac_b) < s.min_fraction or min(tok_a, tok_b) < s.min_shared:
+    shared = min(tok_a, tok_b)
+    block_tokens, region = largest_region(segs, pa.own, pb.own, s.k)
+    reasons = []
+    if score >= s.threshold and min(frac_a, frac_b) >= s.min_fraction and shared >= s.min_shared:
+        reasons.append("fraction")
+    if score >= s.contained and shared >= s.min_block:
+        reasons.append("contained")  # the copied side is inside the other, however padded that one is
+    if block_tokens >= s.min_block:
+        reasons.append("block")  # one pasted region, however small a part of either file
+    if not reasons:
         return None
-    chars = [list(seg) for seg in segs]  # token ranges until ``_to_chars``
     return {"a": a, "b": b, "score": round(score, 3), "frac_a": round(min(frac_a, 1.0), 3),
-            "frac_b": round(min(frac_b, 1.0), 3), "shared_tokens": min(tok_a, tok_b), "segments": chars}
-
-
-def _own_in(own: bytearray, ranges: list[tuple[int, int]]) -> int:
-    """Own tokens inside the union of token ranges."""
-    hit = bytearray(len(own))
-    for start, end in ranges:
-        hit[start:end] = own[start:end]
-    return sum(hit)
-
-
-def pair_segments(ha: "array | list[int]", hb: "array | list[int]", excluded: set[int], k: int) -> list[tuple[int, int, int, int]]:
-    """Matched regions of two documents as token ranges ``(a0, a1, b0, b1)``: runs of shared
-    k-grams along one diagonal, the longest first, none overlapping another on either side."""
-    where_b: dict[int, list[int]] = defaultdict(list)
-    for j, h in enumerate(hb):
-        if h not in excluded and len(where_b[h]) < 4:
-            where_b[h].append(j)
-    matches = sorted((i - j, i, j) for i, h in enumerate(ha) if h not in excluded for j in where_b.get(h, ()))
-    runs: list[list[int]] = []
-    for diag, i, j in matches:
-        last = runs[-1] if runs else None
-        if last and last[4] == diag and i == last[1] + 1:
-            last[1] = i
-            last[3] = j
-        else:
-            runs.append([i, i, j, j, diag])
-    runs.sort(key=lambda r: r[0] - r[1])  # longest first
-    taken: list[tuple[int, int, int, int]] = []
-    used_a: list[tuple[int, int]] = []
-    used_b: list[tuple[int, int]] = []
-    for i0, i1, j0, j1, _ in runs:
-        # overlap is judged on the k-gram starts: two runs of one alignment split by boilerplate
-        # share their last k - 1 tokens and are both kept
-        a, b = (i0, i1 + 1), (j0, j1 + 1)
-        if any(a[0] < e and s < a[1] for s, e in used_a) or any(b[0] < e and s < b[1] for s, e in used_b):
-            continue
-        taken.append((i0, i1 + k, j0, j1 + k))
-        used_a.append(a)
-        used_b.append(b)
-    return taken
+            "frac_b": round(min(frac_b, 1.0), 3), "shared_tokens": shared,
+            "segments": [list(seg) for seg in segs],  # token ranges until ``_to_chars``
+            "reasons": reasons, "block": {"tokens": block_tokens, "region": list(region)}}
 
 
 def clusters(pairs: list[dict]) -> list[dict[str, Any]]:

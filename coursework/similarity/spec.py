@@ -6,8 +6,9 @@
 
 ``kind`` is ``code`` (Python, notebooks' code cells) or ``annotations`` (homework 2's comments);
 ``boilerplate`` names folders of the assignment whose files never count as a student's own
-(the starter, the reference solution, the released notebook); the other keys override
-``compare.Settings``. An earlier term's submissions are a reference corpus: files under
+(the starter, the reference solution, the released notebook); ``public`` (default true) adds the
+public patterns of the kind (``coursework/similarity/public/<kind>/``: helpers pasted verbatim
+from public examples, the same for every class); the other keys override ``compare.Settings``. An earlier term's submissions are a reference corpus: files under
 ``<corpus dir>/<assignment id>/`` (``SIMILARITY_CORPUS_DIR``), compared with this term's
 students, never with each other.
 """
@@ -22,6 +23,7 @@ from coursework.similarity.extract import extract
 SUFFIXES = (".py", ".ipynb", ".yaml", ".yml", ".json")
 MAX_FILES = 2000  # a corpus folder is the operator's, but still bounded
 MAX_FILE_BYTES = 2 * 1024 * 1024
+PUBLIC = Path(__file__).resolve().parent / "public"
 
 
 @dataclass
@@ -30,6 +32,7 @@ class Spec:
 
     kind: str = "code"
     boilerplate: list[str] = field(default_factory=list)
+    public: list[str] = field(default_factory=list)  # public patterns: boilerplate for every class
     settings: Settings = field(default_factory=Settings)
 
 
@@ -52,7 +55,13 @@ def load_spec(assignment_dir: Path, raw: dict | None) -> Spec:
         if assignment_dir.resolve() not in folder.parents:
             continue  # a boilerplate entry points inside the assignment folder, nowhere else
         texts += [extract(p.name, p.read_bytes()) for p in _files(folder)]
-    return Spec(kind=kind, boilerplate=texts, settings=Settings.from_dict(block, kind))
+    public = [p.read_text() for p in _files(PUBLIC / kind)] if block.get("public", True) is not False else []
+    return Spec(kind=kind, boilerplate=texts, public=public, settings=Settings.from_dict(block, kind))
+
+
+def excluded(spec: Spec) -> list[str]:
+    """Every text whose code never counts as a student's own: the assignment's and the public ones."""
+    return spec.boilerplate + spec.public
 
 
 def corpus_docs(corpus_dir: str | Path | None, assignment_id: str) -> list[Doc]:

@@ -26,7 +26,7 @@ from rq.job import JobStatus
 from sqlalchemy import update
 
 from coursework import assignments
-from coursework.similarity import Doc, compare, corpus_docs, extract, load_spec
+from coursework.similarity import Doc, compare, corpus_docs, excluded, extract, load_spec
 from server.extensions import db
 from server.grading.queue import job_state, queue_name, redis_conn
 from server.models import CourseAssignment, Submission, SubmissionStatus, User, utcnow
@@ -185,7 +185,7 @@ def execute(run_id: int) -> str:
         def reload(key: str) -> str:
             return ref_texts[key] if key.startswith("ref:") else submission_text(int(key[4:]))
 
-        result = compare(_chain(_student_docs(ids), refs), spec.boilerplate, spec.kind, spec.settings, reload)
+        result = compare(_chain(_student_docs(ids), refs), excluded(spec), spec.kind, spec.settings, reload)
     except Exception:  # the run's error, never the worker's
         db.session.rollback()
         _finish(run_id, RunStatus.ERROR, error_detail=traceback.format_exc()[-8000:])

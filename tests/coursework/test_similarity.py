@@ -1,7 +1,9 @@
-"""Similarity (issue 25): disguised copies are found, independent solutions raise nothing."""
+"""Similarity: disguised copies are found (a shared block, a padded copy, a partial copy too),
+independent solutions raise nothing, alone or in any class."""
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pytest
@@ -30,9 +32,28 @@ def independents() -> list[Doc]:
     return [doc(p) for p in files]
 
 
-def run(docs: list[Doc], assignment: str = "ddp_speedup") -> dict:
+def run(docs: list[Doc], assignment: str = "ddp_speedup", public: bool = True) -> dict:
     s = spec(assignment)
-    return compare(docs, s.boilerplate, s.kind, s.settings)
+    return compare(docs, s.boilerplate + (s.public if public else []), s.kind, s.settings)
+
+
+def group_of(folder: str) -> list[Doc]:
+    """The documents of one folder of ``copies/`` (with ``original.py`` unless it is the tutorial pair)."""
+    files = sorted((SIM / "copies" / folder).glob("*.py"))
+    return [doc(p) for p in files] if folder == "public_ddp_tutorial" else [doc(SIM / "original.py")] + [doc(p) for p in files]
+
+
+def disguised(path: Path, n: int, seed: int) -> list[Doc]:
+    """``n`` students who each handed in ``path`` renamed and padded with dead code (the bench's way)."""
+    from bench.similarity import disguise
+
+    rng = random.Random(seed)
+    text = path.read_text()
+    return [Doc(f"copy{seed}-{i}:{path.name}", disguise(text, rng)) for i in range(n)]
+
+
+def among(result: dict, keys: set[str]) -> set[frozenset]:
+    return {frozenset((p["a"], p["b"])) for p in result["pairs"] if p["a"] in keys and p["b"] in keys}
 
 
 def test_thirty_independent_solutions_raise_no_pair():
@@ -44,12 +65,12 @@ def test_thirty_independent_solutions_raise_no_pair():
 
 @pytest.mark.parametrize("folder", sorted(p.name for p in (SIM / "copies").iterdir()))
 def test_disguised_copy_is_one_cluster_among_the_independents(folder):
-    files = sorted((SIM / "copies" / folder).glob("*.py"))
-    group = [doc(p) for p in files] if folder == "public_ddp_tutorial" else [doc(SIM / "original.py")] + [doc(p) for p in files]
+    group = group_of(folder)
     result = run(independents() + group)
     keys = {d.key for d in group}
     assert [set(c["members"]) for c in result["clusters"]] == [keys]
-    assert all(p["score"] >= result["settings"]["threshold"] for p in result["pairs"])
+    assert all(p["reasons"] for p in result["pairs"])
+    assert all(p["score"] >= result["settings"]["threshold"] for p in result["pairs"] if "fraction" in p["reasons"])
 
 
 def test_a_sample_made_from_another_is_found():
@@ -122,3 +143,53 @@ def test_annotations_in_a_notebook_are_compared_with_a_config_file():
     own = doc(folder / "similarity" / "independent" / "own_words_2.yaml")
     result = run([nb, yaml, own], "config_annotation")
     assert [{p["a"], p["b"]} for p in result["pairs"]] == [{"nb", yaml.key}]
+
+
+PATTERN_USERS = ("p01_imagenet_meters", "p02_tutorial_setup_meters", "p03_starter_with_meter",
+                 "p04_starter_meter_best_checkpoint")
+
+
+def test_honest_solutions_sharing_public_helpers_are_no_pair_alone():
+    """Four honest solutions that each paste the meter, top-k accuracy or checkpoint helpers of
+    pytorch/examples: in a class of four nothing is common, yet they are not copies of each other."""
+    docs = [doc(SIM / "independent" / f"{n}.py") for n in PATTERN_USERS]
+    assert run(docs)["pairs"] == []
+
+
+def test_pairs_among_honest_solutions_do_not_depend_on_the_copies_in_the_class():
+    """The class-wide cut must not hide (or show) a pair of honest students because other students
+    copied: here 12 copies of one solution and 12 of another, plus every copy of the corpus."""
+    honest = independents()
+    keys = {d.key for d in honest}
+    copies = [d for folder in sorted(p.name for p in (SIM / "copies").iterdir()) for d in group_of(folder)]
+    copies += disguised(SIM / "original.py", 12, 1) + disguised(SIM / "independent" / "p01_imagenet_meters.py", 12, 2)
+    unique = {d.key: d for d in copies}
+    alone = among(run(honest), keys)
+    in_class = among(run(honest + list(unique.values())), keys)
+    assert alone == in_class == set()
+
+
+def test_the_common_cut_counts_a_cluster_of_copies_once():
+    """Without the public helpers as boilerplate, the pair of two starter-based solutions that
+    share them is what it is whether or not twelve copies of a third user of the helpers join."""
+    pair = [doc(SIM / "independent" / f"{n}.py") for n in PATTERN_USERS[2:]]
+    keys = {d.key for d in pair}
+    alone = among(run(pair, public=False), keys)
+    crowd = disguised(SIM / "independent" / "p01_imagenet_meters.py", 12, 3)
+    assert among(run(pair + crowd, public=False), keys) == alone
+
+
+@pytest.mark.parametrize("folder, reason, pasted", [
+    ("training_loop_only", "block", "self.opt.step()\n            summed += loss.detach() * targets.numel()"),
+    ("sampler_ddp_part", "block", "eval_sampler = DistributedSampler(held_out, shuffle=False)"),
+    ("padded_with_other_code", "contained", "def should_stop(self, val_loss):")])
+def test_a_flagged_pair_says_why_and_where(folder, reason, pasted):
+    """The pair names its reason and its largest shared region, which holds the pasted lines on both sides."""
+    group = group_of(folder)
+    result = run(independents() + group)
+    pair = next(p for p in result["pairs"] if {p["a"], p["b"]} == {d.key for d in group})
+    assert reason in pair["reasons"]
+    assert pair["block"]["tokens"] >= result["settings"]["min_block"] or reason != "block"
+    a0, a1, b0, b1 = pair["block"]["region"]
+    text = {d.key: d.text for d in group}
+    assert pasted in text[pair["a"]][a0:a1] and pasted in text[pair["b"]][b0:b1]
