@@ -126,12 +126,16 @@ def compare(docs: Iterable[Doc], boilerplate: list[str], kind: str = "code",
     students = [d.key for d in docs if not d.reference]
     group = {k: k for k in students}
     common: set[int] = set()
+    scored: dict[tuple[str, str], dict | None] = {}
     for rnd in range(max(1, s.cut_rounds)):
         cut = common_prints(prep, group, s)
         if rnd and cut == common:
             break
-        common = cut
-        pairs, candidates = _pairs(docs, prep, boiler | common, s)
+        changed, common = cut ^ common, cut
+        # a pair is scored again only where the new cut touches one of its documents
+        stale = {d.key for d in docs if not changed.isdisjoint(prep[d.key].hashes)}
+        scored = {ab: r for ab, r in scored.items() if ab[0] not in stale and ab[1] not in stale}
+        pairs, candidates = _pairs(docs, prep, boiler | common, s, scored)
         group = {k: k for k in students}
         for g in clusters(pairs):  # a cluster of copies is one voice in the next round's cut
             for k in g["members"]:
@@ -170,8 +174,10 @@ def common_prints(prep: dict[str, _Prepared], group: dict[str, str], s: Settings
     return {h for h, gs in holders.items() if len(gs) > limit}
 
 
-def _pairs(docs: list[Doc], prep: dict[str, _Prepared], excluded: set[int], s: Settings) -> tuple[list[dict], int]:
-    """The reported pairs under one cut, and how many candidate pairs were looked at."""
+def _pairs(docs: list[Doc], prep: dict[str, _Prepared], excluded: set[int], s: Settings,
+           scored: dict[tuple[str, str], dict | None]) -> tuple[list[dict], int]:
+    """The reported pairs under one cut, and how many candidate pairs were looked at; ``scored``
+    keeps the results of an earlier cut that are still valid (it is updated)."""
     index: dict[int, list[str]] = defaultdict(list)
     for d in docs:
         p = prep[d.key]
@@ -184,15 +190,17 @@ def _pairs(docs: list[Doc], prep: dict[str, _Prepared], excluded: set[int], s: S
         for a, b in combinations(keys, 2):
             if not (a in reference and b in reference):
                 shared[(a, b)] += 1
-    # a block of min_block tokens leaves about one print per window + 1 of its k-grams; half of
-    # that lets a block split by a changed line or two through the cheap filter
-    block_prints = max(2, (s.min_block - s.k + 1) // (2 * (s.window + 1)))
+    # winnowing keeps at least one print in every window of k-grams, so a block of min_block
+    # tokens leaves at least this many (the pasted blocks of the corpus leave 48-67)
+    block_prints = max(2, (s.min_block - s.k + 1) // s.window)
     pairs = []
     for (a, b), n in shared.items():
         pa, pb = prep[a], prep[b]
         if n < 2 or (n < 0.5 * s.threshold * min(len(pa.prints), len(pb.prints)) and n < block_prints):
             continue  # cheap pre-filter on winnowed prints; the exact test follows
-        pair = _score(a, b, pa, pb, excluded, s)
+        if (a, b) not in scored:
+            scored[(a, b)] = _score(a, b, pa, pb, excluded, s)
+        pair = scored[(a, b)]
         if pair is not None:
             pairs.append(pair)
     return pairs, len(shared)

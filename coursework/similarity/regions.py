@@ -41,17 +41,15 @@ def pair_segments(ha: "array | list[int]", hb: "array | list[int]", excluded: se
             runs.append([i, i, j, j, diag])
     runs.sort(key=lambda r: r[0] - r[1])  # longest first
     taken: list[Segment] = []
-    used_a: list[tuple[int, int]] = []
-    used_b: list[tuple[int, int]] = []
+    used_a, used_b = bytearray(len(ha) + 1), bytearray(len(hb) + 1)  # k-gram starts already taken
     for i0, i1, j0, j1, _ in runs:
         # overlap is judged on the k-gram starts: two runs of one alignment split by boilerplate
         # share their last k - 1 tokens and are both kept
-        a, b = (i0, i1 + 1), (j0, j1 + 1)
-        if any(a[0] < e and s < a[1] for s, e in used_a) or any(b[0] < e and s < b[1] for s, e in used_b):
+        if used_a.find(1, i0, i1 + 1) >= 0 or used_b.find(1, j0, j1 + 1) >= 0:
             continue
         taken.append((i0, i1 + k, j0, j1 + k))
-        used_a.append(a)
-        used_b.append(b)
+        used_a[i0:i1 + 1] = b"\x01" * (i1 + 1 - i0)
+        used_b[j0:j1 + 1] = b"\x01" * (j1 + 1 - j0)
     return taken
 
 

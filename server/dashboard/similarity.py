@@ -14,9 +14,9 @@ from flask_login import current_user
 from coursework.similarity import corpus_text
 from server.access import course_or_404
 from server.dashboard.actions import ActionError
-from server.dashboard.views import bp
+from server.dashboard.views import bp, hw_in_order
 from server.extensions import db
-from server.models import CourseAssignment, Submission, User
+from server.models import CourseAssignment, Submission, SubmissionStatus, User
 from server.similarity import jobs
 from server.similarity.models import RunStatus, SimilarityRun
 from server.similarity.review import evidence_text, open_reviews
@@ -25,10 +25,16 @@ MAX_SHOWN = 200  # pairs listed on the page (a run keeps at most 300)
 
 
 def _homework(course, assignment_id: str | None) -> str | None:
-    """The homework asked for, else the one last checked, else the first of the course."""
-    ids = sorted(ca.assignment_id for ca in course.homework)
+    """The homework asked for; else the one students handed in last (what a teacher comes to
+    check), else the one last checked, else the course's first in its own order."""
+    ids = [ca.assignment_id for ca in hw_in_order(course.homework)]
     if assignment_id in ids:
         return assignment_id
+    handed_in = db.session.scalar(db.select(Submission.assignment_id).where(
+        Submission.course_id == course.id, Submission.status == SubmissionStatus.GRADED.value,
+        Submission.assignment_id.in_(ids)).order_by(Submission.id.desc()).limit(1))
+    if handed_in:
+        return handed_in
     last = db.session.scalar(db.select(SimilarityRun.assignment_id).where(SimilarityRun.course_id == course.id)
                              .order_by(SimilarityRun.id.desc()).limit(1))
     return last if last in ids else (ids[0] if ids else None)
@@ -70,7 +76,8 @@ def similarity(code: str):
     newest, done = latest_runs(course.id, hw) if hw else (None, None)
     result = (done.result_json or {}) if done else {}
     people = _people(result) if done else {}
-    return render_template("dashboard/similarity.html", course=course, hw=hw, newest=newest, run=done,
+    compared = len(jobs.counted_submissions(course.id, hw)) if hw else 0
+    return render_template("dashboard/similarity.html", course=course, hw=hw, newest=newest, run=done, compared=compared,
                            pairs=list(enumerate(result.get("pairs", [])))[:MAX_SHOWN],
                            clusters=list(enumerate(result.get("clusters", []))), people=people,
                            settings=result.get("settings", {}), stats=result.get("stats", {}))
@@ -123,11 +130,27 @@ def similarity_pair(code: str, run_id: int, n: int):
     pair = pairs[n]
     people = _people(run.result_json)
     segs = pair.get("segments", [])
-    left = fragments(_text(run, pair["a"]), [(s[0], s[1], i + 1) for i, s in enumerate(segs)])
-    right = fragments(_text(run, pair["b"]), [(s[2], s[3], i + 1) for i, s in enumerate(segs)])
+    text_a, text_b = _text(run, pair["a"]), _text(run, pair["b"])
+    left = fragments(text_a, [(s[0], s[1], i + 1) for i, s in enumerate(segs)])
+    right = fragments(text_b, [(s[2], s[3], i + 1) for i, s in enumerate(segs)])
+    region = (pair.get("block") or {}).get("region") or []
+    block = [excerpt(text_a, region[0], region[1]), excerpt(text_b, region[2], region[3])] if len(region) == 4 else None
     return render_template("dashboard/similarity_pair.html", course=course, run=run, n=n, pair=pair,
                            a=people.get(pair["a"], {"name": pair["a"]}), b=people.get(pair["b"], {"name": pair["b"]}),
-                           left=left, right=right)
+                           left=left, right=right, block=block, settings=(run.result_json or {}).get("settings", {}))
+
+
+MAX_EXCERPT = 20_000  # characters of one side of the largest region shown above the full texts
+
+
+def excerpt(text: str, start: int, end: int) -> dict:
+    """The whole lines holding ``text[start:end]``, with their first and last line numbers."""
+    start, end = max(0, min(start, len(text))), max(0, min(end, len(text)))
+    first = text.rfind("\n", 0, start) + 1
+    stop = text.find("\n", end)
+    stop = len(text) if stop < 0 else stop
+    return {"text": text[first:min(stop, first + MAX_EXCERPT)], "first": text.count("\n", 0, first) + 1,
+            "last": text.count("\n", 0, stop) + 1}
 
 
 def _evidence(run: SimilarityRun, keys: list[str], pair_ids: list[int], what: str, people: dict) -> dict[int, str]:

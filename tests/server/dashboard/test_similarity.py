@@ -158,3 +158,53 @@ def test_a_run_whose_worker_died_ends_as_error(app, hw):
         db.session.commit()
         assert jobs.recover_lost() == [run.id]
         assert db.session.get(SimilarityRun, run.id).status == "error"
+
+
+def _text(html: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+
+
+def test_the_page_opens_on_the_homework_students_handed_in_and_says_what_a_run_compares(app, client, auth, make_sub):
+    """Not the alphabetically first homework (homework 2's folder sorts before homework 1's):
+    the one with graded submissions, and the button says how many a run compares."""
+    make_sub("alice", content=ORIGINAL)
+    make_sub("bob", content=COPY)
+    with app.app_context():
+        db.session.add(CourseAssignment(course_id=1, assignment_id="a_config_first"))  # sorts first, nobody handed in
+        db.session.commit()
+    auth.login("teacher", "teacher-pass")
+    page = client.get("/dashboard/DIST101/similarity?lang=en").get_data(as_text=True)
+    assert f'name="hw" value="{PLACEHOLDER}"' in page
+    assert "A run compares the counted submissions of 2 students." in _text(page)
+    other = _text(client.get("/dashboard/DIST101/similarity?hw=a_config_first&lang=en").get_data(as_text=True))
+    assert "No graded submission of this homework yet" in other
+
+
+def test_a_running_first_run_is_not_also_never_run(app, client, auth, make_sub):
+    make_sub("alice", content=ORIGINAL)
+    with app.app_context():
+        run = jobs.request_run(1, PLACEHOLDER)
+        db.session.get(SimilarityRun, run.id).status = "running"
+        db.session.commit()
+    auth.login("teacher", "teacher-pass")
+    for lang, running, never in (("en", "running", "No similarity run of this homework yet"),
+                                 ("zh_CN", "运行中", "这份作业还没有运行过相似度检查")):
+        page = _text(client.get(f"/dashboard/DIST101/similarity?lang={lang}").get_data(as_text=True))
+        assert running in page and never not in page, page[-800:]
+
+
+def test_the_pair_page_says_why_and_shows_the_largest_shared_region_side_by_side(app, client, auth, make_sub):
+    make_sub("alice", content=ORIGINAL)
+    make_sub("bob", content=COPY)
+    run = _run(app)
+    pair = run.result_json["pairs"][0]
+    assert "fraction" in pair["reasons"] and pair["block"]["tokens"] > 0
+    auth.login("teacher", "teacher-pass")
+    page = client.get(f"/dashboard/DIST101/similarity/{run.id}/pair/0?lang=en").get_data(as_text=True)
+    text = _text(page)
+    assert "Why this pair is listed" in text and "of the left one's own code is in the right one" in text
+    assert "largest shared region" in text and page.count('class="sim-block-code"') == 2
+    zh = _text(client.get(f"/dashboard/DIST101/similarity/{run.id}/pair/0?lang=zh_CN").get_data(as_text=True))
+    assert "为什么列出这一对" in zh and "最大的共同区域" in zh
+    listing = _text(client.get("/dashboard/DIST101/similarity?lang=en").get_data(as_text=True))
+    assert "Why" in listing and "share" in listing
