@@ -19,8 +19,9 @@ A pair is reported for any of three reasons (``reasons`` in the result):
 * ``block``: one region (``regions.largest_region``) holds at least ``min_block`` own tokens,
   however small a part of either file it is (a pasted training loop or DDP set-up).
 
-Measured on ``assignments/ddp_speedup/similarity`` (see its README): the largest region two
-independent solutions share is far below ``min_block``, pasted blocks are above it.
+Measured on ``assignments/ddp_speedup/similarity`` (see its README): the largest region two of
+45 independent solutions share is 53 own tokens (two CNN definitions written alike), pasted
+blocks hold 73-90 and a padded copy 655, hence ``min_block`` 64.
 Clusters are the connected groups of reported pairs (three students who copied one source are
 one cluster). Documents of earlier terms (``reference``) are compared with students only.
 """
