@@ -116,7 +116,8 @@ def model_unseen(run) -> dict[int, str] | None:
 
 
 def loopback_reading(run, steps: int) -> dict[str, Any] | None:
-    """The host's loopback bytes beside what a ring all-reduce of the trained parameters' fp32 gradients
+    """The host's loopback bytes beside what a ring all-reduce of the trained parameters' fp32 gradients (as many
+    as the harness counted, and at least the trainable parameters of the model the grader evaluated)
     moves in ``steps`` steps (every rank sends 2(N-1)/N of them each step, all ranks together 2(N-1)), or
     None where the traffic is not seen (no network namespace of its own, NCCL) or nothing says how much."""
     host = (getattr(run, "evidence", None) or {}).get("host") or {}
@@ -124,6 +125,8 @@ def loopback_reading(run, steps: int) -> dict[str, Any] | None:
     if not lo.get("seen"):
         return None
     elements = [rec.get("elements") for rec in _params(run.ranks.get(0)).values()]
+    model = (getattr(run, "evidence", None) or {}).get("model") or {}
+    elements.append(model.get("parameters") if model.get("evaluated") else None)  # counted by the grader itself
     elements = [e for e in elements if isinstance(e, int) and not isinstance(e, bool)]
     if not elements or steps <= 0:
         return None

@@ -112,7 +112,8 @@ def main():
             out[path] = {"evaluated": False, "why": why}
             continue
         acc, how = accuracy(model, x, y, buffers)
-        out[path] = {"evaluated": True, "accuracy": round(acc, 4), "how": how}
+        out[path] = {"evaluated": True, "accuracy": round(acc, 4), "how": how,  # the traffic a correct run moves
+                     "parameters": int(sum(p.numel() for p in model.parameters() if p.requires_grad))}
         done = True
     print(json.dumps(out))
 

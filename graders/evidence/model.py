@@ -139,7 +139,9 @@ def evaluate(runs: list, job: Path, cfg: dict, synthetic: dict | bool | None = T
                                          "accuracy": got.get("accuracy"), "chance": 0.1,
                                          "min_accuracy": floor, "how": got.get("how"),
                                          "learned": float(got.get("accuracy") or 0) >= floor, "seconds": seconds,
-                                         "claimed_loss_below": float(spec.get("claimed_loss_below", 0))}
+                                         "claimed_loss_below": float(spec.get("claimed_loss_below", 0)),
+                                         "parameters": got["parameters"] if isinstance(got.get("parameters"), int)
+                                         and not isinstance(got.get("parameters"), bool) else None}
                 break
             if isinstance(got, dict):
                 run.evidence["model"]["why"] = _unscored(str(got.get("why", ""))[:200])

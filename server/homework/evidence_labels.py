@@ -185,6 +185,7 @@ LABELS: dict[str, tuple[str, str, str]] = {
     "ring": ("每步环形 all-reduce 应传的字节数", "Bytes a ring all-reduce every step moves", "bytes"),
     "of_ring": ("占环形 all-reduce 流量的比例", "Share of the ring all-reduce's bytes", "plain"),
     "elements": ("正在学习的模型的参数个数", "Parameters of the model that learned", "plain"),
+    "parameters": ("评分程序评估的模型的可训练参数个数", "Trainable parameters of the model the grader evaluated", "plain"),
     "trained": ("这个 rank 的模型训练过的样本数", "Samples this rank's model trained on", "plain"),
     "share": ("它应分到的 1/N 样本数", "Its 1/N share of the samples", "plain"),
     "counts": ("各 rank 的模型训练过的样本数", "Samples each rank's model trained on", "plain"),

@@ -86,6 +86,10 @@ def test_loopback_shortfall_only_where_traffic_is_seen():
     assert sync.loopback_shortfall(_run(recs, local_sgd), steps=40) is not None
     half = {"host": {"loopback": {"seen": True, "bytes": ring // 2}}}  # an fp16-compressing comm hook
     assert sync.loopback_shortfall(_run(recs, half), steps=40) is None
+    # the harness says the model is tiny (a chosen module); the grader's evaluated model says otherwise
+    tiny = {0: [_params(1, "a", elements=110)], 1: []}
+    evaluated = {**half, "model": {"evaluated": True, "parameters": 25_000}}
+    assert sync.loopback_reading(_run(tiny, evaluated), steps=40)["ring"] == ring
     plenty = {"host": {"loopback": {"seen": True, "bytes": 10 ** 9}}}
     assert sync.loopback_shortfall(_run(recs, plenty), steps=40) is None
     gpu = {"host": {"loopback": {"seen": False, "why": "NCCL"}}}
