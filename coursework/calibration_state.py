@@ -8,6 +8,8 @@ must reach for the host to judge speed at all. The web app imports this, never `
 from __future__ import annotations
 
 import json
+import math
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +44,45 @@ def calibrated_assignments() -> list[tuple[str, dict]]:
     return out
 
 
-def min_reference_speedup(gate: dict[str, Any], nproc: int) -> float:
-    """The reference speedup below which this host cannot judge speed for ``nproc`` processes."""
-    if "min_reference_efficiency" in gate:
-        return float(gate["min_reference_efficiency"]) * nproc
-    return float(gate.get("min_reference_speedup", 1.0))
+MEDIAN_SD = 1.2533  # sd of the median of k samples ~ 1.2533 sd / sqrt(k) (normal samples)
+
+
+def host_bar(gate: dict[str, Any], nproc: int, ref: dict[str, Any] | None = None,
+             pass_band: float = 0.8, graded_pairs: int = 3) -> dict[str, Any]:
+    """The reference speedup this host needs to judge speed for ``nproc`` processes, and why.
+
+    With ``gate["from_spread"]`` and a calibration ``ref`` whose ``pairs`` hold at least ``min_pairs``
+    ratios, the bar comes from this host's own noise: ``spread`` is the relative sd of one pair's
+    ratio among the reference's pairs, ``d`` that of a median of ``graded_pairs`` pairs (what a
+    grading measures). A correct script (about the reference's speedup R) must stand ``margin`` such
+    spreads above one that gains nothing (1.0x), and a 1.0x script ``margin`` spreads below the pass
+    band (``pass_band`` R):  R >= (1 + m d) / (1 - m d)  and  R >= (1 + m d) / pass_band.
+    A quiet GPU pair (ratios 1.47-1.53) then needs about 1.28x; a busy 2-core CPU (0.49-0.70x) about 1.5x.
+    Otherwise (no such calibration yet, or a gate without ``from_spread``) the gate's fixed
+    ``min_reference_speedup`` or ``min_reference_efficiency`` times N.
+
+    Returns ``{"bar", "basis": "spread" | "fixed", "spread", "pairs"}`` (spread and pairs: None when fixed).
+    """
+    fixed = (float(gate["min_reference_efficiency"]) * nproc if "min_reference_efficiency" in gate
+             else float(gate.get("min_reference_speedup", 1.0)))
+    rule = gate.get("from_spread")
+    ratios = [p["tn"] / p["t1"] for p in (ref or {}).get("pairs", []) or []
+              if isinstance(p, dict) and _positive(p.get("t1")) and _positive(p.get("tn"))]
+    if not isinstance(rule, dict) or len(ratios) < int(rule.get("min_pairs", 3)):
+        return {"bar": fixed, "basis": "fixed", "spread": None, "pairs": None}
+    spread = statistics.stdev(ratios) / statistics.fmean(ratios)
+    d = float(rule.get("margin", 2)) * MEDIAN_SD * spread / math.sqrt(max(1, graded_pairs))
+    ceiling = nproc * 1.25  # no reference gets past this (superlinear): unreachable means "not graded"
+    bar = ceiling if d >= 1 else min(ceiling, max((1 + d) / (1 - d), (1 + d) / pass_band))
+    return {"bar": math.ceil(bar * 100 - 1e-9) / 100, "basis": "spread", "spread": round(spread, 4),
+            "pairs": len(ratios)}
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 and math.isfinite(value)
+
+
+def min_reference_speedup(gate: dict[str, Any], nproc: int, ref: dict[str, Any] | None = None,
+                          pass_band: float = 0.8, graded_pairs: int = 3) -> float:
+    """The reference speedup below which this host cannot judge speed for ``nproc`` processes (``host_bar``)."""
+    return host_bar(gate, nproc, ref, pass_band, graded_pairs)["bar"]

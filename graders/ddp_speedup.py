@@ -139,8 +139,10 @@ def _speed_counts(cfg, run1, run_n, ref, nproc: int) -> bool:
         return False
     if not (timing.throughput(run1) and timing.throughput(run_n)):
         return False
-    gate = cfg["checks"]["speedup"].get("host_gate", {})
-    return ref is None or ref["speedup"] >= speed.min_reference_speedup(gate, nproc)  # pending: keep pairs to re-score
+    scfg = cfg["checks"]["speedup"]
+    bar = speed.min_reference_speedup(scfg.get("host_gate", {}), nproc, ref, float(scfg["bands"].get("pass", 0.8)),
+                                      int(scfg.get("repeat", {}).get("pairs", 1)))
+    return ref is None or ref["speedup"] >= bar  # pending: keep pairs to re-score
 
 
 def _repeat_pairs(cfg, launch, nproc: int) -> list[tuple]:

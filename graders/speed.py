@@ -3,8 +3,10 @@
 Three decisions, all pure:
 
 * **Can this host judge speed?** Only if the reference solution, calibrated here, shows a real
-  speedup with N processes: at least ``min_reference_speedup`` (or ``min_reference_efficiency``
-  times N) from the check's ``host_gate`` in ``assignment.json``. Below it a correct script and a
+  speedup with N processes: at least the bar ``calibration_state.host_bar`` derives from this host's
+  own noise (the spread of the calibration's pair ratios: a quiet GPU pair needs about 1.28x, a
+  busy 2-core CPU about 1.5x), or, before a calibration with enough pairs, the fixed
+  ``min_reference_speedup`` of the check's ``host_gate`` in ``assignment.json``. Below it a correct script and a
   wrong one are not apart by more than the host's noise (a 2-core host: reference 1.01x, and a
   correct script got 5/10 while one without a DistributedSampler got 9.15/10), so speed is "not
   graded on this host" and its points go where the assignment says (``move_points``). No accepted
@@ -86,10 +88,11 @@ def judge(pairs: list[dict[str, float]], nproc: int, ref: dict[str, Any] | None,
         return Verdict(CheckStatus.SKIP, "fast", ev)
     if not ref:
         return Verdict(CheckStatus.SKIP, "pending_calibration", ev)
-    threshold = min_reference_speedup(gate, nproc)
+    bar = calibration_state.host_bar(gate, nproc, ref, float(bands.get("pass", 0.8)), len(pairs))
+    threshold = bar["bar"]
     ev.update(reference=round(ref["speedup"], 3), ref_t1=round(ref["t1"], 2), ref_tn=round(ref["tn"], 2),
               ratio_1=round(got["t1"] / ref["t1"], 3), ratio_n=round(got["tn"] / ref["tn"], 3),
-              min_reference_speedup=threshold)
+              min_reference_speedup=threshold, bar_basis=bar["basis"], host_spread=bar["spread"])
     if ref["speedup"] < threshold:
         return Verdict(CheckStatus.SKIP, "host_no_gain", ev)
     if ev["ratio_1"] < float(bands.get("single_ratio", 0.6)) * ev["ratio_n"]:

@@ -3,7 +3,8 @@
 Speed is judged against the reference solution measured on the grading host (``graders.calibration``, which writes
 the state files read here through ``coursework.calibration_state``).
 Staff see, per calibrated assignment and mode: the accepted value and whether it lets this host grade
-speed at all (``min_reference_speedup``: the reference must reach ``host_gate``'s threshold), then every recent
+speed at all (the reference must reach ``calibration_state.host_bar``: a bar from this host's own
+spread of pair ratios, or ``host_gate``'s fixed one before there is a calibration to take it from), then every recent
 attempt with its pairs, the pairs discarded and why (a busy host), why an attempt was rejected, and when
 a calibration gave way to a grading. All of it is read from the state files; nothing is measured here.
 """
@@ -32,6 +33,7 @@ class CalibrationView:
     grades_speed: bool | None  # None: no accepted value yet (gradings are "pending calibration")
     running_since: datetime | None
     history: list[dict[str, Any]] = field(default_factory=list)
+    bar: dict[str, Any] = field(default_factory=dict)  # calibration_state.host_bar: how ``threshold`` was found
 
 
 def _when(ts: Any) -> datetime | None:
@@ -42,8 +44,8 @@ def calibration_views() -> list[CalibrationView]:
     """Every calibrated assignment's state on this host, newest attempt first."""
     out = []
     for aid, cfg in calibration_state.calibrated_assignments():
-        gate = cfg.get("checks", {}).get("speedup", {}).get("host_gate", {})
-        threshold = calibration_state.min_reference_speedup(gate, int(cfg.get("nproc", 2)))
+        scfg = cfg.get("checks", {}).get("speedup", {})
+        gate = scfg.get("host_gate", {})
         for mode in ("cpu", "gpu"):
             state = calibration_state.load_state(aid, mode)
             if state is None and mode == "gpu":
@@ -53,11 +55,15 @@ def calibration_views() -> list[CalibrationView]:
             history = [{**h, "when": _when(h.get("at")),
                         "ratios": [p.get("speedup") for p in h.get("pairs", []) if isinstance(p, dict)]}
                        for h in reversed(state.get("history", [])) if isinstance(h, dict)]
+            bar = calibration_state.host_bar(gate, int(cfg.get("nproc", 2)), accepted,
+                                             float(scfg.get("bands", {}).get("pass", 0.8)),
+                                             int(scfg.get("repeat", {}).get("pairs", 1)))
+            threshold = bar["bar"]
             out.append(CalibrationView(
                 assignment=aid, mode=mode, accepted={**accepted, "when": _when(accepted.get("at"))} if accepted else None,
                 threshold=threshold,
                 grades_speed=None if not accepted else float(accepted.get("speedup", 0)) >= threshold,
-                running_since=_when(state.get("running_since")), history=history))
+                running_since=_when(state.get("running_since")), history=history, bar=bar))
     return out
 
 

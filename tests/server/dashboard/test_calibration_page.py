@@ -40,3 +40,31 @@ def test_no_calibration_yet_says_gradings_are_pending(app, client, auth, tmp_pat
     en = client.get("/dashboard/DIST101/calibration?lang=en").get_data(as_text=True)
     assert 'none accepted yet: gradings are "pending calibration"' in en.replace("&#34;", '"')
     assert "No calibration has run on this host yet." in en
+
+
+def _recorded(tmp_path, monkeypatch, name, mode):
+    import json
+    from pathlib import Path
+
+    monkeypatch.setenv("DISTGRADE_VAR_DIR", str(tmp_path / "recorded"))
+    state = json.loads((Path(__file__).resolve().parents[2] / "fixtures" / "calibration" / f"{name}.json").read_text())
+    calibration.save_state("ddp_speedup", mode, state)
+
+
+def test_a_gpu_pair_page_says_speed_is_graded_and_why_the_bar_is_what_it_is(app, client, auth, tmp_path, monkeypatch):
+    _recorded(tmp_path, monkeypatch, "gpu_pcie_pair", "gpu")
+    auth.login("teacher", "teacher-pass")
+    en = client.get("/dashboard/DIST101/calibration?lang=en").get_data(as_text=True).replace("&#39;", "'")
+    gpu = en[en.index("· GPU"):]
+    assert "This host grades speed." in gpu and "Speed is not graded" not in gpu
+    assert "Why 1.28x: the reference's pair ratios on this host vary by 1.4% (5 pairs)" in gpu
+    zh = client.get("/dashboard/DIST101/calibration?lang=zh_CN").get_data(as_text=True)
+    assert "为什么是 1.28x" in zh and "1.4%" in zh
+
+
+def test_a_busy_cpu_page_says_speed_is_not_graded_and_why(app, client, auth, tmp_path, monkeypatch):
+    _recorded(tmp_path, monkeypatch, "cpu_busy_2core", "cpu")
+    auth.login("teacher", "teacher-pass")
+    en = client.get("/dashboard/DIST101/calibration?lang=en").get_data(as_text=True).replace("&#39;", "'")
+    assert "Speed is not graded on this host: the reference solution reaches only 0.61x here, below the 1.45x" in en
+    assert "Why 1.45x: the reference's pair ratios on this host vary by 10.7% (7 pairs)" in en
