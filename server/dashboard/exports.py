@@ -76,14 +76,17 @@ WAITING_COLUMN = "Free-text answers waiting for a teacher (unconfirmed points co
 
 def _waiting(r, items) -> str:
     """One row's provisional free text: "2 (1.5)" = two answers wait, 1.5 of the points shown are
-    the reader's unconfirmed suggestion (0 when the course counts only confirmed verdicts)."""
+    the reader's unconfirmed suggestion (0 when the course counts only confirmed verdicts). The
+    count includes answers waiting in attempts that do not count now (a confirmation may make
+    one of them count), as the gradebook's cells show them."""
     cells = [r.cells[i.key] for i in items if i.key in r.cells]
-    n = sum(c.waiting for c in cells)
+    n = sum(c.waiting + c.waiting_elsewhere for c in cells)
     return f"{n} ({sum(c.unconfirmed for c in cells):g})" if n else ""
 
 
 def _any_waiting(book: Gradebook, items) -> bool:
-    return any(r.cells[i.key].waiting for r in book.rows for i in items if i.key in r.cells)
+    return any(r.cells[i.key].waiting or r.cells[i.key].waiting_elsewhere
+               for r in book.rows for i in items if i.key in r.cells)
 
 
 def canvas_csv(book: Gradebook, lang: str = "en") -> str:

@@ -67,6 +67,7 @@ class Cell:
     waiting: int = 0  # free-text answers of the counted attempt a teacher has not confirmed yet
     unconfirmed: float = 0.0  # of the score, points no teacher confirmed (the course counts them)
     suggested: float = 0.0  # what the readers suggest for the waiting answers (counted or not)
+    waiting_elsewhere: int = 0  # free-text answers waiting in the student's other attempts (may count once confirmed)
     review: bool = False  # a graded submission of this item awaits an integrity review: not final, not in means
 
 

@@ -18,6 +18,7 @@ from server.dashboard import actions, exports
 from server.dashboard.gradebook import build_gradebook, gc_paused, sort_and_filter
 from server.dashboard.models import AuditEntry, Extension
 from server.extensions import db
+from server.release import hidden_items
 from server.homework.points import natural_key
 from server.homework.views import report_context
 from server.models import CourseAssignment, Membership, Role, Submission, User
@@ -110,7 +111,7 @@ def _gradebook_page(course) -> str:
     means = book.item_means()
     html = render_template("dashboard/gradebook.html", course=course, book=book, rows=rows[(page - 1) * PER_PAGE:
                            page * PER_PAGE], matched=len(rows), page=page, pages=pages, sort=sort, desc=desc, q=q,
-                           behind=_flag("behind"), means=means)
+                           behind=_flag("behind"), means=means, hidden=hidden_items(course.id))
     book.rows.clear()  # Jinja's render context is a reference cycle (its macros) that would keep every row alive
     return html
 

@@ -44,7 +44,10 @@ def mark_cells(course_id: int, policies: dict[str, str], cells: dict[int, dict[s
         if cell is None:
             continue
         if cell.computed is None or abs(score - cell.computed) > 1e-6 or cell.waiting:
-            continue  # not the attempt the cell counts (or an equal-scoring one already marked it)
+            # not the attempt the cell counts (or an equal-scoring one already marked it): said
+            # apart, since a confirmation there may make it the one that counts
+            cell.waiting_elsewhere += int(n)
+            continue
         cell.waiting = int(n)
         cell.unconfirmed = round(float(points), 4)
         cell.suggested = round(float(suggested), 4)
