@@ -183,6 +183,8 @@ event.listen(engine, "before_cursor_execute", lambda *a: n.__setitem__(0, n[0] +
 client = app.test_client()
 counts = []
 for method, path, body, headers in json.loads(sys.stdin.read()):
+    for pair in filter(None, headers.pop("Cookie", "").split("; ")):  # the test client keeps its own jar
+        client.set_cookie(*pair.split("=", 1))
     n[0] = 0
     resp = client.open(path, method=method, data=body.encode("latin-1") if body else None, headers=headers)
     if resp.status_code >= 400:
@@ -200,8 +202,11 @@ def sql_statements(env: dict[str, str], plan: list[Request]) -> float:
     import statistics
 
     wire = [(m, p, b.decode("latin-1") if b else None, h) for m, p, b, h in plan]
-    out = subprocess.run([sys.executable, "-c", _COUNT_SQL], input=json.dumps(wire), env=env, cwd=REPO,
-                         check=True, capture_output=True, text=True).stdout
+    done = subprocess.run([sys.executable, "-c", _COUNT_SQL], input=json.dumps(wire), env=env, cwd=REPO,
+                          capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"counting SQL statements failed: {done.stderr[-2000:]}")
+    out = done.stdout
     return float(statistics.median(json.loads(out.strip().splitlines()[-1])))
 
 
