@@ -51,8 +51,11 @@ def judge(source: str, nproc: int = 2) -> dict[str, list[int]]:
             for branch in branches:
                 for mention in _mentions_syncbn(branch):
                     mentions.setdefault(mention.lineno, mention)
-    script = Script(tree, nproc) if mentions else None
-    exempt = [line for line, m in sorted(mentions.items()) if script is not None and script.reached(m)]
+    try:
+        script = Script(tree, nproc) if mentions else None
+        exempt = [line for line, m in sorted(mentions.items()) if script is not None and script.reached(m)]
+    except Exception:  # a source the model host cannot evaluate (an overflow, say) exempts nothing
+        exempt = []
     return {"guarded": sorted(mentions)[:5], "exempt": exempt[:5]}
 
 

@@ -74,3 +74,8 @@ def test_a_hostile_source_ends() -> None:
     calls = "".join(f"def f{i}(x):\n    return f{i + 1}(x)\n" for i in range(200))
     source = chain + calls + "if a0 and torch.cuda.is_available():\n    m = convert_sync_batchnorm(m)\n"
     assert judge(source)["exempt"] == []
+
+
+def test_a_value_that_overflows_exempts_nothing() -> None:
+    source = "big = int(1e999)\nif big and torch.cuda.is_available():\n    m = convert_sync_batchnorm(m)\n"
+    assert judge(source) == {"guarded": [3], "exempt": []}
