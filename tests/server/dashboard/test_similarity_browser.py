@@ -53,6 +53,7 @@ def test_teacher_runs_the_check_views_a_pair_and_opens_a_review(service, browser
         with page.expect_navigation():
             page.click("table.sim-pairs a.sim-open")
         assert page.locator(".sim-code mark").count() >= 2
+        assert "Why this pair is listed" in page.inner_text(".sim-why") and page.locator(".sim-block-code").count() == 2
         assert "全分片" not in page.inner_text("h1") and "ZeRO-3" in page.inner_text(".sim-side")
         assert page.evaluate("document.documentElement.scrollWidth") <= 377
         page.fill("#reason", "the same annotations, reordered")
