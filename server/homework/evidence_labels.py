@@ -170,6 +170,8 @@ LABELS: dict[str, tuple[str, str, str]] = {
     # the speed check, before the reference is applied
     "idle_1_raw": ("1 个进程时主线程空闲的比例（实测）", "Share of time the 1-process run sat idle (measured)", "pct"),
     "min_reference_speedup": ("参考解至少要达到的加速比", "Speed-up the reference must reach", "x"),
+    "bar_basis": ("这条线的依据", "What the bar rests on", "plain"),
+    "host_spread": ("本机校准配对比值的离散程度", "Spread of this host's calibration pair ratios", "plain"),
     "stopped": ("评分程序提前结束运行的原因", "Why the grader ended the run early", "plain"),
     # outside evidence (graders.evidence): what the grader measured itself, and what a result rests on
     "outside": ("评分程序在脚本之外测得的证据", "Evidence the grader measured outside the script", "plain"),
