@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
+import time
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,31 @@ def load_state(assignment_id: str, mode: str) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return state if isinstance(state, dict) else None
+
+
+def retry_path(assignment_id: str, mode: str) -> Path:
+    """A teacher's request to measure again now (the calibration page's button)."""
+    return var_dir() / f"{assignment_id}-{mode}.retry"
+
+
+def request_retry(assignment_id: str, mode: str) -> None:
+    """Ask the workers to measure ``assignment_id`` in ``mode`` again at their next look (within a minute)."""
+    path = retry_path(assignment_id, mode)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(str(time.time()))
+
+
+def retry_requested(assignment_id: str, mode: str) -> bool:
+    return retry_path(assignment_id, mode).exists()
+
+
+def take_retry(assignment_id: str, mode: str) -> bool:
+    """True (once) when a teacher asked for a new measurement since the last look."""
+    try:
+        retry_path(assignment_id, mode).unlink()
+        return True
+    except FileNotFoundError:
+        return False
 
 
 def calibrated_assignments() -> list[tuple[str, dict]]:

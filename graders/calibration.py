@@ -282,13 +282,25 @@ def _measure(cfg: dict, mode: str, ccfg: dict, out: Measured | None = None) -> t
                 out.discarded.append({"at": time.time(), "code": "load", "load": round(load, 2),
                                       "limit": cpus + n + float(ccfg["max_extra_load"]),
                                       "speedup": round(tn["steady"] / t1["steady"], 4) if t1 and tn else None})
-            elif not (t1 and tn):
-                out.discarded.append({"at": time.time(), "code": "no_throughput", "load": round(load, 2)})
+            elif not (t1 and tn):  # say why: a time limit on a busy host, a crash, too few steps
+                out.discarded.append({"at": time.time(), "code": "no_throughput", "load": round(load, 2),
+                                      "runs": {str(k): _run_outcome(runs[k], limits.wall_s) for k in (1, n) if k in runs}})
             else:
                 out.pairs.append({"t1": round(t1["steady"], 3), "tn": round(tn["steady"], 3),
                                   "speedup": round(tn["steady"] / t1["steady"], 4), "at": time.time()})
             out.value = settled(out.pairs, int(ccfg["pairs"]), float(ccfg["max_spread"]))
     return out.pairs, out.value
+
+
+def _run_outcome(run, limit_s: float) -> dict[str, Any]:
+    """How one reference run ended, for a pair that measured nothing: step records per rank, whether
+    it hit its time limit (on a host at load 20 a 12-epoch 1-process run does, and its records are
+    then lost), exit code."""
+    from graders.checks import timing
+
+    res = run.result
+    return {"steps": [len(timing.step_rows(run.ranks[r])) if r in run.ranks else 0 for r in range(run.nproc)],
+            "timed_out": bool(res.timed_out), "returncode": res.returncode, "wall_s": round(float(limit_s), 1)}
 
 
 calibrated_assignments = calibration_state.calibrated_assignments
@@ -306,7 +318,7 @@ def refresh_due(mode: str = "cpu", *, force: bool = False) -> list[dict[str, Any
         before = ((load_state(aid, mode) or {}).get("accepted") or {}).get("at")
         busy = False
         try:
-            ref = reference(cfg, mode, force=force)
+            ref = reference(cfg, mode, force=force or calibration_state.take_retry(aid, mode))
         except HostBusy:
             ref, busy = None, True
         except Exception as exc:  # staff see it in the worker's log; the next refresh tries again
@@ -334,7 +346,11 @@ def calibrate_forever(stop, mode: str = "cpu", every_s: float = 600.0, retry_s: 
                 except Exception as exc:  # a re-scoring bug must not stop calibrating
                     print(f"re-scoring after calibration of {line['assignment']} failed: {exc!r}", file=sys.stderr)
         waiting = any(line["busy"] or line["speedup"] is None for line in lines)
-        stop.wait(retry_s if waiting else every_s)
+        until = time.monotonic() + (retry_s if waiting else every_s)
+        while not stop.is_set() and time.monotonic() < until:  # a teacher's "measure again now" cuts the wait short
+            if any(calibration_state.retry_requested(aid, mode) for aid, _ in calibrated_assignments()):
+                break
+            stop.wait(min(5.0, max(0.0, until - time.monotonic())))
 
 
 def main(argv: list[str] | None = None) -> int:

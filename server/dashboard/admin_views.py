@@ -145,4 +145,6 @@ def audit(code: str):
 def queue(code: str):
     """Queued / running / failed jobs, RQ queues, workers and their GPUs, oldest job age."""
     course = course_or_404(code, instructor=True)
-    return render_template("dashboard/queue.html", course=course, health=queue_health())
+    from server.dashboard.calibration_views import measuring_now  # that module imports the blueprint from views
+
+    return render_template("dashboard/queue.html", course=course, health=queue_health(), measuring=measuring_now())

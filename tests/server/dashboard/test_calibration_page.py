@@ -68,3 +68,38 @@ def test_a_busy_cpu_page_says_speed_is_not_graded_and_why(app, client, auth, tmp
     en = client.get("/dashboard/DIST101/calibration?lang=en").get_data(as_text=True).replace("&#39;", "'")
     assert "Speed is not graded on this host: the reference solution reaches only 0.61x here, below the 1.45x" in en
     assert "Why 1.45x: the reference's pair ratios on this host vary by 10.7% (7 pairs)" in en
+
+
+def _stuck(tmp_path, monkeypatch):
+    """A busy host: nothing accepted, the last attempt rejected, pairs discarded for load and for
+    reference runs that measured nothing (one timed out)."""
+    monkeypatch.setenv("DISTGRADE_VAR_DIR", str(tmp_path / "stuck"))
+    now = time.time()
+    discarded = [{"at": now, "code": "load", "load": 6.0, "limit": 5.0, "speedup": 0.7},
+                 {"at": now, "code": "no_throughput", "load": 6.4,
+                  "runs": {"1": {"steps": [40], "timed_out": False, "returncode": 0},
+                           "2": {"steps": [3, 3], "timed_out": True, "returncode": -9, "wall_s": 150.0}}}]
+    history = [{"at": now - 60, "outcome": "rejected", "code": "spread", "pairs": [], "took_s": 600,
+                "discarded": discarded}]
+    calibration.save_state("ddp_speedup", "cpu", {"key": {}, "history": history, "rejected": [], "accepted": None,
+                                                  "running_since": now - 5})
+
+
+def test_a_stuck_calibration_says_why_what_to_do_and_offers_a_retry(app, client, auth, tmp_path, monkeypatch):
+    """A busy host ended every attempt "rejected" with "load average 6.0 above 5.0" and "no throughput
+    could be measured", and nothing said what to do; the queue page showed the measuring worker idle."""
+    _stuck(tmp_path, monkeypatch)
+    auth.login("teacher", "teacher-pass")
+    en = client.get("/dashboard/DIST101/calibration?lang=en").get_data(as_text=True)
+    assert "the 2-process run hit its 150 s time limit after 3 steps" in en  # why nothing was measured
+    assert "at most 5.0" in en and "Measure again now" in en  # what load is acceptable, and a retry
+    zh = client.get("/dashboard/DIST101/calibration?lang=zh_CN").get_data(as_text=True)
+    assert "不超过 5.0" in zh and "立即重新测量" in zh and "150 秒" in zh
+    resp = client.post("/dashboard/DIST101/calibration/retry?lang=en", data={"assignment": "ddp_speedup", "mode": "cpu"},
+                       follow_redirects=True)
+    assert resp.status_code == 200 and "A new measurement was requested" in resp.get_data(as_text=True)
+    from coursework import calibration_state
+
+    assert calibration_state.retry_requested("ddp_speedup", "cpu")
+    queue = client.get("/dashboard/DIST101/queue?lang=en").get_data(as_text=True)
+    assert "is measuring the reference solution" in queue
