@@ -78,6 +78,10 @@ def test_behind_a_tls_proxy_trusted_proxies_decides(app, platform, hops, framed)
     state_cookie = next(v for k, v in _cookies(login).items() if k.startswith("lti1p3-state"))
     assert ("SameSite=None" in state_cookie) == framed and ("Secure" in state_cookie) == framed
     assert login.headers["Location"].count("redirect_uri=https%3A%2F%2Ftool.example") == framed
+    page = proxied.get("/login", headers={"X-Forwarded-Proto": "https", "X-Forwarded-Host": "tool.example"})
+    session = _cookies(page)["session"]  # the sign-in form's CSRF token starts a session
+    assert ("SameSite=None" in session and "Secure" in session and "Partitioned" in session) == framed
+    assert ("SameSite=Lax" in session) != framed
 
 
 def _storage_launch(app, platform, student):  # noqa: F811
