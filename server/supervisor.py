@@ -168,18 +168,27 @@ class Supervisor:
         self._record("supervisor", None)
 
     def shutdown(self) -> None:
+        """Stop the web server and the workers, then Redis: a Redis stopped at the same moment made
+        each worker's last calls (RQ unregistering it, the reconciler) print a ConnectionError
+        traceback on Ctrl-C."""
         self.stopping = True
-        for proc in self.children.values():
+        users = [p for n, p in self.children.items() if n != "redis"]
+        self._stop(users)
+        self._stop([p for n, p in self.children.items() if n == "redis"])
+        self._save(stopped=True)  # a clean stop: the next supervisor counts no death
+
+    @staticmethod
+    def _stop(procs: list[subprocess.Popen]) -> None:
+        for proc in procs:
             _signal_group(proc, signal.SIGTERM)
         deadline = time.monotonic() + 10
-        for proc in self.children.values():
+        for proc in procs:
             try:
                 proc.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 pass
             _signal_group(proc, signal.SIGKILL)  # the group: grandchildren (torchrun ranks) too
             proc.wait()
-        self._save(stopped=True)  # a clean stop: the next supervisor counts no death
 
 
 def process_start(pid: int) -> int | None:

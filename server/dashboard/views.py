@@ -162,7 +162,7 @@ def export_canvas(code: str):
     """The gradebook as a Canvas gradebook import CSV."""
     course = course_or_404(code, instructor=True)
     return _download(exports.canvas_csv(build_gradebook(course), lang_key()), f"{course.code}-canvas.csv",
-                     "text/csv; charset=utf-8")
+                     "text/csv")  # werkzeug adds "; charset=utf-8" to a text type
 
 
 @bp.route("/<code>/export/moodle.csv")
@@ -170,7 +170,7 @@ def export_moodle(code: str):
     """The gradebook as a Moodle "Import grades from CSV" file."""
     course = course_or_404(code, instructor=True)
     return _download(exports.moodle_csv(build_gradebook(course), lang_key()), f"{course.code}-moodle.csv",
-                     "text/csv; charset=utf-8")
+                     "text/csv")  # werkzeug adds "; charset=utf-8" to a text type
 
 
 @bp.route("/<code>/export/reports.jsonl")

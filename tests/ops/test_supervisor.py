@@ -115,10 +115,13 @@ def test_a_dead_child_is_restarted_and_the_site_stays_up(tmp_path):
         status = json.loads((tmp_path / "var" / "supervisor.json").read_text())
         assert status["redis"]["restarts"] == 1 and status["web"]["restarts"] == 1
         children = descendants(proc.pid)
+        before = len((tmp_path / "sup.log").read_bytes())
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=30)
         stopped = True
         assert wait_gone(children) == [], (tmp_path / "sup.log").read_text()[-2000:]
+        stop_log = (tmp_path / "sup.log").read_bytes()[before:].decode(errors="replace")
+        assert "Traceback" not in stop_log and "ConnectionError" not in stop_log, stop_log[-3000:]  # Ctrl-C is quiet
     finally:
         if not stopped:
             proc.send_signal(signal.SIGINT)
