@@ -22,7 +22,8 @@ from typing import Any
 from coursework.assignments import Assignment
 from coursework.progress import report_progress
 from coursework.report import CheckResult, CheckStatus, GradeReport, ReportStatus, text
-from graders import calibration, checks_runner, cifar, ddp_job, early_stop, gpu_slots, host_modules, speed, torchrun
+from graders import (calibration, checks_runner, cifar, ddp_job, early_stop, gpu_slots, host_modules, integrity, speed,
+                     torchrun)
 from graders.checks import ddp, gpu_only, sync, timing
 from graders.checks.registry import Context
 from graders.evidence import model as evidence_model
@@ -97,6 +98,7 @@ def grade(assignment: Assignment, job: Path, files: list[Path], mode: str = "cpu
     host_modules.check_raised((r.ranks[k].exception for r in (run1, run_n) if r for k in r.ranks), cfg)
     report_progress("checks", logs={f"n{r.nproc}.{k}": v for r in (run1, run_n) if r for k, v in r.logs.items()})
     evidence_model.evaluate([r for r in (run1, run_n) if r], job, cfg, synthetic)  # rank 0's model, held-out data
+    _hold_unscored(job, (run1, run_n))
     if synthetic is not None:  # the marks the harness read are numbered 0..N-1 in the training files (graders.checks.inputs)
         for r in (run1, run_n):
             if r:
@@ -122,6 +124,18 @@ def grade(assignment: Assignment, job: Path, files: list[Path], mode: str = "cpu
     report.sandbox = {"layers": (run_n or run1).result.layers if (run_n or run1) else []}
     report.summary = summary(report, run_n)
     return report
+
+
+def _hold_unscored(job: Path, runs) -> None:
+    """A run that trained and finished, whose model the grader could not score, is held for review with
+    the reason (``graders.evidence.model.unscored``): the model is the floor under every check, and a
+    floor that cannot be seen must not pass unseen. The grade is computed as usual for the instructor."""
+    for run in runs:
+        why = evidence_model.unscored(run) if run is not None and ddp.trained(run) else None
+        if why:
+            integrity.append_events(job, [integrity.event(
+                "grader", "model_unscored", f"the {run.nproc}-process run's final model could not be scored: {why['en']}")],
+                tag=f"n{run.nproc}")
 
 
 def _calibration_yielding() -> None:

@@ -22,7 +22,7 @@ from graders.early_stop import steps_taken
 from graders.checks.registry import Context, Registry
 from graders.checks.stacks import SPAWN_RERUN, helper_process, stuck_in, where
 from graders.evidence import SOURCE_CROSS_CHECKED, SOURCE_INSIDE, SOURCE_OUTSIDE
-from graders.evidence.model import learned_nothing
+from graders.evidence.model import learned_nothing, unscored
 from graders.sandbox.result import KilledReason
 
 CHECKS = Registry()  # homework 1's checks by id; graders.ddp_speedup registers "speedup"
@@ -182,6 +182,10 @@ def check_run(run, model_evidence: bool = True) -> Finding:
                            ev, fallback="died")
         if run.nproc > 1 and not process_group(run):
             return Finding(CheckStatus.FAIL, "no_process_group", {"n": run.nproc}, ev)
+        why = unscored(run) if model_evidence else None
+        if why:  # the grading is held for review (graders.ddp_speedup): say why here too
+            ev["model"] = run.evidence.get("model")
+            return Finding(CheckStatus.PASS, "ok_unscored", {"n": run.nproc, "why": why}, ev, fallback="ok")
         return Finding(CheckStatus.PASS, "ok", {"n": run.nproc}, ev)
     raised = [(r, run.ranks[r].exception) for r in range(run.nproc) if r in run.ranks and run.ranks[r].exception]
     raised.sort(key=lambda item: bool(_PEER_FAILURE.search(item[1]["message"])))  # the root cause first

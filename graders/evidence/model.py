@@ -5,9 +5,9 @@ classes that no script ever saw. Rank 0's harness writes its final parameters at
 module that owns the stepped parameters, with its buffers, else the parameters in optimizer order);
 without that file, the script's own checkpoint (what the chapter's checklist says rank 0
 saves) is tried. ``evaluate_model.py`` loads them weights-only in a sandboxed process of the
-grader's and scores them. A run whose records claim training but whose model stays near chance
-learned nothing, whatever its records say. Weights that do not fit the assignment's model
-cannot be scored here: that costs no points, and the evidence says why.
+grader's and scores them. A run whose model stays below the floor learned nothing, whatever its
+records say (``learned_nothing``). A finished run whose model cannot be scored here (no file,
+weights that do not fit the assignment's network) is held for review with the reason (``unscored``).
 """
 from __future__ import annotations
 
@@ -36,6 +36,7 @@ _UNSCORED = {
     "parameters do not match the assignment's model": ("参数与作业的模型不符", "parameters do not match the assignment's model"),
     "names or shapes differ from the assignment's model": ("参数名或形状与作业的模型不同",
                                                            "names or shapes differ from the assignment's model"),
+    "unknown reason": ("未知原因", "unknown reason"),
 }
 
 
@@ -97,7 +98,7 @@ def evaluate(runs: list, job: Path, cfg: dict, synthetic: dict | bool | None = T
         return
     if not synthetic:
         for run in runs:
-            run.evidence["model"] = {"source": SOURCE_OUTSIDE, "evaluated": False,
+            run.evidence["model"] = {"source": SOURCE_OUTSIDE, "evaluated": False, "real_data": True,
                                      "why": text("真实的 CIFAR-10：评分程序没有自己的留出数据", "real CIFAR-10: the grader has no held-out data of its own")}
         return
     todo: dict[int, list[Path]] = {}
@@ -132,42 +133,57 @@ def evaluate(runs: list, job: Path, cfg: dict, synthetic: dict | bool | None = T
     floor = float(spec["min_accuracy"])
     seconds = round(time.monotonic() - started, 2)  # what this evidence costs a grading (bench/ddp_grader.py)
     for i, run in enumerate(runs):
+        inconclusive = False
         for f in todo[i]:
             got = scores.get(str(f))
+            if isinstance(got, dict) and got.get("evaluated") and got.get("by_position") and not _passes(got, floor):
+                # weights of a class of the student's own, fitted to the assignment's network by order and shape:
+                # its forward may differ, so a low score there says nothing about the student's model
+                run.evidence["model"]["why"] = text(f"权重只能按顺序和形状装进作业的网络，在那里得分 {_percent(got)}，不能说明问题",
+                                                    f"the weights fit the assignment's network only by order and shape, "
+                                                    f"and scored {_percent(got)} there: not conclusive")
+                inconclusive = True
+                continue
             if isinstance(got, dict) and got.get("evaluated"):
                 run.evidence["model"] = {"source": SOURCE_OUTSIDE, "evaluated": True, "file": f.name,
                                          "accuracy": got.get("accuracy"), "chance": 0.1,
                                          "min_accuracy": floor, "how": got.get("how"),
-                                         "learned": float(got.get("accuracy") or 0) >= floor, "seconds": seconds,
-                                         "claimed_loss_below": float(spec.get("claimed_loss_below", 0)),
+                                         "learned": _passes(got, floor), "seconds": seconds,
+                                         "by_position": bool(got.get("by_position")),
                                          "parameters": got["parameters"] if isinstance(got.get("parameters"), int)
                                          and not isinstance(got.get("parameters"), bool) else None}
                 break
-            if isinstance(got, dict):
+            if isinstance(got, dict) and not inconclusive:
                 run.evidence["model"]["why"] = _unscored(str(got.get("why", ""))[:200])
 
 
+def _passes(got: dict, floor: float) -> bool:
+    return float(got.get("accuracy") or 0) >= floor
+
+
+def _percent(got: dict) -> str:
+    return f"{100 * float(got.get('accuracy') or 0):.0f}%"
+
+
 def learned_nothing(run) -> bool:
-    """True when the grader scored rank 0's model below the floor while the run's own records claim it
-    learned (their loss fell below ``claimed_loss_below``, or no loss was recorded at all): a
-    contradiction, so no training happened. An honest run whose loss stayed high agrees with the
-    evaluation: its other checks are judged as they are, with the score in the evidence."""
+    """True when the grader scored rank 0's final model below the floor: the model is the floor under
+    every other check, so the run did not train, whatever its records say (a loss held flat at ln 10
+    is as much the script's choice as a loss that falls). A run the grader stopped early is exempt:
+    it cut the training short itself, and the run's other evidence already settles its checks."""
     ev = getattr(run, "evidence", None) or {}
     model = ev.get("model") or {}
-    if not model.get("evaluated") or model.get("learned"):
-        return False
-    losses = _rank0_losses(run)
-    if not losses:
-        return True  # steps without a loss: nothing corroborates any training
-    tail = losses[-max(1, len(losses) // 4):]
-    return sum(tail) / len(tail) < float(model.get("claimed_loss_below") or 0)
+    return bool(model.get("evaluated")) and not model.get("learned") and not getattr(run, "stopped", None)
 
 
-def _rank0_losses(run) -> list[float]:
-    stream = run.ranks.get(0) if getattr(run, "ranks", None) else None
-    out: list[float] = []
-    for rec in stream.of("steps") if stream is not None else []:
-        for x in rec.get("loss") or []:
-            if isinstance(x, (int, float)) and not isinstance(x, bool) and x == x and abs(x) < 1e30:
-                out.append(float(x))
-    return out
+def unscored(run) -> dict | None:
+    """Why the grader could not score the model of a run that finished on the grader's own data
+    (no model file, weights that do not fit the assignment's network, an evaluation that failed), or
+    None. Such a run is held for review with this reason: missing evidence never passes unseen.
+    None where nothing was to be scored: no model evaluation, the real CIFAR-10, a run that did not
+    finish or was stopped by the grader (its checks fail or are settled without the model)."""
+    model = (getattr(run, "evidence", None) or {}).get("model")
+    if not isinstance(model, dict) or model.get("evaluated") or model.get("real_data"):
+        return None
+    if getattr(run, "stopped", None) or not getattr(run, "all_finished", False):
+        return None
+    return model.get("why") or text("未知原因", "unknown reason")

@@ -216,20 +216,54 @@ def test_model_trained_or_not_scored_on_held_out_data(tmp_path):
     assert other == {"evaluated": False, "why": "names or shapes differ from the assignment's model"}
 
 
+def test_weights_of_a_class_of_the_students_own_are_fitted_by_position(tmp_path):
+    """The same layers under other names, or without BatchNorm: scored by order and shape, and said so."""
+    import torch
+
+    from tests.fixtures.starter_model import fit
+    data = model.write_held_out(tmp_path / "held.npz", {"seed": 0}, 300)
+    arrays = __import__("numpy").load(model.write_held_out(tmp_path / "train.npz", {"seed": 0}, 300))
+    net = fit(arrays["x"], arrays["y"])
+    torch.save({f"features.layer{i}": v for i, v in enumerate(net.state_dict().values())}, tmp_path / "renamed.pt")
+    plain = torch.nn.Sequential(*[m for m in net if not isinstance(m, torch.nn.BatchNorm2d)])
+    names = ["conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias", "fc.weight", "fc.bias"]
+    torch.save(dict(zip(names, (p.detach() for p in plain.parameters()))), tmp_path / "no_bn.pt")
+    out = subprocess.run([sys.executable, str(model.SCRIPT), str(ROOT / "assignments/ddp_speedup/starter/train.py"),
+                          "make_model", str(data), str(tmp_path / "renamed.pt"), "--", str(tmp_path / "no_bn.pt")],
+                         capture_output=True, text=True, timeout=300, check=True)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    renamed, no_bn = got[str(tmp_path / "renamed.pt")], got[str(tmp_path / "no_bn.pt")]
+    assert renamed["by_position"] and renamed["accuracy"] >= 0.4 and "by position" in renamed["how"], renamed
+    assert no_bn["by_position"] and no_bn["evaluated"] and "no BatchNorm" in no_bn["how"], no_bn
+
+
 def test_a_model_that_learned_nothing_means_no_training():
     recs = {r: [{"type": "steps", "t": [1.0, 2.0], "samples": [64, 128], "loss": [2.3, 0.4], "backwards": [1, 1],
                  "buckets": [1, 1], "synced": [1, 1], "bucket_bytes": [4, 4]}, {"type": "finished", "steps": 40}]
             for r in (0, 1)}
-    untrained = {"model": {"evaluated": True, "accuracy": 0.11, "min_accuracy": 0.3, "learned": False,
-                           "claimed_loss_below": 1.84}}
-    honest = {r: [{**recs[r][0], "loss": [2.3, 2.31]}, recs[r][1]] for r in (0, 1)}
-    assert ddp.trained(_run(honest, untrained))  # its own loss says it did not learn either: no contradiction
-    run = _run(recs, untrained)  # records claim a loss of 0.4, the model scores at chance
-    assert not ddp.trained(run)
+    untrained = {"model": {"evaluated": True, "accuracy": 0.11, "min_accuracy": 0.3, "learned": False}}
+    flat = {r: [{**recs[r][0], "loss": [2.3, 2.31]}, recs[r][1]] for r in (0, 1)}
+    for claimed in (recs, flat):  # a loss that falls and a loss held flat at ln 10 are both the script's choice
+        run = _run(claimed, untrained)
+        assert not ddp.trained(run)
+        got = ddp.check_run(run)
+        assert (got.status, got.key, got.params["acc"]) == (CheckStatus.FAIL, "model_untrained", "11%")
+    stopped = _run(recs, untrained)
+    stopped.stopped = "not distributed"  # the grader cut the training short itself: the floor does not apply
+    assert ddp.trained(stopped)
+
+
+def test_a_model_the_grader_cannot_score_holds_the_grading():
+    recs = {r: [{"type": "steps", "t": [1.0], "samples": [64], "loss": [0.4], "backwards": [1], "buckets": [1],
+                 "synced": [1], "bucket_bytes": [4]}, {"type": "finished", "steps": 40, "process_group": 2}]
+            for r in (0, 1)}
+    why = {"zh": "参数名或形状与作业的模型不同", "en": "names or shapes differ from the assignment's model"}
+    run = _run(recs, {"model": {"evaluated": False, "why": why}})
+    assert ddp.trained(run) and model.unscored(run) == why
     got = ddp.check_run(run)
-    assert (got.status, got.key, got.params["acc"]) == (CheckStatus.FAIL, "model_untrained", "11%")
-    unknown = {"model": {"evaluated": False, "why": "names or shapes differ"}}
-    assert ddp.trained(_run(recs, unknown))  # what cannot be scored costs nothing
+    assert (got.status, got.key, got.params["why"]) == (CheckStatus.PASS, "ok_unscored", why)
+    real = _run(recs, {"model": {"evaluated": False, "real_data": True, "why": why}})
+    assert model.unscored(real) is None  # the real CIFAR-10: no held-out data of the grader's own
 
 
 def test_parameters_that_never_move_mean_no_training():
