@@ -33,7 +33,7 @@ from graders.checks.render import not_graded_here, render
 # Skipped for a reason that is no one's fault -> the check that gets its points: random draws have no
 # epochs (coverage and reshuffle: judged by disjoint), and a SyncBatchNorm conversion written to run only
 # with a GPU cannot run on a CPU host (the model's consistency across ranks is judged by grad_sync).
-MOVED_WHEN_SKIPPED = {"random_draws": "sampler.disjoint", "gpu_only": "ddp.grad_sync"}
+MOVED_WHEN_SKIPPED = {"gpu_only": "ddp.grad_sync"}
 
 
 def fast_mode() -> bool:

@@ -8,6 +8,7 @@ bilingual ``CheckResult``s with points from ``assignment.json``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import statistics
 from dataclasses import dataclass, field
@@ -260,9 +261,18 @@ def _sampler_check(run, loader, at_model) -> Finding:
 
 
 def _loader_at_model(run, loader, at_model) -> Finding:
-    """``loader``'s verdict on the run, checked against ``at_model``'s on the marks read at the model's input."""
+    """``loader``'s verdict on the run, checked against ``at_model``'s on the marks read at the model's input.
+    Where the data carries marks and a rank's could not be read, the DataLoader's word does not stand alone:
+    its failure stands, anything else earns nothing and says which rank hid its inputs."""
     inputs = model_inputs.read(run)
-    return _at_model(loader(run), at_model(inputs) if inputs else None)
+    found = loader(run)
+    if inputs is None:
+        gap = model_inputs.shortfall(run)
+        if gap and found.status != CheckStatus.FAIL:
+            return Finding(CheckStatus.SKIP, "unread_at_model", gap,
+                           {**gap, "at_model": True, "dataloader": {"key": found.key, **found.evidence}},
+                           fallback="not_observed")
+    return _at_model(found, at_model(inputs) if inputs else None)
 
 
 def _loader_disjoint(run) -> Finding:
@@ -338,28 +348,42 @@ def _loader_coverage(run) -> Finding:
     return Finding(CheckStatus.PASS, "ok", {"size": size, "epochs": n_epochs}, {"allowed_missing": allowed})
 
 
-def _model_coverage(inputs) -> Finding:
+def _model_coverage(inputs, asked: int | None = None) -> Finding:
+    """Coverage at the model: how much of the training files ever reached it (``asked``: the epochs the
+    grader asked for, which set what random draws must reach), then the first pass of each rank."""
+    small = model_inputs.subset(inputs, asked)
+    if small:
+        return Finding(CheckStatus.FAIL, "subset_at_model", small, {**small, "at_model": True}, fallback="missing")
     epochs = model_inputs.passes(inputs)
-    if epochs is None:
-        return Finding(CheckStatus.SKIP, "random_draws", {}, {"at_model": True})
+    seen = len(inputs.trained())
+    if epochs is None:  # random draws: no first pass to judge, the share they reached is
+        reached = {"seen": seen, "size": inputs.train_size, "share": f"{100 * seen / inputs.train_size:.0f}%"}
+        return Finding(CheckStatus.PASS, "ok_draws_at_model", reached, {**reached, "at_model": True, "random_draws": True},
+                       fallback="ok")
     lost = model_inputs.missing(inputs, epochs)
     if lost:
         return Finding(CheckStatus.FAIL, "missing_at_model", lost, {**lost, "at_model": True}, fallback="missing")
-    return Finding(CheckStatus.PASS, "ok_at_model", {"size": len(inputs.trained())}, {"at_model": True}, fallback="ok")
+    return Finding(CheckStatus.PASS, "ok_at_model", {"size": seen}, {"at_model": True}, fallback="ok")
 
 
-def check_coverage(run) -> Finding:
-    return _sampler_check(run, _loader_coverage, _model_coverage)
+def _asked(run, epochs: int | None) -> int | None:
+    """The epochs a run was asked for, where they set what it must reach (not a run the grader stopped)."""
+    return None if run is None or run.stopped else epochs
 
 
-def check_coverage_alone(run1, nproc: int) -> Finding | None:
+def check_coverage(run, epochs: int | None = None) -> Finding:
+    return _sampler_check(run, _loader_coverage, functools.partial(_model_coverage, asked=_asked(run, epochs)))
+
+
+def check_coverage_alone(run1, nproc: int, epochs: int | None = None) -> Finding | None:
     """The 1-process run's coverage, judged only to fail: a split that is right for N processes by
     luck (``num_replicas=2`` written in by hand) leaves the lone process half the data. None where it
     covered the data, did not finish, was stopped early or could not be observed: the N-process
     verdict stands."""
     if run1 is None or run1.stopped or not run1.all_finished or not trained(run1):
         return None
-    finding = _loader_at_model(run1, _loader_coverage, _model_coverage)  # no distributed gate: one process
+    finding = _loader_at_model(run1, _loader_coverage, functools.partial(_model_coverage, asked=_asked(run1, epochs)))
+    # (no distributed gate: one process)
     if finding.status != CheckStatus.FAIL:
         return None
     return Finding(CheckStatus.FAIL, "missing_one_process", {**finding.params, "n": nproc},
@@ -383,8 +407,12 @@ def _loader_reshuffle(run) -> Finding:
 
 def _model_reshuffle(inputs) -> Finding:
     epochs = model_inputs.passes(inputs)
-    if epochs is None:
-        return Finding(CheckStatus.SKIP, "random_draws", {}, {"at_model": True})
+    if epochs is None:  # random draws: no epochs, but a batch drawn again from the same seed comes back whole
+        again = model_inputs.repeated_batches(inputs)
+        if again:
+            return Finding(CheckStatus.FAIL, "same_draws_at_model", again, {**again, "at_model": True,
+                           "random_draws": True}, fallback="same_order")
+        return Finding(CheckStatus.PASS, "ok_draws_at_model", {}, {"at_model": True, "random_draws": True}, fallback="ok")
     if any(len(runs) < 2 for runs in epochs.values()):
         return Finding(CheckStatus.SKIP, "one_epoch", {}, {"at_model": True})
     same = model_inputs.same_order(epochs)
@@ -628,9 +656,9 @@ def _sampler_disjoint(ctx: Context) -> Finding:
 
 @CHECKS.check("sampler.coverage")
 def _sampler_coverage(ctx: Context) -> Finding:
-    finding = check_coverage(ctx.run_n)
+    finding = check_coverage(ctx.run_n, ctx.epochs)
     if finding.status == CheckStatus.PASS:  # every run the grader made must cover the data, not only the N-process one
-        finding = check_coverage_alone(ctx.run1, ctx.run_n.nproc) or finding
+        finding = check_coverage_alone(ctx.run1, ctx.run_n.nproc, ctx.epochs) or finding
     return _sourced("sampler.coverage", finding)
 
 

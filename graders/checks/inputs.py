@@ -9,12 +9,18 @@ whose indices are not what the dataset returns. Pure functions over ``graders.to
   same global batch, so what two ranks fed the model *in the same step* must not overlap
   (beyond a DistributedSampler's padding). Needs no epoch boundaries, so it also judges runs
   that cut epochs short or draw random batches.
-* **Coverage and reshuffle** need epochs: a rank's first pass is its first run of samples
-  with no repeat; coverage counts it against every sample the run trained on at all. Random draws with replacement repeat a sample after about sqrt(N) draws;
-  such a run has no epochs, and those two checks are then not judged (no points lost).
+* **Coverage** counts every sample that ever reached the model against the training files
+  (``subset``): a held-back validation share is allowed, a "debug subset" is not. With epochs (a
+  rank's first pass is its first run of samples with no repeat) no sample of the run may be missing
+  from the first pass (``missing``). Random draws with replacement repeat a sample after about
+  sqrt(N) draws and have no epochs: the share they reach is compared with what the grader's number
+  of epochs of uniform draws reaches.
+* **Reshuffle** with epochs: a later pass that repeats the first in order; with random draws, a
+  whole batch that comes back (drawn again from the same seed).
 
-Nothing here is used when too few samples could be read (another data set, a mix-up of two
-images, a resize): that is "not observed", never a pass and never a failure.
+Too few samples read on a rank of a run on the grader's synthetic data (blank, resized or mixed
+images, inputs fed to the model in another form) is ``shortfall``: missing evidence, which counts
+against the run (the checks say so and earn nothing), never the DataLoader's word alone.
 """
 from __future__ import annotations
 
@@ -25,6 +31,7 @@ from graders.checks.records import step_rows
 
 MIN_READ = 0.9  # share of the training samples whose marks were read, for the evidence to count
 EPOCH_RUNS = 4  # a run of distinct samples this many times sqrt(N) long is a pass over the data, not chance
+MIN_SHARE = 0.75  # of the training files a run must feed the model (a validation split may hold back the rest)
 
 
 @dataclass
@@ -46,24 +53,54 @@ class Inputs:
         return set().union(*(set(self.sequence(r)) for r in self.steps))
 
 
-def read(run) -> Inputs | None:
-    """The marks every rank read, or None when the run's data carried none or too few could be read."""
+def _train_size(run) -> int | None:
     size = (run.evidence.get("inputs") or {}).get("train_size")
+    return int(size) if size else None
+
+
+def _rank_rows(run, r: int) -> list[dict]:
+    stream = run.ranks.get(r)
+    return step_rows(stream) if stream is not None else []
+
+
+def _reading(rows: list[dict], size: int) -> dict:
+    """What one rank's marks say: training samples read, images unreadable, steps."""
+    got = sum(1 for row in rows for i in (row["seen"] or []) if i < size)  # test images are marked from the top
+    unread = sum(row["unread"] or 0 for row in rows)
+    return {"read": got, "unread": unread, "steps": len(rows),
+            "enough": got > 0 and got >= MIN_READ * (got + unread)}
+
+
+def read(run) -> Inputs | None:
+    """The marks every rank read, or None when the run's data carried none or too few could be read
+    (``shortfall`` says which of the two)."""
+    size = _train_size(run)
     if not size:
         return None
     steps = {}
     for r in range(run.nproc):
-        stream = run.ranks.get(r)
-        rows = step_rows(stream) if stream is not None else []
-        if not rows or any(row["seen"] is None for row in rows):
+        rows = _rank_rows(run, r)
+        if not rows or any(row["seen"] is None for row in rows) or not _reading(rows, size)["enough"]:
             return None
-        got = sum(len(row["seen"]) for row in rows)
-        if got == 0 or got < MIN_READ * (got + sum(row["unread"] or 0 for row in rows)):
-            return None
-        steps[r] = [[i for i in row["seen"] if i < size] for row in rows]  # test images are marked from the top
-    if not all(any(s) for s in steps.values()):
+        steps[r] = [[i for i in row["seen"] if i < size] for row in rows]
+    return Inputs(steps, size)
+
+
+def shortfall(run) -> dict | None:
+    """On the grader's synthetic data, the first rank that trained but whose marks could not be read
+    enough to tell which samples reached its model: {rank, read, unread, steps}. None where the data
+    carries no marks (the real CIFAR-10), or every rank that stepped was read."""
+    size = _train_size(run)
+    if not size:
         return None
-    return Inputs(steps, int(size))
+    rows = {r: _rank_rows(run, r) for r in range(run.nproc)}
+    if not any(rows.values()) or any(row["seen"] is None for rs in rows.values() for row in rs):
+        return None  # no step anywhere (judged elsewhere), or a harness that does not read marks
+    for r, rs in rows.items():
+        reading = _reading(rs, size)
+        if not reading["enough"]:  # a rank with no step at all is read as nothing
+            return {"rank": r, **{k: reading[k] for k in ("read", "unread", "steps")}}
+    return None
 
 
 def overlap(inputs: Inputs) -> dict | None:
@@ -113,6 +150,37 @@ def missing(inputs: Inputs, epochs: dict[int, list[list[int]]]) -> dict | None:
     lost = len(trained - union)
     if lost > allowed:
         return {"missing": lost, "size": len(trained), "epoch": 0, "seen": len(union), "allowed": allowed}
+    return None
+
+
+def subset(inputs: Inputs, epochs: float | None) -> dict | None:
+    """The samples that ever reached the model, if fewer than ``MIN_SHARE`` of what the run should reach:
+    the whole training set with epochs; with random draws (``epochs``: how many epochs of draws the grader
+    asked for, None where unknown) the share that many uniform draws reach, 1 - exp(-epochs)."""
+    seen = len(inputs.trained())
+    if passes(inputs) is None:
+        draws = epochs if epochs else sum(len(inputs.sequence(r)) for r in inputs.steps) / inputs.train_size
+        reach = 1 - math.exp(-draws)
+    else:
+        reach = 1.0
+    least = MIN_SHARE * reach
+    if seen < least * inputs.train_size:
+        return {"seen": seen, "size": inputs.train_size, "share": f"{100 * seen / inputs.train_size:.0f}%",
+                "least": f"{100 * least:.0f}%"}
+    return None
+
+
+def repeated_batches(inputs: Inputs) -> dict | None:
+    """With random draws: a rank whose whole batch (the same samples in the same order) comes back, as
+    draws from a generator seeded again every epoch do; by chance that does not happen."""
+    for r, rows in sorted(inputs.steps.items()):
+        counts: dict[tuple, int] = {}
+        for batch in rows:
+            if len(batch) >= 2:
+                counts[tuple(batch)] = counts.get(tuple(batch), 0) + 1
+        most = max(counts.values(), default=0)
+        if most > 1:
+            return {"rank": r, "epochs": most}
     return None
 
 

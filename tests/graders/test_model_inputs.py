@@ -124,7 +124,7 @@ def test_random_draws_from_the_whole_set_overlap_in_the_same_steps_and_have_no_e
     run = _run({r: [torch.randint(400, (8,), generator=gens[r]).tolist() for _ in range(75)] for r in range(2)}, 400)
     f = ddp.check_disjoint(run)
     assert (f.status, f.key) == (CheckStatus.FAIL, "overlap_at_model") and f.params["shared"] > 3
-    assert ddp.check_coverage(run).key == ddp.check_reshuffle(run).key == "random_draws"
+    assert ddp.check_coverage(run).key == ddp.check_reshuffle(run).key == "ok_draws_at_model"  # judged all the same
 
 
 def test_random_draws_each_from_its_own_shard_are_disjoint():
@@ -170,10 +170,46 @@ def test_a_sampler_that_lies_is_contradicted_by_what_reached_the_model():
     assert f.evidence["dataloader"] and ddp.check_reshuffle(run).key == "same_order_at_model_contradiction"
 
 
-def test_too_few_readable_marks_is_not_observed_never_a_verdict():
-    run = _run(_sharded(), 400, unread=8)  # as many unread as read in every step
-    assert inputs.read(run) is None
-    assert ddp.check_disjoint(run).key == "not_observed"
+def test_too_few_readable_marks_earn_nothing_whatever_the_dataloader_says():
+    size = 400
+    orders = [torch.randperm(size, generator=torch.Generator().manual_seed(k)).tolist() for k in range(3)]
+    loader = {r: [order[r::2] for order in orders] for r in range(2)}  # disjoint, reshuffled indices handed out
+    run = _run(_sharded(), size, unread=8, loader=loader)  # as many unread as read in every step (mixup)
+    assert inputs.read(run) is None and inputs.shortfall(run)["rank"] == 0
+    for check in (ddp.check_disjoint, ddp.check_coverage, ddp.check_reshuffle):
+        f = check(run)
+        assert (f.status, f.key) == (CheckStatus.SKIP, "unread_at_model"), f
+        assert f.evidence["dataloader"]["key"] == "ok"  # kept for the instructor, not credited
+    blank = _sharded()
+    blank[1] = [[] for _ in blank[1]]  # rank 1 fed the model images with no mark at all (blank, or features)
+    f = ddp.check_disjoint(_run(blank, size, loader=loader))
+    assert (f.key, f.params["rank"], f.params["read"]) == ("unread_at_model", 1, 0)
+
+
+def test_coverage_counts_what_ever_reached_the_model_against_the_training_files():
+    tenth = {r: [] for r in range(2)}
+    for e in range(6):  # a "debug subset": a tenth of the data in proper epochs
+        order = torch.randperm(40, generator=torch.Generator().manual_seed(e)).tolist()
+        for r in range(2):
+            tenth[r] += _batches(order[r::2], 4)
+    f = ddp.check_coverage(_run(tenth, 400))
+    assert (f.status, f.key, f.params["seen"]) == (CheckStatus.FAIL, "subset_at_model", 40)
+    gens = {r: torch.Generator().manual_seed(r) for r in range(2)}
+    draws = {r: [(torch.randint(20, (8,), generator=gens[r]) * 2 + r).tolist() for _ in range(50)] for r in range(2)}
+    f = ddp.check_coverage(_run(draws, 400), 2)  # random draws from a tenth, as many as 2 epochs' worth
+    assert (f.status, f.key) == (CheckStatus.FAIL, "subset_at_model")
+    whole = {r: [(torch.randint(200, (8,), generator=gens[r]) * 2 + r).tolist() for _ in range(50)] for r in range(2)}
+    f = ddp.check_coverage(_run(whole, 400), 2)
+    assert (f.status, f.key) == (CheckStatus.PASS, "ok_draws_at_model") and f.params["seen"] > 0.8 * 400
+
+
+def test_random_draws_seeded_again_every_epoch_repeat_whole_batches():
+    epoch = {}
+    for r in range(2):
+        gen = torch.Generator().manual_seed(100 + r)
+        epoch[r] = [(torch.randint(200, (8,), generator=gen) * 2 + r).tolist() for _ in range(25)]
+    f = ddp.check_reshuffle(_run({r: epoch[r] * 3 for r in range(2)}, 400))
+    assert (f.status, f.key, f.params["epochs"]) == (CheckStatus.FAIL, "same_draws_at_model", 3)
 
 
 def test_without_marks_the_loader_alone_decides():
@@ -186,7 +222,8 @@ def test_the_harness_reads_every_training_batch_once_however_it_is_fed(images, m
     """Temporaries freed between micro-batches may reuse their memory, a staging buffer is refilled in
     place: each is still a batch of its own; a forward counts once its backward runs (an evaluation
     left in training mode with gradients on trains nothing);
-    the DDP-like wrapper and its inner module see one tensor, read once; eval and no_grad are not training."""
+    the DDP-like wrapper and its inner module see one tensor, read once; no_grad is not training, and a forward
+    in eval mode followed by a backward is (the flag is the script's to set)."""
     from torch.nn.modules import module as nn_module
 
     from distgrade_harness import hooks
@@ -210,7 +247,6 @@ def test_the_harness_reads_every_training_batch_once_however_it_is_fed(images, m
     with torch.no_grad():
         model(train[100:108].clone())
     model.eval()
-    model(train[108:116].clone())
-    model.train()
-    model(train[116:120].clone()).sum().backward()
+    model(train[108:116].clone())  # an evaluation: no backward follows
+    model(train[116:120].clone()).sum().backward()  # a stray model.eval(): still training
     assert obs.seen == [*range(96), *range(116, 120)] and obs.unread == 0

@@ -18,7 +18,8 @@
   index list into a larger data set): indices are sent in the base data set's numbering.
 * On synthetic data: which samples entered the model in each step, read from the marks the grader
   wrote into every image (``marks``) at the first module a training batch reaches, whatever
-  loaded it (a DataLoader, a sampler that lies, plain tensor indexing).
+  loaded it (a DataLoader, a sampler that lies, plain tensor indexing), in train or eval mode:
+  a forward's marks count once a backward follows it.
 * ``torch.save`` calls, ``print`` calls and ``logging`` records from the student's own
   code (not libraries), the uncaught exception, and at exit the
   parameter digest plus the "finished" marker, sent *before* the extra
@@ -520,6 +521,7 @@ class Observer:
         obs, reader = self, (marks.Reader() if self.reading else None)
 
         def pre(module, args):
+            # module.training is not asked: a forward followed by a backward is training whatever the flag says
             if not args or not isinstance(args[0], torch.Tensor) or not torch.is_grad_enabled():
                 return None
             x = args[0]
