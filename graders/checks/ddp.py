@@ -603,14 +603,18 @@ def _number(x: Any) -> str:
 # What each check rests on (graders.evidence): shown with its evidence, so a reader sees at once what the
 # student's process could have chosen. Every verdict also needs training, which rests on the grader's own
 # evaluation of rank 0's model where it can be scored.
-_DATALOADER = text("脚本之内、已核对：DataLoader 取到的样本下标，对照评分程序在每张合成图片里留下的标记在模型输入处读出的样本",
+_DATALOADER = text("脚本之内、已核对：DataLoader 取到的样本下标，对照评分程序在每张合成图片里留下的标记在模型输入处读出的样本"
+                   "（训练模式与否都读）；某个 rank 的标记读不出时不得分",
                    "inside, cross-checked: indices the DataLoader fetched, against the samples read at the model's input "
-                   "from the marks the grader put in every synthetic image")
+                   "from the marks the grader put in every synthetic image (in train or eval mode); a rank whose marks "
+                   "cannot be read earns nothing")
 RESTS_ON = {
-    "run.single": text("脚本之外：退出码、启动器的计时；脚本之内：结束标记",
-                       "outside: exit codes, launcher wall clock; inside: end markers"),
-    "run.distributed": text("脚本之外：退出码、启动器的计时、评分程序对模型的评估；脚本之内：结束标记",
-                            "outside: exit codes, launcher wall clock, model scored by the grader; inside: end markers"),
+    "run.single": text("脚本之外：退出码、启动器的计时、评分程序对模型的评估（无法评估时交由助教复核）；脚本之内：结束标记",
+                       "outside: exit codes, launcher wall clock, model scored by the grader (held for review where it "
+                       "cannot be scored); inside: end markers"),
+    "run.distributed": text("脚本之外：退出码、启动器的计时、评分程序对模型的评估（无法评估时交由助教复核）；脚本之内：结束标记",
+                            "outside: exit codes, launcher wall clock, model scored by the grader (held for review where "
+                            "it cannot be scored); inside: end markers"),
     "sampler.disjoint": text(_DATALOADER["zh"] + "；每个 rank 的模型每一步训练的样本数对照各 rank 一起训练的 1/N，"
                              "并列出启动器测得的各 rank CPU 时间（脚本之外）",
                              _DATALOADER["en"] + "; the samples each rank's model trained on in each step against "
