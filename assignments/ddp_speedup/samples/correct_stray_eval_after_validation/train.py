@@ -46,7 +46,7 @@ def main():
     sampler = DistributedSampler(train, shuffle=True)
     loader = DataLoader(train, batch_size=64, sampler=sampler)
     model = DDP(nn.SyncBatchNorm.convert_sync_batchnorm(make_model()))
-    opt = torch.optim.SGD(model.parameters(), lr=0.04, momentum=0.9)
+    opt = torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
     model.train()
     for epoch in range(args.epochs):
