@@ -356,7 +356,7 @@ def _model_coverage(inputs, asked: int | None = None) -> Finding:
         return Finding(CheckStatus.FAIL, "subset_at_model", small, {**small, "at_model": True}, fallback="missing")
     epochs = model_inputs.passes(inputs)
     seen = len(inputs.trained())
-    if epochs is None:  # random draws: no first pass to judge, the share they reached is
+    if epochs is None:  # random draws: no first pass to judge; the share they reached was (``subset``)
         reached = {"seen": seen, "size": inputs.train_size, "share": f"{100 * seen / inputs.train_size:.0f}%"}
         return Finding(CheckStatus.PASS, "ok_draws_at_model", reached, {**reached, "at_model": True, "random_draws": True},
                        fallback="ok")
@@ -382,8 +382,8 @@ def check_coverage_alone(run1, nproc: int, epochs: int | None = None) -> Finding
     verdict stands."""
     if run1 is None or run1.stopped or not run1.all_finished or not trained(run1):
         return None
-    finding = _loader_at_model(run1, _loader_coverage, functools.partial(_model_coverage, asked=_asked(run1, epochs)))
-    # (no distributed gate: one process)
+    at_model = functools.partial(_model_coverage, asked=_asked(run1, epochs))
+    finding = _loader_at_model(run1, _loader_coverage, at_model)  # no distributed gate: one process
     if finding.status != CheckStatus.FAIL:
         return None
     return Finding(CheckStatus.FAIL, "missing_one_process", {**finding.params, "n": nproc},
