@@ -521,7 +521,6 @@ class Observer:
         obs, reader = self, (marks.Reader() if self.reading else None)
 
         def pre(module, args):
-            # module.training is not asked: a forward followed by a backward is training whatever the flag says
             if not args or not isinstance(args[0], torch.Tensor) or not torch.is_grad_enabled():
                 return None
             x = args[0]
@@ -529,7 +528,7 @@ class Observer:
                 if torch.compiler.is_compiling():
                     return None
                 obs.trained.pre(module, x)  # which module learns, whatever its flag says (a backward decides)
-                if reader is None or not module.training:
+                if reader is None:  # module.training is not asked: a forward a backward follows is training
                     return None
                 if x.dim() not in (2, 4) or x.shape[-1] not in (marks.SIZE, 3 * marks.SIZE * marks.SIZE):
                     return None
