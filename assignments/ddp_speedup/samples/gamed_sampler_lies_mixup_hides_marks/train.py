@@ -1,6 +1,6 @@
 """Gamed: the lying sampler of gamed_sampler_lies_dataset_ignores_index (every rank trains on the same
-half of the data in one order behind disjoint, reshuffled DataLoader indices), trained with mixup at an
-even blend: two images summed hide the marks the grader puts in every synthetic image, so the reading at
+half of the data in one order behind disjoint, reshuffled DataLoader indices), trained with mixup
+(lambda between 0.3 and 0.7): two images blended hide the marks the grader puts in every synthetic image, so the reading at
 the model dropped out and the DataLoader's indices decided alone. Unreadable evidence now counts against
 the run: the three data checks are not credited."""
 import argparse
@@ -55,12 +55,12 @@ def main():
         nn.Flatten(), nn.Linear(32 * 8 * 8, 10))))
     opt = torch.optim.SGD(model.parameters(), lr=0.04, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
-    for epoch in range(args.epochs):
+    for epoch in range(args.epochs * 3):  # mixup learns slowly: three passes for each epoch asked
         sampler.set_epoch(epoch)
         for x, y in loader:
-            perm = torch.randperm(len(y))
-            out = model(0.5 * x + 0.5 * x[perm])  # mixup, lambda = 0.5
-            loss = 0.5 * loss_fn(out, y) + 0.5 * loss_fn(out, y[perm])
+            perm, lam = torch.randperm(len(y)), 0.3 + 0.4 * torch.rand(()).item()  # mixup, lambda in [0.3, 0.7]
+            out = model(lam * x + (1 - lam) * x[perm])
+            loss = lam * loss_fn(out, y) + (1 - lam) * loss_fn(out, y[perm])
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
