@@ -248,7 +248,7 @@ def _forbidden_claim(s: Sentence, bad: list[str], predicates: set[str], antonyms
 # checked on the ``tune`` half of annotation_examples.json only.
 PENALTIES = {"typo": 0.05, "hedge": 0.3, "forbidden_word": 0.4, "denied_and_said": 0.3, "unexplained": 0.2,
              "unbound_object": 0.4, "elsewhere_said": 0.4, "one_word": 0.4, "other_number": 0.4,
-             "restates_key": 0.4, "keyword_list": 0.4}
+             "restates_key": 0.4, "keyword_list": 0.4, "converted_unit": 0.4}
 REVIEW_BELOW = 0.65
 
 
@@ -312,6 +312,9 @@ def _confidence_signs(text: str, rule: Rule, catalogue: Catalogue, j: Judgement)
             if kept.positive & elsewhere and kept.mentioned & own:
                 signs.append("elsewhere_said")  # "fp16 = bfloat16": the other value said of this one
                 break
+        excused = {f for f, excuses in catalogue.raw.get("converted", {}).items() if set(excuses) & positive}
+        if excused & positive and any(bad == [f] for bad in rule.forbid for f in excused):
+            signs.append("converted_unit")  # the note converts the unit: the reading cannot check the arithmetic
         if _states_another_number(norm, rule.value):
             signs.append("other_number")  # "学习率 1e-3" for 1e-4, "timeout in milliseconds, about 50 hours"
         clauses = [c for s in sentences for c in s.clauses]
@@ -399,6 +402,7 @@ def _judge(text: str, rule: Rule, catalogue: Catalogue) -> Judgement:
     antonyms = catalogue.raw.get("antonyms", {})
     predicates = set(antonyms.values())
     hypothetical = set(rule.hypothetical)
+    converted = {f for f, excuses in catalogue.raw.get("converted", {}).items() if set(excuses) & positive}
     for s in judged:
         if s.mentioned & hypothetical:
             continue  # "true would move them to the CPU": the other setting, not a claim about this one
@@ -407,6 +411,8 @@ def _judge(text: str, rule: Rule, catalogue: Catalogue) -> Judgement:
                 if _forbidden_claim(s, bad, predicates, antonyms):
                     wrong.append(bad[-1])
                 continue
+            if len(bad) == 1 and bad[0] in converted:
+                continue  # "about 1 GB in fp16" beside "5e8 elements": a conversion (a sign routes it)
             denied = {antonyms[a] for c in s.clauses for a in c.positive if a in antonyms}
             claims = [c for c in s.clauses if not any(antonyms.get(a) in bad for a in c.positive)]
             if not (denied & set(bad)) and all(any(_claims(c, f) for c in claims) for f in bad):

@@ -85,11 +85,17 @@ class Catalogue:
         base = Rule(concept=concept, require=list(c.get("require", [])), forbid=list(c.get("forbid", [])),
                     elsewhere=list(spec.get("elsewhere", [])), own=list(spec.get("own", [])))
         if "by_value" in spec:
-            picked = {value_key(k): v for k, v in spec["by_value"].items()}.get(value_key(value))
+            key = value_key(value)
+            if spec.get("names_stage"):
+                key = deepspeed_file_key(value) or key
+            picked = {value_key(k): v for k, v in spec["by_value"].items()}.get(key)
             if picked is None:
                 return base
+            # ``replace_forbid``: the concept's own forbids describe its other setting ("overlap saves no
+            # memory" is wrong for true, right for false), so this value's list replaces them
+            forbid = list(picked.get("forbid", [])) if picked.get("replace_forbid") else base.forbid + picked.get("forbid", [])
             return Rule(concept=concept, require=list(picked.get("require", base.require)),
-                        forbid=base.forbid + picked.get("forbid", []), elsewhere=picked.get("elsewhere", []),
+                        forbid=forbid, elsewhere=picked.get("elsewhere", []),
                         own=picked.get("own", []), hypothetical=picked.get("hypothetical", []))
         if "by_token" in spec:
             tokens = [t for t in re.split(r"[\s,]+", str(value).lower()) if t]
@@ -121,6 +127,29 @@ class Catalogue:
     @property
     def matcher(self) -> "WordMatcher":
         return _matcher(self.path)
+
+
+# "ds_z3_config.json", "ds_z2_offload_config.json", "ds_config_zero3.json", "zero2.json"
+_STAGE_IN_NAME = re.compile(r"(?:^|[^a-z0-9])(?:ds_)?z(?:ero)?[_\-]?(\d)(?![0-9])")
+
+
+def deepspeed_file_stage(value: Any) -> tuple[int | None, bool]:
+    """(ZeRO stage, offload) that a DeepSpeed config's file name names (LLaMA-Factory's
+    ``deepspeed: examples/deepspeed/ds_z3_offload_config.json``), in any folder; stage None when the
+    name names none."""
+    name = re.split(r"[\\/]", str(value).strip().lower())[-1]
+    m = _STAGE_IN_NAME.search(name)
+    return (int(m.group(1)) if m else None), "offload" in name
+
+
+def deepspeed_file_key(value: Any) -> str | None:
+    """The ``by_value`` key of the config LLaMA-Factory ships for the stage a path names, wherever
+    the file lives (a course copies ``examples/deepspeed/`` elsewhere): the note is judged by the
+    stage the file names, not by its folder."""
+    stage, offload = deepspeed_file_stage(value)
+    if stage is None:
+        return None
+    return f"examples/deepspeed/ds_z{stage}{'_offload' if offload else ''}_config.json"
 
 
 def value_key(value: Any) -> str:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 from typing import Any
 
@@ -183,10 +182,10 @@ def _findings_check(cfg: dict, check_id: str, findings: list[validate.Finding], 
 
 
 def _deepspeed_file_stage(data: dict) -> dict:
-    """LLaMA-Factory names the JSON it uses (``ds_z3_offload_config.json``): read stage and offload."""
-    name = str(data.get("deepspeed", "")).lower()
-    m = re.search(r"z(\d)", name)
-    return {"stage": int(m.group(1)) if m else 0, "offload": "offload" in name}
+    """LLaMA-Factory names the JSON it uses (``ds_z3_offload_config.json``): read stage and offload
+    the way the notes on it are judged (``catalogue.deepspeed_file_stage``)."""
+    stage, offload = catalogue_mod.deepspeed_file_stage(data.get("deepspeed", ""))
+    return {"stage": stage or 0, "offload": offload}
 
 
 def memory_check(parsed: ParsedConfig, dialect: str, cfg: dict) -> CheckResult:
