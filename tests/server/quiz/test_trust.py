@@ -85,7 +85,7 @@ def test_trust_in_full_marks_does_not_let_a_zero_count(app, client, auth, monkey
     a suggestion; it counts at once only once the reader earned trust for its zeros too."""
     reversed_answer = "Data parallelism solves capacity, model parallelism solves throughput"
     with app.app_context():
-        earn_trust("ch7_3/selftest_1")
+        earn_trust("ch7_3/selftest_1", share=1.0)
     auth.login()
     attempt_id = _start(client, "ch7_3_graded")
     body = _answer(client, attempt_id, POS0, reversed_answer)
