@@ -2,9 +2,10 @@
 pending`` in the stored report, 0 points so far), grouped like the quiz's free-text answers so
 that one decision grades every similar annotation of the same field and value.
 
-A group is one field with one value, read the same way (verdict, what is missing or wrong,
-and the catalogue's facets found with their polarity); an annotation in which the catalogue
-found nothing is grouped by its normalised text only.
+A group is one field with one value, read the same way (verdict, what is missing or wrong), so
+one decision settles every note the reading put together; a note read as about nothing or about
+another concept is grouped by the catalogue's facets found with their polarity, and one in which
+the catalogue found nothing by its normalised text only.
 
 Fields a student asked about (``AnnotationReviewRequest``, see ``server.homework.asking``) are
 listed too, with the student's comment and their automatic points, in groups of their own (the
@@ -86,14 +87,22 @@ def _fingerprint(text: str) -> list[str]:
     return sorted(out)
 
 
+READ_ALIKE = ("correct", "partial", "contradiction")  # verdicts whose reading names what was met / missing / wrong
+
+
 def group_key(p: Pending) -> str:
-    """Similar annotations share a key: same field and value, same reading, same facets; a field a
-    student asked about is never grouped with unsure ones (its decision replaces given points)."""
-    words = _fingerprint(p.annotation)
+    """Annotations share a key when they are about the same field and value and the reading is the
+    same (verdict, what is missing, what is wrong): one decision settles them all, whatever words
+    they used. A note read as about nothing or another concept is grouped by its facets with their
+    polarity, one with no facet by its text. A field a student asked about is never grouped with
+    unsure ones (its decision replaces given points)."""
     kind = "asked|" if p.asked else ("confirm|" if p.reason == "confirm" else "")
-    if words:
-        basis = kind + "|".join([p.field_key, p.verdict, ",".join(p.facts.get("missing", [])),
-                          ",".join(p.facts.get("wrong", [])), ",".join(words)])
+    reading = [p.field_key, p.verdict, ",".join(p.facts.get("missing", [])), ",".join(p.facts.get("wrong", []))]
+    words = [] if p.verdict in READ_ALIKE else _fingerprint(p.annotation)
+    if p.verdict in READ_ALIKE:
+        basis = kind + "read|" + "|".join(reading)
+    elif words:
+        basis = kind + "|".join(reading + [",".join(words)])
     else:
         basis = kind + p.field_key + "|text|" + re.sub(r"[\s\W_]+", "", textmatch.normalise(p.annotation), flags=re.UNICODE)
     return hashlib.sha256(basis.encode()).hexdigest()[:16]

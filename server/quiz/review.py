@@ -1,10 +1,12 @@
 """Free-text answers a teacher confirms: the rubric's unsure answers ("pending") and the ones a
 student asked about ("requested"), grouped so that one decision grades every similar answer.
 
-A group is the set of pending answers to one question that the rubric read the same way:
-the same items met, missing and confused, and the same concept words found with the same
-polarity. Answers in which the rubric found nothing at all are grouped only by their
-normalised text (so an unfamiliar right paraphrase is never swept in with "I don't know").
+A group is the set of pending answers to one question that the rubric read the same way: the
+same items met, missing and confused, so that one decision settles as many answers as the reading
+can truthfully put together. Answers in which the rubric met or confused no item are grouped by
+the concept words found with their polarity, and answers in which it found nothing at all by
+their normalised text only (so an unfamiliar right paraphrase is never swept in with "I don't
+know").
 
 A decision sets the score of every answer it names (the ids shown to the teacher: an answer
 that arrived since is not decided unseen), recomputes each attempt's score from its answers
@@ -56,13 +58,16 @@ def _fingerprint(question_id: str, raw: str) -> list[str]:
 
 
 def group_key(question_id: str, raw: str, details: dict[str, Any]) -> str:
-    """Similar answers share a key: same reading, same concepts with the same polarity."""
-    words = _fingerprint(question_id, raw)
-    if not words and not details.get("met") and not details.get("confused"):
-        basis = "text|" + _norm_text(raw)
+    """Answers share a key when the reading is the same: the same items met, missing and confused
+    (one decision then settles every answer read that way; the words used do not split them). An
+    answer in which the reading met or confused no item is grouped by its concept words with their
+    polarity, and one with none of those by its text alone."""
+    reading = [",".join(details.get(k, [])) for k in ("met", "confused", "missing")]
+    if details.get("met") or details.get("confused"):
+        basis = "read|" + "|".join(reading)
     else:
-        basis = "|".join([",".join(details.get("met", [])), ",".join(details.get("confused", [])),
-                          ",".join(details.get("missing", [])), ",".join(words)])
+        words = _fingerprint(question_id, raw)
+        basis = "|".join(reading + [",".join(words)]) if words else "text|" + _norm_text(raw)
     return hashlib.sha256(basis.encode()).hexdigest()[:16]
 
 
