@@ -40,7 +40,9 @@ def test_a_hung_redis_costs_one_sign_in_a_bounded_wait_and_the_rest_nothing(app)
         assert [code for code, _ in rest] == [401] * 4
         assert max(s for _, s in rest) < base + 0.5, (base, rest)  # Redis is skipped after it failed
         assert right[0] == 302 and right[1] < base + 0.5, (base, right)
-        assert _post(client, "alice", "wrong")[0] == 429  # still counted (in memory) and throttled
+        # still counted (in memory) and throttled: over the limit the account's turn closes for a
+        # growing back-off (2, 4, 8 s), so back-to-back guesses meet a 429
+        assert 429 in [_post(client, "alice", "wrong")[0] for _ in range(3)]
     finally:
         silent.close()
         queue.redis_recovered()
