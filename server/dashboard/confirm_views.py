@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from flask import flash, redirect, request, url_for
 from flask_babel import gettext as _
+from flask_babel import ngettext
 from flask_login import current_user
 
 from coursework import trust
@@ -72,7 +73,7 @@ def review_confirm(code: str, question_id: str):
     if rest:
         n += review.decide(course.id, question_id, rest, share, current_user.id, group, how="settled")
     labels.forget()
-    flash(_("%(n)d answers graded.", n=n), "ok")
+    flash(ngettext("%(num)d answer graded.", "%(num)d answers graded.", n), "ok")
     return back
 
 
@@ -110,5 +111,5 @@ def review_annotation_confirm(code: str):
         return back
     n = review_annotation.decide(course.id, sorted(wanted), share, current_user.id, request.form.get("group", ""))
     labels.forget()
-    flash(_("%(n)d answers graded.", n=n), "ok")
+    flash(ngettext("%(num)d answer graded.", "%(num)d answers graded.", n), "ok")
     return back

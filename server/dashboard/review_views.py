@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from flask import abort, flash, redirect, render_template, request, url_for
 from flask_babel import gettext as _
+from flask_babel import ngettext
 from flask_login import current_user
 
 from coursework.quiz.bank import BankError, load_question
@@ -63,7 +64,7 @@ def review_annotation_decide(code: str):
     except ValueError:
         flash(_("Choose full marks, zero, or a share of the points from 0 to 100."), "error")
         return redirect(url_for("dashboard.review_annotations", code=code))
-    flash(_("%(n)d answers graded.", n=n), "ok")
+    flash(ngettext("%(num)d answer graded.", "%(num)d answers graded.", n), "ok")
     return redirect(url_for("dashboard.review_annotations", code=code))
 
 
@@ -97,5 +98,5 @@ def review_decide(code: str, question_id: str):
     except ValueError:
         flash(_("Choose full marks, zero, or points between 0 and the question's maximum."), "error")
         return redirect(url_for("dashboard.review_question", code=code, question_id=question_id))
-    flash(_("%(n)d answers graded.", n=n), "ok")
+    flash(ngettext("%(num)d answer graded.", "%(num)d answers graded.", n), "ok")
     return redirect(url_for("dashboard.review_question", code=code, question_id=question_id))

@@ -124,7 +124,7 @@ def test_a_teacher_can_leave_one_answer_out_of_a_group_decision(app, client, aut
     stage = f"{ids['alice']}:field.zero_optimization.stage"
     resp = client.post("/dashboard/DIST101/review/annotations/decide?lang=en",
                        data={"item": [stage], "verdict": "full", "group": "g"}, follow_redirects=True)
-    assert "1 answers graded" in resp.get_data(as_text=True)
+    assert "1 answer graded" in resp.get_data(as_text=True)
     with app.app_context():
         left = [(p.username, p.check_id) for p in review_annotation.pending(1)]
     assert ("bob", "field.zero_optimization.stage") in left and ("alice", "field.zero_optimization.stage") not in left

@@ -53,3 +53,23 @@ def test_unreleased_and_waiting_elsewhere_are_marked_as_the_exports_have_them(ap
     assert alice[-1].startswith("1"), (rows[0], alice)  # the waiting answer of attempt 2 is in the CSV
     elsewhere = {"zh_CN": "另一次作答", "en": "another attempt"}[lang]
     assert elsewhere in page.split("<tbody>")[1]
+
+
+def test_the_exports_say_their_charset_once(client, auth, hw):
+    """``Content-Type: text/csv; charset=utf-8; charset=utf-8`` (the view added what Flask adds)."""
+    auth.login("teacher", "teacher-pass")
+    for kind in ("canvas", "moodle"):
+        ctype = client.get(f"/dashboard/DIST101/export/{kind}.csv").headers["Content-Type"]
+        assert ctype.count("charset") == 1, ctype
+
+
+@pytest.mark.parametrize("path", ["assignments/ddp_speedup/assignment.json", "assignments/fsdp_fit/assignment.json",
+                                  "quizzes/ch7_3/memory/full_training/info.json",
+                                  "quizzes/ch7_3/memory/zero_per_card/info.json",
+                                  "quizzes/ch7_3/comm/allreduce_time/info.json"])
+def test_english_with_a_number_in_it_reads_for_every_number(path):
+    """"All 2 processes finished", "a 8B-parameter model": English that breaks for some numbers."""
+    from tests.conftest import REPO
+
+    text = (REPO / path).read_text()
+    assert "All {n} processes" not in text and "{billions}B-parameter" not in text
