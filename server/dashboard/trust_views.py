@@ -29,8 +29,12 @@ def _title(item: str) -> str:
 def readers(code: str):
     """The agreement table and the course's setting for unconfirmed verdicts."""
     course = course_or_404(code, instructor=True)
-    rows = [{"a": a, "title": _title(a.item), "earned": a.earned(), "needed": a.needed()}
-            for a in labels.agreement_table()]
+    kinds: dict[tuple[str, str], list[str]] = {}
+    for k in labels.kind_table():  # trust is per kind of verdict: which kinds count without a teacher
+        if k.earned():
+            kinds.setdefault((k.reader, k.item), []).append(k.kind)
+    rows = [{"a": a, "title": _title(a.item), "earned": a.earned(), "needed": a.needed(),
+             "kinds": kinds.get((a.reader, a.item), [])} for a in labels.agreement_table()]
     return render_template("dashboard/readers.html", course=course, rows=rows, rule=trust.DEFAULT_RULE)
 
 

@@ -163,3 +163,15 @@ def test_the_graded_selftest_copy_helper_keeps_the_unsure_reason(app, client, au
     assert body["status"] == "needs_review" and "was not sure it understood" in body["card_html"]
     with app.app_context():
         assert db.session.get(QuizAttempt, attempt_id).score == 0
+
+
+def test_the_readers_page_names_the_kinds_of_verdict_that_count(app, client, auth) -> None:
+    with app.app_context():
+        earn_trust("ch7_3/selftest_1", share=1.0)
+    auth.login("teacher", "teacher-pass")
+    page = client.get("/dashboard/DIST101/readers?lang=en").get_data(as_text=True)
+    row = page.split('id="agreement"')[1]
+    assert "Trust is earned separately for each kind of verdict" in page
+    assert '<td class="kinds">full marks</td>' in row
+    zh = client.get("/dashboard/DIST101/readers?lang=zh_CN").get_data(as_text=True)
+    assert "信任按判定的种类分别积累" in zh and '<td class="kinds">满分</td>' in zh
