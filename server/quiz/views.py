@@ -115,7 +115,8 @@ def overview(quiz_id: str):
     return render_template("quiz/overview.html", quiz=quiz, history=list(reversed(history)),
                            refusal=_messages().get(refusal or "", ""), open_attempt=open_attempt,
                            courses=_course_choices(),
-                           score=_quiz_scores(current_user.id).get(quiz_id), held=_held(quiz_id))
+                           score=_quiz_scores(current_user.id).get(quiz_id), held=_held(quiz_id),
+                           generated=any(not reveal.fixed_text(q) for q in quiz.question_ids))
 
 
 def _course_choices() -> list[Any]:

@@ -73,3 +73,12 @@ def test_english_with_a_number_in_it_reads_for_every_number(path):
 
     text = (REPO / path).read_text()
     assert "All {n} processes" not in text and "{billions}B-parameter" not in text
+
+
+@pytest.mark.parametrize("lang, said", [("en", "new numbers every time"), ("zh_CN", "每次题目数字都会变化")])
+def test_a_practice_quiz_of_fixed_questions_does_not_promise_new_numbers(client, auth, lang, said):
+    """The self-test (six fixed-text questions) said "new numbers every time"; the practice bank,
+    whose questions are generated, still says so."""
+    auth.login("alice", "alice-pass")
+    assert said not in client.get(f"/quiz/ch7_3_selftest/?lang={lang}").get_data(as_text=True)
+    assert said in client.get(f"/quiz/ch7_3_practice/?lang={lang}").get_data(as_text=True)
