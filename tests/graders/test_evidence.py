@@ -291,3 +291,28 @@ def test_the_harness_dump_counts_only_if_rank_0_reported_those_bytes(tmp_path):
     assert model.candidates(chan, work, left, told) == [chan / model.HARNESS_FILE, work / "checkpoint.pt"]
     planted = RankStream(0, records=[{"type": "model", "saved": False, "source": "error: FileExistsError"}])
     assert model.candidates(chan, work, left, planted) == [work / "checkpoint.pt"]
+
+
+WRITES_SCRIPT = r"""
+import json, os, sys, tempfile
+import torch
+from distgrade_harness import witness
+w = witness.Writes("/nonexistent")
+w.install()
+d = sys.argv[1]
+with tempfile.NamedTemporaryFile(dir=d, delete=False) as tmp:  # an atomic save: a temporary name, then os.replace
+    torch.save({"a": 1}, tmp)
+os.replace(tmp.name, os.path.join(d, "last.pt"))
+torch.jit.save(torch.jit.script(torch.nn.Linear(2, 2)), os.path.join(d, "scripted.pt"))  # opened in C++
+print(json.dumps(w.record()))
+"""
+
+
+def test_writes_follow_renames_and_torchscript(tmp_path):
+    """The harness claims what an atomic save moved into place and what TorchScript's C++ writer opened."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "graders/harness"), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-c", WRITES_SCRIPT, str(tmp_path)], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    paths = {os.path.basename(p) for p, _ in json.loads(proc.stdout.strip().splitlines()[-1])["paths"]}
+    assert {"last.pt", "scripted.pt"} <= paths
