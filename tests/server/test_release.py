@@ -15,6 +15,7 @@ from server.dashboard.models import Extension
 from server.extensions import db
 from server.models import CourseAssignment, User, utcnow
 from server.release import ReleaseEvent, ReleaseSetting, hidden_items, is_released
+from tests.server.conftest import PLACEHOLDER
 
 ITEM = "hw:hello_ddp"
 # what only a released report shows: the score, a check's verdict message and its hint
@@ -162,3 +163,13 @@ def test_quiz_held_back_until_published(app, client, auth, monkeypatch) -> None:
     page = client.get(f"/quiz/attempt/{att}?lang=en").get_data(as_text=True)
     assert "Reference answer" in page and "Correct" in page
     assert 'id="final-score">' in client.get(f"/quiz/attempt/{att}/results?lang=en").get_data(as_text=True)
+
+
+def test_a_held_report_writes_the_mode_as_the_released_one_does(client, auth, make_sub) -> None:
+    """"Mode: cpu" on a held report, "Mode: CPU" once released."""
+    sid = make_sub()
+    _as(auth, "teacher")
+    _set(client, f"hw:{PLACEHOLDER}", "mode", "manual")
+    _as(auth, "alice")
+    page = _page(client, sid)
+    assert "Mode: CPU" in page and "Mode: cpu" not in page
