@@ -255,8 +255,11 @@ def check_checkpoint(run, global_param_bytes: float, mode: str) -> Finding:
     """How the checkpoint was written: distributed, rank-0 full on CPU, or full copies everywhere."""
     if not run or not run.ranks:
         return Finding(CheckStatus.SKIP, "no_data")
+    left = _left_checkpoints(run)
     if any(s.first("fsdp_dcp") for s in run.ranks.values()):
-        return Finding(CheckStatus.PASS, "dcp")
+        if any(f.rsplit("/", 1)[-1] == ".metadata" for files in left.values() for f in files):
+            return Finding(CheckStatus.PASS, "dcp")
+        return Finding(CheckStatus.FAIL, "dcp_no_metadata", {}, {"left": left})  # no finished DCP checkpoint
     full = {r: [x for x in s.of("fsdp_save") if not x["sharded"] and x["bytes"] >= 0.9 * global_param_bytes]
             for r, s in run.ranks.items()}
     full = {r: v for r, v in full.items() if v}
@@ -282,4 +285,30 @@ def check_checkpoint(run, global_param_bytes: float, mode: str) -> Finding:
         if on_card:
             return Finding(CheckStatus.WARN, "on_card", {"bytes": fmt_bytes(rec["bytes"])}, ev)
         return Finding(CheckStatus.PASS, "rank0_cpu", {"bytes": fmt_bytes(rec["bytes"])}, ev)
+    # Shards only: each rank's half must survive in a file no other rank also wrote (the grader lists the
+    # folder after the run), or what is left is part of the model that nobody can load as a checkpoint.
+    ev["left"] = left
+    mine = {r: set(left.get(r, ())) - {f for o, files in left.items() if o != r for f in files}
+            for r in range(run.nproc)}
+    lost = [r for r in range(run.nproc) if not saves.get(r) or not mine[r]]
+    if lost:
+        savers = sorted(r for r, n in saves.items() if n)
+        return Finding(CheckStatus.FAIL, "shards_lost", {"ranks": ", ".join(map(str, savers)),
+                       "lost": ", ".join(map(str, lost))}, ev)
     return Finding(CheckStatus.PASS, "shards", {"n": len([r for r, n in saves.items() if n])}, ev)
+
+
+def _left_checkpoints(run) -> dict[int, list[str]]:
+    """rank -> checkpoint files the run left (listed by the grader after it) that this rank wrote, or that no rank
+    claimed and whose name gives this rank; ``-1`` -> unclaimed ones whose name gives no rank."""
+    files = (getattr(run, "evidence", None) or {}).get("files") or {}
+    sniffed = files.get("checkpoints") or {}
+    out: dict[int, list[str]] = {}
+    for r in range(run.nproc):
+        got = sniffed.get(r, sniffed.get(str(r))) or []
+        out[r] = [str(f) for f in got if isinstance(f, str)]
+    for item in files.get("unclaimed") or []:
+        if isinstance(item, (list, tuple)) and len(item) == 2 and isinstance(item[0], str):
+            named = item[1] if isinstance(item[1], int) and 0 <= item[1] < run.nproc else -1
+            out.setdefault(named, []).append(item[0])
+    return out

@@ -211,22 +211,41 @@ def save(nbytes, devices=("cpu",), sharded=0):
             "devices": list(devices)}
 
 
-@pytest.mark.parametrize("per_rank,mode,status,key", [
-    ({0: [save(49 * MB)], 1: []}, "cpu", CheckStatus.PASS, "rank0_cpu"),
-    ({0: [save(49 * MB)], 1: [save(49 * MB)]}, "cpu", CheckStatus.WARN, "every_rank"),
-    ({0: [save(49 * MB, devices=("cuda",))], 1: []}, "gpu", CheckStatus.WARN, "on_card"),
+SHARDS = {0: [save(24 * MB, sharded=100)], 1: [save(24 * MB, sharded=100)]}
+DCP = {0: [{"type": "fsdp_dcp", "call": "save"}], 1: [{"type": "fsdp_dcp", "call": "save"}]}
+
+
+def left(ranks: dict[int, list[str]], unclaimed=()) -> dict:
+    """The grader's listing of the files the run left (``graders.evidence.files.created_files``)."""
+    return {"files": {"ranks": ranks, "checkpoints": ranks, "unclaimed": [list(u) for u in unclaimed]}}
+
+
+@pytest.mark.parametrize("per_rank,mode,files,status,key", [
+    ({0: [save(49 * MB)], 1: []}, "cpu", {}, CheckStatus.PASS, "rank0_cpu"),
+    ({0: [save(49 * MB)], 1: [save(49 * MB)]}, "cpu", {}, CheckStatus.WARN, "every_rank"),
+    ({0: [save(49 * MB, devices=("cuda",))], 1: []}, "gpu", {}, CheckStatus.WARN, "on_card"),
     ({0: [{"type": "fsdp_state_dict", "full_state_dict": True, "cpu_offload": False}, save(49 * MB)], 1: []},
-     "cpu", CheckStatus.WARN, "on_card"),
-    ({0: [save(24 * MB, sharded=100)], 1: [save(24 * MB, sharded=100)]}, "cpu", CheckStatus.PASS, "shards"),
-    ({0: [{"type": "fsdp_dcp", "call": "save"}], 1: [{"type": "fsdp_dcp", "call": "save"}]}, "cpu",
+     "cpu", {}, CheckStatus.WARN, "on_card"),
+    (SHARDS, "cpu", left({0: ["ckpt.pt.rank0"], 1: ["ckpt.pt.rank1"]}), CheckStatus.PASS, "shards"),
+    (SHARDS, "cpu", left({0: ["ckpt.pt"]}, [("shard_r1.pt", 1)]), CheckStatus.PASS, "shards"),  # unseen writer
+    # every rank wrote the same path: one rank's half is left, nobody's own file
+    (SHARDS, "cpu", left({0: ["ckpt.pt"], 1: ["ckpt.pt"]}), CheckStatus.FAIL, "shards_lost"),
+    (SHARDS, "cpu", {}, CheckStatus.FAIL, "shards_lost"),  # saved, then removed (or nothing listed)
+    ({0: [save(24 * MB, sharded=100)], 1: []}, "cpu", left({0: ["ckpt.pt"]}), CheckStatus.FAIL, "shards_lost"),
+    (DCP, "cpu", left({0: ["ckpt.dcp/.metadata", "ckpt.dcp/__0_0.distcp"], 1: ["ckpt.dcp/__1_0.distcp"]}),
      CheckStatus.PASS, "dcp"),
-    ({0: [], 1: []}, "cpu", CheckStatus.WARN, "none"),
+    (DCP, "cpu", left({0: ["ckpt.dcp/__0_0.distcp"], 1: ["ckpt.dcp/__1_0.distcp"]}), CheckStatus.FAIL,
+     "dcp_no_metadata"),
+    ({0: [], 1: []}, "cpu", {}, CheckStatus.WARN, "none"),
 ])
-def test_checkpoint(per_rank, mode, status, key):
-    f = fsdp.check_checkpoint(make_run(per_rank), 48.9 * MB, mode)
+def test_checkpoint(per_rank, mode, files, status, key):
+    run = make_run(per_rank)
+    run.evidence.update(files)
+    f = fsdp.check_checkpoint(run, 48.9 * MB, mode)
     assert (f.status, f.key) == (status, key)
     result = render("ckpt.save", f)
-    assert result["points"] == (10 if status == CheckStatus.PASS else 5)
+    assert result["points"] == {CheckStatus.PASS: 10, CheckStatus.WARN: 5, CheckStatus.FAIL: 0}[status]
+    assert result["message"]["zh"] and result["message"]["en"]
 
 
 def test_fmt_bytes():
