@@ -134,6 +134,14 @@ def check_sharded(run, nproc: int, estimates: dict[int, dict]) -> Finding:
         return Finding(CheckStatus.FAIL, key, params, ev)
     if local_b > 0.9 * global_b and nproc > 1:
         return Finding(CheckStatus.FAIL, "replicated", params, ev)
+    # FSDP2 units list the parameters they own: what none owns (an unwrapped root's embeddings and final
+    # norm) stays whole on every rank, and nothing averages its gradients across ranks
+    owned = sum(u["params"] for u in model["fsdp2_units"]) if model["fsdp2_units"] else model["global_params"]
+    outside = max(model["global_params"] - owned, 0)
+    ev["outside_units_params"] = outside
+    if outside > 0:
+        params.update(outside=f"{outside:,}", share=f"{100 * outside / max(model['global_params'], 1):.1f}%")
+        return Finding(CheckStatus.WARN, "outside_units", params, ev)
     if "SHARD_GRAD_OP" in w["strategies"]:
         return Finding(CheckStatus.WARN, "grad_op", params, ev)
     return Finding(CheckStatus.PASS, "ok", params, ev)

@@ -163,6 +163,8 @@ def test_oom_is_explained_with_its_numbers():
                [{"name": f"b{i}", "params": 1_833_333, "strategy": "FULL_SHARD"} for i in range(6)]),
      CheckStatus.PASS, "ok"),
     (model_rec(per_block(), local_bytes=47 * MB), CheckStatus.FAIL, "replicated"),
+    # blocks wrapped, the root never: its embeddings and final norm are in no unit, whole on every rank
+    (model_rec(per_block()[1:], global_params=12_320_000, local_bytes=25 * MB), CheckStatus.WARN, "outside_units"),
 ])
 def test_sharded(record, status, key):
     f = fsdp.check_sharded(make_run({0: [record]}), 2, EST)
