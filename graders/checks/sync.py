@@ -142,10 +142,43 @@ def loopback_shortfall(run, steps: int) -> dict[str, Any] | None:
     return got if got is not None and got["moved"] < got["least"] else None
 
 
+def checkpoint_bytes(run) -> int | None:
+    """The least bytes a file holding the model's weights has: half its parameters at 4 bytes each (half
+    precision saves them in 2), counted by the grader on the evaluated model, else by rank 0's harness
+    (the fewer of the two where both are known); None where neither is."""
+    model = (getattr(run, "evidence", None) or {}).get("model") or {}
+    counts = [rec.get("elements") for rec in _params(run.ranks.get(0)).values()][:1]
+    counts.append(model.get("parameters") if model.get("evaluated") else None)
+    counts = [c for c in counts if isinstance(c, int) and not isinstance(c, bool) and c > 0]
+    return 2 * min(counts) if counts else None
+
+
+def _loose(run) -> list[tuple[str, int | None, int | None]]:
+    """``(path, rank that wrote it, rank its name gives)`` of the files rank 0 did not write that count as
+    saved weights although they start like no checkpoint: a non-zero rank in the name, or model-sized."""
+    files = (getattr(run, "evidence", None) or {}).get("files") or {}
+    least, out = checkpoint_bytes(run), []
+    for item in files.get("loose") or []:
+        if not (isinstance(item, list) and len(item) == 4 and isinstance(item[1], int)):
+            continue
+        path, size, writer, named = str(item[0]), item[1], item[2], item[3]
+        writer = writer if isinstance(writer, int) and not isinstance(writer, bool) else None
+        named = named if isinstance(named, int) and not isinstance(named, bool) else None
+        if named or (least is not None and size >= least):
+            out.append((path, writer, named))
+    return out
+
+
+def _unclaimed(run) -> list[tuple[str, int | None]]:
+    """Checkpoints no rank claimed, with the rank their name gives: by content, or by size and name."""
+    files = (getattr(run, "evidence", None) or {}).get("files") or {}
+    got = [(str(f), named) for f, named in files.get("unclaimed") or []]
+    return got + [(f, named) for f, writer, named in _loose(run) if writer is None]
+
+
 def unclaimed_checkpoints(run) -> list[str]:
     """Checkpoints the run left that no rank reported writing and whose name gives no rank."""
-    ev = getattr(run, "evidence", None) or {}
-    return [str(f) for f, named in (ev.get("files") or {}).get("unclaimed") or [] if named is None]
+    return [f for f, named in _unclaimed(run) if named is None]
 
 
 def rank_output(run) -> dict[int, dict[str, Any]]:
@@ -155,13 +188,16 @@ def rank_output(run) -> dict[int, dict[str, Any]]:
     outs = (ev.get("outputs") or {}).get("ranks") or {}
     made = (ev.get("files") or {}).get("ranks") or {}
     out = {}
-    unclaimed = (ev.get("files") or {}).get("unclaimed") or []
+    unclaimed = _unclaimed(run)
     sniffed = (ev.get("files") or {}).get("checkpoints") or {}
+    loose = _loose(run)
+    weights = {f for f, writer, _ in loose if writer is not None}  # model-sized or rank-named, a rank wrote it
     for r in range(1, run.nproc):
         o = outs.get(r) or {}
         left = [str(f) for f in (made.get(r) or [])]
+        left += [f for f, writer, _ in loose if writer == r and f not in left]
         named = [str(f) for f, rank in unclaimed if rank == r and str(f) not in left]  # no claim, its name says r
-        saved = {str(f) for f in sniffed.get(r) or []} | set(named)  # a checkpoint by its first bytes too
+        saved = {str(f) for f in sniffed.get(r) or []} | set(named) | weights  # by first bytes, name or size
         left += named
         out[r] = {**{f"{kind}_{what}": _count(o.get(f"{kind}_{what}")) for kind in ("stdout", "stderr")
                      for what in ("lines", "redraws", "bytes")},

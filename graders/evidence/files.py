@@ -103,21 +103,34 @@ def rank_in_name(relative: str, nproc: int) -> int | None:
     return found[-1] if found and 0 <= found[-1] < nproc else None
 
 
+MAX_LOOSE = 20  # files that are no checkpoint by name or content, kept with their size (largest first)
+
+
 def created_files(run, work: Path) -> dict:
     """``{"source", "left": n, "ranks": {rank: [relative paths that rank wrote and the run left]},
     "checkpoints": {rank: [those of them that are checkpoints by name or content]},
-    "unclaimed": [[relative path, rank its name gives or None], ...]}`` (checkpoints no rank claimed)."""
+    "unclaimed": [[relative path, rank its name gives or None], ...]} (checkpoints no rank claimed),
+    "loose": [[relative path, bytes, rank that wrote it or None, rank its name gives or None], ...]}``:
+    the other files rank 0 did not write, which the check judges by size against the evaluated model
+    (a writer in C leaves weights that start like nothing in particular: raw floats, a database)."""
     left = scan(work)
-    ranks, claimed, saved = {}, set(), {}
+    ranks, claimed, saved, writer = {}, set(), {}, {}
     for r in range(run.nproc):
         mine = sorted({p for p in rank_writes(run.ranks.get(r)) if p in left})
         claimed.update(mine)
+        for p in mine:
+            writer.setdefault(p, r)
         ranks[r] = [os.path.relpath(p, work)[:200] for p in mine][:20]
         saved[r] = [os.path.relpath(p, work)[:200] for p in mine[:MAX_SNIFFED] if is_checkpoint(p)][:20]
-    unclaimed = []
-    for p in sorted(set(left) - claimed)[:MAX_SNIFFED]:
-        if is_checkpoint(p):
-            rel = os.path.relpath(p, work)[:200]
+    rank0 = set(rank_writes(run.ranks.get(0)))
+    unclaimed, loose = [], []
+    for p in sorted(set(left) - rank0, key=lambda p: -left[p])[:MAX_SNIFFED]:
+        rel = os.path.relpath(p, work)[:200]
+        if p not in claimed and is_checkpoint(p):
             unclaimed.append([rel, rank_in_name(rel, run.nproc)])
+        elif p not in claimed or not is_checkpoint(p):
+            loose.append([rel, left[p], writer.get(p), rank_in_name(rel, run.nproc)])
+    named = [f for f in loose if f[3]]  # a name with a non-zero rank counts whatever its size
+    loose = named[:MAX_LOOSE] + [f for f in loose if not f[3]][:MAX_LOOSE]
     return {"source": SOURCE_CROSS_CHECKED, "what": text("工作目录里留下的文件，按打开它们的 rank 分", "files left in the work folder, by the rank that opened them"),
-            "left": len(left), "ranks": ranks, "checkpoints": saved, "unclaimed": unclaimed[:20]}
+            "left": len(left), "ranks": ranks, "checkpoints": saved, "unclaimed": sorted(unclaimed)[:20], "loose": loose}

@@ -183,6 +183,33 @@ def test_rank0_io_judged_from_outside_evidence():
     assert (got.status, got.key, got.params["paths"]) == (CheckStatus.WARN, "files_unclaimed", "w.bin")
 
 
+def test_loose_files_judged_by_size_and_name(tmp_path):
+    """Weights a writer in C left (raw floats, a database) start like no checkpoint: a file rank 0 did not
+    write counts when it holds about the model's parameter bytes or its name gives a non-zero rank."""
+    (tmp_path / "weights_of_b.raw").write_bytes(b"\0" * 4000)  # 1000 parameters as float32
+    (tmp_path / "ckpt_rank1.db").write_bytes(b"SQLite format 3\0")
+    (tmp_path / "mirror.raw").write_bytes(b"\0" * 4000)
+    (tmp_path / "log.txt").write_bytes(b"epoch 1\n" * 100)  # small, rank 1 wrote it: only output
+    (tmp_path / "cache.bin.part").write_bytes(b"\0" * 8000)  # rank 0's: accounted for
+    w0 = {"type": "writes", "paths": [[str(tmp_path / "cache.bin.part"), 1]], "more": 0}
+    w1 = {"type": "writes", "paths": [[str(tmp_path / "weights_of_b.raw"), 1], [str(tmp_path / "log.txt"), 1]],
+          "more": 0}
+    got = files.created_files(_run({0: [w0], 1: [w1]}), tmp_path)
+    assert got["unclaimed"] == []
+    evaluated = {"files": got, "model": {"evaluated": True, "learned": True, "parameters": 1000}}
+    by_rank = sync.rank_output(_run({0: [], 1: []}, evaluated))
+    assert sorted(by_rank[1]["files"]) == ["ckpt_rank1.db", "weights_of_b.raw"]
+    assert by_rank[1]["other_files"] == ["log.txt"]
+    assert sync.unclaimed_checkpoints(_run({0: [], 1: []}, evaluated)) == ["mirror.raw"]
+    bigger = {"files": got, "model": {"evaluated": True, "parameters": 100_000}}  # small files: not the model
+    assert sync.rank_output(_run({0: [], 1: []}, bigger))[1]["files"] == ["ckpt_rank1.db"]
+    assert sync.unclaimed_checkpoints(_run({0: [], 1: []}, bigger)) == []
+    recs = {r: [{"type": "process_group", "world": 2}, {"type": "steps", "t": [1.0], "samples": [64], "loss": [1.0],
+                                                         "backwards": [1], "buckets": [1], "synced": [1],
+                                                         "bucket_bytes": [4]}] for r in (0, 1)}
+    got = ddp.check_rank0_io(_run(recs, {**evaluated, "outputs": {"ranks": {}}}), 2, 3)
+    assert (got.status, got.key) == (CheckStatus.FAIL, "files")
+
 def test_host_sampler_reads_this_process():
     assert host.cpu_seconds(os.getpid()) is not None
     sampler = host.Sampler(lambda: {0: os.getpid()})
@@ -304,6 +331,8 @@ with tempfile.NamedTemporaryFile(dir=d, delete=False) as tmp:  # an atomic save:
     torch.save({"a": 1}, tmp)
 os.replace(tmp.name, os.path.join(d, "last.pt"))
 torch.jit.save(torch.jit.script(torch.nn.Linear(2, 2)), os.path.join(d, "scripted.pt"))  # opened in C++
+import sqlite3
+sqlite3.connect(os.path.join(d, "store.db")).close()  # sqlite opens its file in C
 print(json.dumps(w.record()))
 """
 
@@ -315,4 +344,4 @@ def test_writes_follow_renames_and_torchscript(tmp_path):
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     paths = {os.path.basename(p) for p, _ in json.loads(proc.stdout.strip().splitlines()[-1])["paths"]}
-    assert {"last.pt", "scripted.pt"} <= paths
+    assert {"last.pt", "scripted.pt", "store.db"} <= paths

@@ -134,6 +134,13 @@ class Writes:
             except Exception:  # an audit hook must never raise into the student's call
                 pass
             return
+        if event == "sqlite3.connect" and self.on:  # sqlite opens its database in C: no "open" event
+            try:
+                if args and args[0] not in ("", ":memory:", b"", b":memory:"):
+                    self.note(args[0])
+            except Exception:  # an audit hook must never raise into the student's call
+                pass
+            return
         if event != "open" or not self.on:
             return
         try:
