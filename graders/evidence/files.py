@@ -11,6 +11,8 @@ leaves a file no rank claims. Such a file is judged by what it is: its first byt
 a saved model or state (a zip archive as ``torch.save`` and TorchScript write, a pickle, NumPy, HDF5,
 safetensors), and a name that carries a rank number (``model_rank1.pt``, ``ckpt-gpu1.pth``) says whose
 it is. ``unclaimed`` lists the checkpoints no rank claimed, with the rank their name gives, if any.
+Weights a C writer leaves can start like anything (raw floats, a database), so ``loose`` keeps the
+size of every other file rank 0 did not write: the check weighs it against the evaluated model.
 """
 from __future__ import annotations
 
