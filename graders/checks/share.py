@@ -27,7 +27,9 @@ def uneven(run) -> dict[str, Any] | None:
 
     Each step's share is 1/N of the distinct samples all ranks trained on in that step, plus every image
     whose mark could not be read (blurred, blank: work all the same, and it cannot be told apart); a
-    rank's count is every image it trained on in its steps (a sample trained twice counts twice).
+    rank's count is the distinct samples it trained on in each step, plus its unread images. Both sides
+    count a sample once per step: random draws with replacement from a small shard repeat samples inside
+    a step, and counting those repeats on one side only made an even split look uneven.
     """
     if run is None or run.nproc < 2:
         return None
@@ -46,7 +48,7 @@ def uneven(run) -> dict[str, Any] | None:
     if not together:
         return None
     share = together / run.nproc
-    counts = {r: sum(len(rows[r][k]["seen"]) + unread(r, k) for k in range(steps)) for r in rows}
+    counts = {r: sum(len(set(rows[r][k]["seen"])) + unread(r, k) for k in range(steps)) for r in rows}
     r, n = max(counts.items(), key=lambda item: abs(item[1] - share))
     ratio = n / share
     if MIN_SHARE <= ratio <= MAX_SHARE:

@@ -54,3 +54,9 @@ def test_disjoint_fails_on_an_uneven_share(monkeypatch):
     monkeypatch.setattr(ddp, "distributed_gate", lambda run: None)
     got = ddp.check_disjoint(run)
     assert got.status == CheckStatus.FAIL and got.key == "uneven_share" and got.params["rank"] == 0
+
+
+def test_draws_with_replacement_that_repeat_inside_a_step_are_an_even_split():
+    # each rank draws 4 with replacement from its own small shard: repeats inside a step are one sample's work
+    # on both sides of the comparison, not extra work on one side only
+    assert share.uneven(_run({0: [[0, 0, 2, 2], [4, 4, 4, 6]], 1: [[1, 1, 3, 3], [5, 7, 7, 7]]})) is None
