@@ -241,6 +241,14 @@ def test_host_share_runs_trapped_samples_alone() -> None:
     assert max(n for _, n in seen) >= 2  # ordinary ones overlap
 
 
+def _floor_took_every_point(folder: Path, expected: dict, checks: dict) -> bool:
+    """True for a ``bug_``/``gamed_`` sample expected to run whose model the grader's floor failed (``model_untrained``)."""
+    run = checks.get("run.distributed") or {}
+    return (folder.name.startswith(("bug_", "gamed_")) and expected.get("checks", {}).get("run.distributed") == "pass"
+            and run.get("status") == "fail" and (run.get("evidence") or {}).get("key") == "model_untrained"
+            and run.get("points") == 0)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("folder", SAMPLES, ids=[f"{p.parent.parent.name}/{p.name}" for p in SAMPLES])
 def test_sample(folder: Path, gradings: dict[Path, Future]) -> None:
@@ -261,6 +269,12 @@ def test_sample(folder: Path, gradings: dict[Path, Future]) -> None:
     report = json.loads(lines[0])
     assert report["status"] == expected.get("status", "graded"), report.get("staff_traceback")
     checks = {c["id"]: c for c in report["checks"]}
+    if _floor_took_every_point(folder, expected, checks):
+        # A bug or gamed sample that learns near the model floor: with each job's secret synthetic seed the floor
+        # can fail it by chance, and then every check has nothing to credit. Its score bound below still holds;
+        # its per-check expectations are judged on the gradings where the model cleared the floor.
+        # A correct sample gets no such allowance: the floor failing it is a false alarm.
+        expected = {k: v for k, v in expected.items() if k not in ("checks", "message_contains", "summary_contains")}
     for check_id, status in expected.get("checks", {}).items():
         assert check_id in checks, f"no check {check_id}"
         got = checks[check_id]
