@@ -68,7 +68,8 @@ def _torch_dirs() -> tuple[str, ...]:
 
 _TORCH = _torch_dirs()
 # The observers' methods that torch calls as registered hooks, and those ``atexit`` calls: their only ways in.
-_TORCH_HOOKS = frozenset({"Observer._on_step", "FsdpObserver._pre_forward", "FsdpObserver._post_forward",
+_TORCH_HOOKS = frozenset({"Observer._on_step", "Observer._on_step_pre", "FsdpObserver._pre_forward",
+                          "FsdpObserver._post_forward",
                           "FsdpObserver._pre_step", "FsdpObserver._post_step"})
 _EXIT_HOOKS = frozenset({"Observer.at_exit", "FsdpObserver.at_exit"})
 MAX_ALARMS = 16

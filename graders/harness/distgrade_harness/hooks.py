@@ -193,6 +193,8 @@ class Observer:
         self.pending: list[int] = []  # marks read at the last training forward, until its backward
         self.trained = trained.Trained()  # the modules that took the training batches (graders.checks.sync)
         self.hand_digest: bytes | None = None  # the trained parameters' digest at the last backward, no optimizer yet
+        self.step_depth = 0  # optimizer steps begun and not yet returned
+        self.backward_in_step = False  # a backward ran since the outermost of them began
 
     # -- installation -------------------------------------------------------------
     def install(self) -> None:
@@ -328,17 +330,35 @@ class Observer:
             hooks[:] = [h for h in hooks if h[0] is not counting_hook]
 
     def _hook_optim(self) -> None:
-        from torch.optim.optimizer import register_optimizer_step_post_hook
+        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+        register_optimizer_step_pre_hook(self._on_step_pre)
         register_optimizer_step_post_hook(self._on_step)
 
+    def _on_step_pre(self, optimizer, args, kwargs) -> None:
+        """An optimizer step begins: one begun inside another's step is part of that step."""
+        if not self.step_depth:
+            self.backward_in_step = False
+        self.step_depth += 1
+
     def _on_step(self, optimizer, args, kwargs) -> None:
-        if _ON_GPU and torch.cuda.is_initialized():
-            torch.cuda.synchronize()  # honest step times on an asynchronous device
-        now = _monotonic()
+        """An optimizer step returned. The parameters are compared when the outermost step returns: a wrapper
+        such as ZeRO steps a shard with an inner optimizer, then broadcasts it, so the ranks match only then.
+        A step nested in a span where a backward ran (a training loop inside a step, or an outer step that
+        raised and never returned) is a training step of its own and is compared at once."""
+        self.step_depth = max(self.step_depth - 1, 0)
         if optimizer is not None and not any(o is optimizer for o in self.optimizers):
             self.optimizers.append(optimizer)
             self.stream.send({"type": "optimizer", "class": type(optimizer).__name__,
                               "lr": [g.get("lr") for g in optimizer.param_groups][:8]})
+        if self.step_depth and not self.backward_in_step:
+            return
+        self._record_step()
+
+    def _record_step(self) -> None:
+        """One training step: its counters, its time and the trained parameters' digest."""
+        if _ON_GPU and torch.cuda.is_initialized():
+            torch.cuda.synchronize()  # honest step times on an asynchronous device
+        now = _monotonic()
         if not self.process_group and dist.is_available() and dist.is_initialized():
             self._on_process_group()
         params = self._params()
@@ -383,7 +403,7 @@ class Observer:
         digest = witness.short_digest(witness.param_rows(params))
         if self.hand_digest is not None and digest != self.hand_digest:
             pending = self.pending  # marks of the forward whose backward is about to run: not this step's
-            self._on_step(None, (), {})
+            self._record_step()
             self.pending = pending
         self.hand_digest = digest
 
@@ -570,11 +590,13 @@ class Observer:
 
         def hooked_grad(*args, **kwargs):  # gradients taken without backward() still train the module fed
             obs.trained.backward()
+            obs.backward_in_step = obs.backward_in_step or obs.step_depth > 0
             return grad(*args, **kwargs)
         torch.autograd.grad = hooked_grad
 
         def hooked(tensors, *args, **kwargs):
             obs.trained.backward()  # first: the first backward already names the module a step by hand changes
+            obs.backward_in_step = obs.backward_in_step or obs.step_depth > 0
             obs._hand_step()
             obs.backwards += 1
             if obs.pending:
