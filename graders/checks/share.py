@@ -43,12 +43,13 @@ def uneven(run) -> dict[str, Any] | None:
     def unread(r, k) -> int:
         n = rows[r][k].get("unread")
         return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 0
-    together = sum(len(set().union(*(set(rows[r][k]["seen"]) for r in rows))) + sum(unread(r, k) for r in rows)
+    distinct = {r: [set(row["seen"]) for row in rows[r][:steps]] for r in rows}
+    together = sum(len(set().union(*(distinct[r][k] for r in rows))) + sum(unread(r, k) for r in rows)
                    for k in range(steps))
     if not together:
         return None
     share = together / run.nproc
-    counts = {r: sum(len(set(rows[r][k]["seen"])) + unread(r, k) for k in range(steps)) for r in rows}
+    counts = {r: sum(len(distinct[r][k]) + unread(r, k) for k in range(steps)) for r in rows}
     r, n = max(counts.items(), key=lambda item: abs(item[1] - share))
     ratio = n / share
     if MIN_SHARE <= ratio <= MAX_SHARE:

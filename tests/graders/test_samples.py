@@ -184,8 +184,8 @@ def grade(folder: Path, var_dir: Path, share: HostShare) -> subprocess.Completed
     if expected.get("trusted") == "all":  # ... unless the sample is about the reading itself (issue 23)
         from coursework.config_annotation import catalogue
         cat = catalogue.load()
-        env[TRUSTED_ENV] = json.dumps([f"{d}:{p}:{k}" for d in cat.raw["fields"] for p in cat.fields(d)
-                                       for k in ("full", "partial", "zero")])  # coursework.trust.KINDS
+        from coursework.trust import KINDS
+        env[TRUSTED_ENV] = json.dumps([f"{d}:{p}:{k}" for d in cat.raw["fields"] for p in cat.fields(d) for k in KINDS])
     with share.hold(exclusive=_trapped(folder)), host_traps(expected.get("traps", [])):
         return subprocess.run([sys.executable, "-m", "graders", "grade", folder.parent.parent.name,
                                str(_submission(folder)), "--json"], cwd=ROOT, env=env, capture_output=True,
