@@ -18,7 +18,25 @@ CONFIG = ('{\n  "zero_optimization": {\n    // ZeRO-3 keeps a full copy of the p
 STAGE = "field.zero_optimization.stage"
 
 
+def _earn_trust_on_stage(service) -> None:
+    """30 agreeing teacher decisions of each kind on the field's notes, in the service's database: the
+    worker then counts the reading's 0 at once (``server.grading.task``), so asking is what is left."""
+    from server import create_app
+    from server.extensions import db
+    from server.quiz import labels
+
+    app = create_app({"TESTING": True, "SQLALCHEMY_DATABASE_URI": service.env["DATABASE_URL"]})
+    item = labels.annotation_item("deepspeed", STAGE.removeprefix("field."))
+    with app.app_context():
+        for share in (1.0, 0.5, 0.0):
+            for i in range(30):
+                labels.record(item, f"a decided note number {i} worth {share:g}", share, {"rule": share}, "group",
+                              None, None)
+        db.session.commit()
+
+
 def test_student_asks_once_without_javascript_and_the_teacher_decides(service, browser, tmp_path) -> None:
+    _earn_trust_on_stage(service)
     service.start_web()
     service.start_worker()
     config = tmp_path / "ds_config.json"
