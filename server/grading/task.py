@@ -37,7 +37,7 @@ from flask import Flask, current_app
 from coursework.assignments import load
 from coursework.exceptions import AssignmentNotFound
 from coursework.progress import read_progress
-from graders import gpu_slots, preflight, workspace
+from graders import ddp_job, gpu_slots, preflight, workspace
 from server.extensions import db
 from server.grading import lifecycle
 from server.grading.queue import enqueue, try_dispatch
@@ -122,6 +122,7 @@ def _run_grader(submission_id: int, heartbeat: "_Heartbeat") -> dict[str, Any]:
         src.write_bytes(sub.content)
         progress_file = Path(tmp) / "progress.json"
         env = dict(os.environ, DISTGRADE_PROGRESS_FILE=str(progress_file), PYTHONUNBUFFERED="1")
+        env.pop(ddp_job.PINNED_SEED_ENV, None)  # each job draws its own secret data (the worker refuses it anyway)
         env[TRUSTED_ENV] = _trusted_annotation_fields()
         db.session.commit()  # release the row before a long run
         if k and assignment is not None and preflight.needs_preflight(assignment, sub.resource, sub.mode):

@@ -104,11 +104,22 @@ def rescore_after(app):
     return landed
 
 
+def refuse_pinned_seed() -> None:
+    """Fail closed: a worker started with the sample runner's pinned synthetic seed would grade every
+    homework-1 job on data anyone can regenerate (weights fitted offline pass the model evaluation)."""
+    from graders.ddp_job import PINNED_SEED_ENV
+
+    if os.environ.get(PINNED_SEED_ENV):
+        raise SystemExit(f"{PINNED_SEED_ENV} is set: it pins homework 1's synthetic data to a known seed, for the "
+                         "repository's own sample tests only. Unset it before starting a worker.")
+
+
 def main() -> None:
     from graders import host_modules, workspace
     from server import sandbox_layers
 
     sandbox_layers.fail_closed_by_default()
+    refuse_pinned_seed()
     workspace.sweep()  # folders a killed worker or grader of this host left behind
     app = worker_app()
     with app.app_context():

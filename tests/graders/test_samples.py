@@ -37,6 +37,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 TRUSTED_ENV = "DISTGRADE_TRUSTED_READINGS"  # graders.config_annotation.core.TRUSTED_ENV
+PINNED_SEED_ENV = "DISTGRADE_SYNTHETIC_SEED"  # graders.ddp_job.PINNED_SEED_ENV
+# Homework 1's synthetic data for every sample: a worker draws a secret seed per job, and a sample that learns
+# near the model floor would then pass or fail it by chance; pinned, a verdict is the same on every run.
+SAMPLE_SEED = "7301"
 SAMPLES = sorted(p for p in ROOT.glob("assignments/*/samples/*") if (p / "expected.json").is_file())
 
 
@@ -178,7 +182,7 @@ def grade(folder: Path, var_dir: Path, share: HostShare) -> subprocess.Completed
     """The sample through the real CLI, inside its host traps."""
     expected = json.loads((folder / "expected.json").read_text(encoding="utf-8"))
     env = {**os.environ, "DISTGRADE_FAST": "1", "DISTGRADE_LIMITS": json.dumps(expected.get("limits", {})),
-           "DISTGRADE_VAR_DIR": str(var_dir)}
+           "DISTGRADE_VAR_DIR": str(var_dir), PINNED_SEED_ENV: SAMPLE_SEED}
     env.pop("DISTGRADE_PROGRESS_FILE", None)
     env.pop(TRUSTED_ENV, None)  # homework 2 as shipped: no field's reading has earned trust yet ...
     if expected.get("trusted") == "all":  # ... unless the sample is about the reading itself (issue 23)
@@ -241,14 +245,6 @@ def test_host_share_runs_trapped_samples_alone() -> None:
     assert max(n for _, n in seen) >= 2  # ordinary ones overlap
 
 
-def _floor_took_every_point(folder: Path, expected: dict, checks: dict) -> bool:
-    """True for a ``bug_``/``gamed_`` sample expected to run whose model the grader's floor failed (``model_untrained``)."""
-    run = checks.get("run.distributed") or {}
-    return (folder.name.startswith(("bug_", "gamed_")) and expected.get("checks", {}).get("run.distributed") == "pass"
-            and run.get("status") == "fail" and (run.get("evidence") or {}).get("key") == "model_untrained"
-            and run.get("points") == 0)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("folder", SAMPLES, ids=[f"{p.parent.parent.name}/{p.name}" for p in SAMPLES])
 def test_sample(folder: Path, gradings: dict[Path, Future]) -> None:
@@ -269,12 +265,6 @@ def test_sample(folder: Path, gradings: dict[Path, Future]) -> None:
     report = json.loads(lines[0])
     assert report["status"] == expected.get("status", "graded"), report.get("staff_traceback")
     checks = {c["id"]: c for c in report["checks"]}
-    if _floor_took_every_point(folder, expected, checks):
-        # A bug or gamed sample that learns near the model floor: with each job's secret synthetic seed the floor
-        # can fail it by chance, and then every check has nothing to credit. Its score bound below still holds;
-        # its per-check expectations are judged on the gradings where the model cleared the floor.
-        # A correct sample gets no such allowance: the floor failing it is a false alarm.
-        expected = {k: v for k, v in expected.items() if k not in ("checks", "message_contains", "summary_contains")}
     for check_id, status in expected.get("checks", {}).items():
         assert check_id in checks, f"no check {check_id}"
         got = checks[check_id]
