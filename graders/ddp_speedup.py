@@ -24,7 +24,7 @@ from coursework.progress import report_progress
 from coursework.report import CheckResult, CheckStatus, GradeReport, ReportStatus, text
 from graders import (calibration, checks_runner, cifar, ddp_job, early_stop, gpu_slots, host_modules, integrity, speed,
                      torchrun)
-from graders.checks import ddp, gpu_only, sync, timing
+from graders.checks import ddp, floor, gpu_only, sync, timing
 from graders.checks.registry import Context
 from graders.evidence import model as evidence_model
 from graders.checks.render import not_graded_here, render
@@ -255,7 +255,8 @@ def _findings(cfg, run1, run_n, epochs, skip_reason, mode, ref=None, extra=()) -
     out: dict[str, ddp.Finding] = {}
     for check_id in cfg["checks"]:
         needed = run1 if check_id == "run.single" else run_n
-        out[check_id] = (checks_runner.run_check(ddp.CHECKS[check_id], ctx, finding_cls=ddp.Finding)  # isolated
+        judge = floor.judged(check_id, ddp.CHECKS[check_id])  # below the model floor: its own cause, 0 points
+        out[check_id] = (checks_runner.run_check(judge, ctx, finding_cls=ddp.Finding)  # isolated
                          if needed is not None else skipped)
     if run_n is not None and run_n.stopped == early_stop.NO_PROCESS_GROUP:
         _say_stopped(out, run1, run_n)

@@ -43,6 +43,8 @@ class Finding:
     evidence: dict[str, Any] = field(default_factory=dict)
     fraction: float | None = None  # of the points, for partial credit
     fallback: str | None = None  # message key to use where the assignment has no text for ``key``
+    lead: dict[str, str] | None = None  # zh/en text of the grader's own put before the message (graders.checks.floor)
+    tail: dict[str, str] | None = None  # and after it
 
 
 # Judging what a script did needs it to have trained: with no step and no batch every

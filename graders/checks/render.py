@@ -29,7 +29,7 @@ def render(ccfg: dict[str, Any], check_id: str, f: Any) -> CheckResult:
     raw = (msgs.get(f.key) or (msgs.get(f.fallback) if f.fallback else None) or msgs.get(f.status.value)
            or {"zh": f.key, "en": f.key})
     zh, en = _in_language(f.params, "zh"), _in_language(f.params, "en")
-    message = text(_fill(raw["zh"], zh), _fill(raw["en"], en))
+    message = _around(text(_fill(raw["zh"], zh), _fill(raw["en"], en)), getattr(f, "lead", None), getattr(f, "tail", None))
     hints = ccfg.get("hints", {})
     hint_raw = hints.get(f.key) or (hints.get(f.fallback) if f.fallback and f.key not in msgs else None)
     hint = text(_fill(hint_raw["zh"], zh), _fill(hint_raw["en"], en)) if hint_raw else text("", "")
@@ -47,6 +47,15 @@ def render(ccfg: dict[str, Any], check_id: str, f: Any) -> CheckResult:
         evidence["not_graded_here"] = True
     return CheckResult(id=check_id, title=ccfg["title"], status=f.status, points=earned, max_points=points,
                        message=message, hint=hint, evidence=evidence)
+
+
+def _around(message: dict[str, str], lead: dict[str, str] | None, tail: dict[str, str] | None) -> dict[str, str]:
+    """``message`` with the grader's own ``lead`` before it and ``tail`` after it (zh without a space between)."""
+    if not (lead or tail):
+        return message
+    lead, tail = lead or text("", ""), tail or text("", "")
+    return text(lead["zh"] + message["zh"] + tail["zh"],
+                " ".join(part for part in (lead["en"], message["en"], tail["en"]) if part))
 
 
 def _in_language(params: dict[str, Any], lang: str) -> dict[str, Any]:

@@ -11,10 +11,13 @@ weights that do not fit the assignment's network) is held for review with the re
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
 import json
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +31,7 @@ HARNESS_FILE = "model-rank0.pt"
 CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin")
 MAX_CHECKPOINT_BYTES = 256 * 1024 * 1024
 EVAL_WALL_S = 240  # importing torch on a loaded 2-core host alone can take a minute
+_SET_ASIDE = contextvars.ContextVar("model_floor_set_aside", default=False)
 
 
 # Why the sandboxed evaluation (``evaluate_model.py``) could not score a file: its fixed reasons, readable.
@@ -170,9 +174,27 @@ def learned_nothing(run) -> bool:
     every other check, so the run did not train, whatever its records say (a loss held flat at ln 10
     is as much the script's choice as a loss that falls). A run the grader stopped early is exempt:
     it cut the training short itself, and the run's other evidence already settles its checks."""
+    if _SET_ASIDE.get():
+        return False
+    return below_floor(run)
+
+
+def below_floor(run) -> bool:
+    """``learned_nothing`` whether or not the floor is set aside: what decides the points of every check."""
     ev = getattr(run, "evidence", None) or {}
     model = ev.get("model") or {}
     return bool(model.get("evaluated")) and not model.get("learned") and not getattr(run, "stopped", None)
+
+
+@contextlib.contextmanager
+def floor_set_aside() -> Iterator[None]:
+    """Inside: ``learned_nothing`` is False, so a check judges the run on its own evidence. Only to say what a
+    check saw under the floor (``graders.checks.floor``); its points still follow ``below_floor``."""
+    token = _SET_ASIDE.set(True)
+    try:
+        yield
+    finally:
+        _SET_ASIDE.reset(token)
 
 
 def unscored(run) -> dict | None:

@@ -345,3 +345,42 @@ def test_writes_follow_renames_and_torchscript(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     paths = {os.path.basename(p) for p, _ in json.loads(proc.stdout.strip().splitlines()[-1])["paths"]}
     assert {"last.pt", "scripted.pt", "store.db"} <= paths
+
+
+def _under_floor_runs():
+    """A 2-rank run that never synchronised (each rank's parameters drift) and whose model the grader scored at 12%,
+    and its 1-process run that learned."""
+    steps = {"type": "steps", "t": [1.0, 2.0], "samples": [64, 128], "loss": [2.3, 2.3], "backwards": [1, 1],
+             "buckets": [0, 0], "synced": [0, 0], "bucket_bytes": [0, 0], "hand_reduced": [0.0, 0.0]}
+    end = {"type": "finished", "steps": 40, "process_group": 2, "model_source": "optimizer"}
+    ranks = {r: [steps, _params(1, "a"), _params(2, f"d{r}", sums=[1.0 + r, 2.0]),
+                 {**end, "digest": f"z{r}", "param_sums": [1.0 + r, 2.0]}] for r in (0, 1)}
+    run_n = _run(ranks, {"model": {"evaluated": True, "accuracy": 0.12, "min_accuracy": 0.3, "learned": False}})
+    one = _run({0: [steps, _params(1, "a"), _params(2, "b"), {**end, "digest": "b", "param_sums": [1.0, 2.0]}]},
+               {"model": {"evaluated": True, "accuracy": 0.8, "min_accuracy": 0.3, "learned": True}}, nproc=1)
+    return one, run_n
+
+
+def test_under_the_model_floor_each_check_keeps_its_own_cause_and_earns_nothing():
+    """Below the floor nothing earns points, but a check that fails by its own evidence still says why and how
+    to fix it (the cause first), and one whose own part looked right says so and that it earns nothing."""
+    from coursework import assignments
+    from graders import ddp_speedup
+    from graders.checks.render import render
+    cfg = assignments.load("ddp_speedup").raw
+    run1, run_n = _under_floor_runs()
+    found = ddp_speedup._findings(cfg, run1, run_n, 2, None, "cpu")
+    got = {cid: render(cfg["checks"][cid], cid, f) for cid, f in found.items()}
+    assert all(c.points == 0 for cid, c in got.items() if cid != "run.single"), {c.id: c.points for c in got.values()}
+    assert got["run.distributed"].evidence["key"] == "model_untrained"
+    sync_check = got["ddp.grad_sync"]
+    assert sync_check.status == CheckStatus.FAIL and sync_check.evidence["key"].startswith("no_ddp")
+    assert "differed from rank 0's" in sync_check.message["en"].split("learned nothing")[0], sync_check.message["en"]
+    assert "DistributedDataParallel" in sync_check.message["en"] and "DistributedDataParallel" in sync_check.message["zh"]
+    for lang in ("en", "zh"):
+        assert "12%" in sync_check.message[lang] and "30%" in sync_check.message[lang]
+    io = got["io.rank0_only"]  # nothing printed or saved on rank 1: its own part was right
+    assert io.status == CheckStatus.FAIL and io.points == 0
+    assert io.message["en"].startswith("This part looked right on its own") and "learned nothing" in io.message["en"]
+    assert io.message["zh"].startswith("这一项本身看起来没问题") and "12%" in io.message["zh"]
+    assert got["batch.global"].evidence["key"] == "model_untrained"  # information only: nothing of its own to say
