@@ -37,6 +37,12 @@ def review_sample(answers: list, key: str) -> list:
     return sample(answers, key) if len(answers) > READ_ALL_UP_TO else []
 
 
+@bp.app_template_global("review_read_all_up_to")
+def review_read_all_up_to() -> int:
+    """The largest group read whole: S (settle from a sample) applies only to larger ones."""
+    return READ_ALL_UP_TO
+
+
 @bp.app_template_global("review_suggestion")
 def review_suggestion(answers: list) -> float | None:
     return suggestion(answers)

@@ -12,7 +12,7 @@ from flask_login import current_user
 
 from coursework.assignments import load as load_assignment
 from coursework.exceptions import AssignmentNotFound
-from coursework.quiz.bank import BankError, all_quiz_ids, load_quiz
+from coursework.quiz.bank import BankError, all_quiz_ids, load_question, load_quiz
 from server.access import course_or_404
 from server.dashboard import actions, exports
 from server.dashboard.gradebook import build_gradebook, gc_paused, sort_and_filter
@@ -39,16 +39,17 @@ def instructors_only():
         abort(404)
 
 
-@bp.context_processor
-def dashboard_globals() -> dict:
-    """Every quiz (id, title), for the dashboard's navigation."""
+@bp.app_template_global("dash_quizzes")
+def dash_quizzes() -> list[tuple[str, dict]]:
+    """Every quiz (id, title), for the Teaching navigation (``dashboard/_nav.html``, on pages of
+    several blueprints: the roster and all-submissions pages are the instructor's)."""
     quizzes = []
     for qid in all_quiz_ids():
         try:
             quizzes.append((qid, load_quiz(qid).title))
         except BankError:
             quizzes.append((qid, {"zh": qid, "en": qid}))
-    return {"dash_quiz_ids": [q for q, _ in quizzes], "dash_quizzes": quizzes}
+    return quizzes
 
 
 @bp.app_template_filter("job_label")
@@ -65,6 +66,66 @@ def hw_title(assignment_id: str) -> str:
         return pick(load_assignment(assignment_id).title)
     except AssignmentNotFound:
         return assignment_id
+
+
+@bp.app_template_filter("quiz_title")
+def quiz_title(quiz_id: str) -> str:
+    """A quiz's title in the page's language (its id if the quiz is gone)."""
+    try:
+        return pick(load_quiz(quiz_id).title)
+    except BankError:
+        return quiz_id
+
+
+@bp.app_template_filter("question_title")
+def question_title(question_id: str) -> str:
+    """A quiz question's title in the page's language (its id if the question is gone)."""
+    try:
+        return pick(load_question(question_id).info.get("title") or question_id)
+    except BankError:
+        return question_id
+
+
+@bp.app_template_filter("audit_target")
+def audit_target(target: str) -> str:
+    """What an audit entry changed, in words: ``hw:ddp_speedup`` -> "Homework 1: ...",
+    ``sub:12/regrade.speedup`` -> "submission #12 · Speed-up", ``quiz:q/attempt:3/ch7_3/x`` -> the
+    quiz, the attempt and the question's title (the raw target stays in the cell's ``title``)."""
+    target = str(target or "")[:300]
+    kind, _sep, rest = target.partition(":")
+    if kind == "hw":
+        return hw_title(rest)
+    if kind == "quiz":
+        quiz_id, _sep, tail = rest.partition("/attempt:")
+        attempt, _sep, question = tail.partition("/")
+        parts = [quiz_title(quiz_id)]
+        if attempt.isdigit():
+            parts.append(_("Attempt %(n)d", n=int(attempt)))
+        if question:
+            parts.append(question_title(question))
+        return " · ".join(parts)
+    if kind == "sub":
+        sid, _sep, cell = rest.partition("/")
+        if not sid.isdigit():
+            return target
+        parts = [_("submission #%(id)s", id=sid)]
+        if cell == "integrity":
+            parts.append(_("Integrity review"))
+        elif cell:
+            parts.append(_check_title(int(sid), cell.removeprefix("regrade.")))
+        return " · ".join(parts)
+    return target
+
+
+def _check_title(submission_id: int, check_id: str) -> str:
+    """A check's (or manual cell's) title for the submission's homework, else the id as stored."""
+    sub = db.session.get(Submission, submission_id)
+    try:
+        spec = load_assignment(sub.assignment_id).raw.get("checks", {}).get(check_id) if sub else None
+    except AssignmentNotFound:
+        spec = None
+    title = spec.get("title") if isinstance(spec, dict) else None
+    return pick(title) if isinstance(title, dict) else check_id
 
 
 @bp.app_template_filter("hw_in_order")

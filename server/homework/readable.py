@@ -236,9 +236,20 @@ TIMING_LABELS = {"total_s": ("评分总用时", "Grading took"), "epochs": ("轮
                  "calibration_s": ("校准用时", "Calibration")}
 
 
-def timing_items(timings: dict, lang: str) -> list[Item]:
-    """``{"total_s": 41.2, "run_n1_s": 12.0, "run_n2_s": 18.3}`` as "Run with 1 process: 12 s"."""
+def stopped_steps(checks: Any) -> int | None:
+    """The optimizer steps a run the grader stopped early took (its checks' ``stopped`` evidence), or None."""
+    for c in checks or []:
+        ev = c.get("evidence") if isinstance(c, dict) else None
+        if isinstance(ev, dict) and ev.get("stopped") and isinstance(ev.get("steps"), int) and ev["steps"] >= 0:
+            return min(ev["steps"], 10 ** 9)
+    return None
+
+
+def timing_items(timings: dict, lang: str, checks: Any = None) -> list[Item]:
+    """``{"total_s": 41.2, "run_n1_s": 12.0, "run_n2_s": 18.3}`` as "Run with 1 process: 12 s". A run
+    stopped early shows the steps it took, not the epochs configured (which it never reached)."""
     out = []
+    stopped = stopped_steps(checks)
     for key, value in list((timings or {}).items())[:MAX_ITEMS]:
         k = str(key)
         m = re.fullmatch(r"run_n(\d+)_s", k)
@@ -246,6 +257,10 @@ def timing_items(timings: dict, lang: str) -> list[Item]:
             n = int(m.group(1))
             label = f"{n} 个进程的运行" if lang == "zh" else f"Run with {process_label(n, lang)}"
             out.append(Item(label, fmt_value(value, "s", lang)))
+        elif k == "epochs" and stopped is not None:
+            out.append(Item("轮数" if lang == "zh" else "Epochs",
+                            f"提前停止，只跑了 {stopped} 步" if lang == "zh" else
+                            f"stopped early after {stopped} step{'s' if stopped != 1 else ''}"))
         elif k in TIMING_LABELS:
             zh, en = TIMING_LABELS[k]
             out.append(Item(zh if lang == "zh" else en, fmt_value(value, "s" if k.endswith("_s") else "plain", lang)))

@@ -66,9 +66,22 @@ def attempt_counts(user_id: int, course_id: int, assignment_id: str) -> tuple[in
         .group_by(Submission.status)).all()
     graded = sum(n for status, n, _, _ in rows if status == SubmissionStatus.GRADED.value)
     pending = sum(n for status, n, _, _ in rows if status in PENDING_STATUSES)
+    if pending:  # a graded upload queued again by a regrade is still a used attempt, not a new one
+        again = regraded_attempts(user_id, course_id, assignment_id)
+        graded, pending = graded + again, pending - again
     best = next((b for status, _, b, _ in rows if status == SubmissionStatus.GRADED.value), None)
     top = next((m for status, _, _, m in rows if status == SubmissionStatus.GRADED.value), None)
     return graded, pending, best, top
+
+
+def regraded_attempts(user_id: int, course_id: int, assignment_id: str) -> int:
+    """How many of the user's waiting or running uploads are graded ones put back by a regrade."""
+    from server.dashboard.actions import pending_regrades  # the dashboard imports homework views
+
+    ids = list(db.session.scalars(db.select(Submission.id).where(
+        Submission.user_id == user_id, Submission.course_id == course_id, Submission.assignment_id == assignment_id,
+        Submission.status.in_(PENDING_STATUSES))))
+    return sum(1 for r in pending_regrades(ids).values() if r.old_status == SubmissionStatus.GRADED.value)
 
 
 def homework_for(user: User) -> list[Homework]:

@@ -55,8 +55,8 @@ def _evidence_filter(evidence, staff: bool = False):
 
 
 @bp.app_template_filter("timing_items")
-def _timing_filter(timings):
-    return readable.timing_items(timings, lang_key())
+def _timing_filter(timings, checks=None):
+    return readable.timing_items(timings, lang_key(), checks)
 
 
 @bp.app_template_filter("check_titles")

@@ -34,15 +34,24 @@
     box.dataset.status = status;
   }
 
+  // "n2.rank0" -> "2 processes, rank 0", as the report's log titles (server/homework/readable.py).
+  function rankLabel(key) {
+    var m = /^n(\d+)\.rank(\d+)$/.exec(key);
+    if (m) return (m[1] === "1" ? t.rank_one : t.rank_many).replace("{n}", m[1]).replace("{r}", m[2]);
+    m = /^rank[_ ]?(\d+)$/.exec(key);
+    return m ? "rank " + m[1] : key;
+  }
+
   function setLogs(tails) {
-    var ranks = Object.keys(tails || {}).sort();
+    // a rank that printed nothing yet gets no pane (it was an empty black box)
+    var ranks = Object.keys(tails || {}).filter(function (r) { return String(tails[r] || "").trim(); }).sort();
     ranks.forEach(function (rank) {
       var pre = logs.querySelector('pre[data-rank="' + CSS.escape(rank) + '"]');
       if (!pre) {
         var d = document.createElement("details");
         d.open = true;
         var s = document.createElement("summary");
-        s.textContent = rank;
+        s.textContent = rankLabel(rank);
         pre = document.createElement("pre");
         pre.className = "log";
         pre.dataset.rank = rank;
