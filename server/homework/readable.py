@@ -233,7 +233,8 @@ def titles_for_ids(text: str, checks: list[dict], lang: str) -> str:
 
 
 TIMING_LABELS = {"total_s": ("评分总用时", "Grading took"), "epochs": ("轮数", "Epochs"), "steps": ("步数", "Steps"),
-                 "calibration_s": ("校准用时", "Calibration")}
+                 "calibration_s": ("校准用时", "Calibration"),
+                 "speed_pairs_s": ("速度复测（1 个与多个进程轮流）用时", "Speed measured again (1 and several processes in turn)")}
 
 
 def stopped_steps(checks: Any) -> int | None:

@@ -171,3 +171,21 @@ def test_the_review_page_says_which_groups_s_settles(app, client, auth, ids, lan
     keys = _text(re.search(r'(?s)<p class="help" id="review-confirm-keys"[^>]*>(.*?)</p>', page).group(1))
     assert str(READ_ALL_UP_TO) in keys, keys
     assert "data-small-group=" in page  # what S says on a group read whole
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_homework2_evidence_has_no_unnamed_keys(client, auth, ids, lang):
+    """Homework 2's report showed the reading's explanation as "其他数值（reading）" / "Reading"."""
+    text = _text(_get(client, auth, "alice", f"/submissions/{ids['config']}", lang))
+    assert "其他数值（" not in text and "Reading " not in text, re.findall(r"其他数值（[^）]*）", text)
+    assert {"zh_CN": "自动阅读的结论", "en": "What the reading found"}[lang] in text
+
+
+def test_every_timing_the_graders_write_has_a_chinese_label():
+    """"Speed pairs 106.5 秒": the re-measured speed runs' time had no label of its own."""
+    from server.homework.readable import timing_items
+
+    timings = {"total_s": 41.2, "epochs": 2, "steps": 30, "run_n1_s": 12.0, "run_n2_s": 18.3,
+               "speed_pairs_s": 106.5, "calibration_s": 3.0}
+    labels = [i.label for i in timing_items(timings, "zh")]
+    assert not [label for label in labels if re.search(r"[A-Za-z]{3,}", label)], labels
