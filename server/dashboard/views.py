@@ -90,7 +90,7 @@ def question_title(question_id: str) -> str:
 def audit_target(target: str) -> str:
     """What an audit entry changed, in words: ``hw:ddp_speedup`` -> "Homework 1: ...",
     ``sub:12/regrade.speedup`` -> "submission #12 · Speed-up", ``quiz:q/attempt:3/ch7_3/x`` -> the
-    quiz, the attempt and the question's title (the raw target stays in the cell's ``title``)."""
+    quiz, the attempt and the question's title (the raw target stays in the cell's ``data-target``)."""
     target = str(target or "")[:300]
     kind, _sep, rest = target.partition(":")
     if kind == "hw":

@@ -77,9 +77,9 @@ def test_manual_release_hides_then_publish_shows_then_withdraw_hides(app, client
     jsonl = client.get("/dashboard/DIST101/export/reports.jsonl").get_data(as_text=True)
     assert '"released": false' in jsonl  # the archive keeps everything, marked
     page = _set(client, ITEM, "publish").get_data(as_text=True)
-    assert "Released" in page  # the change log, on the page, in words (the stored action in its title)
-    assert '<span title="mode:manual">results shown: when I publish them</span> · teacher' in page
-    assert '<span title="publish">published</span> · teacher' in page
+    assert "Released" in page  # the change log, on the page, in words (the stored action in an attribute)
+    assert '<span data-action="mode:manual">results shown: when I publish them</span> · teacher' in page
+    assert '<span data-action="publish">published</span> · teacher' in page
 
     _as(auth, "alice")
     assert all(s in _page(client, sid) for s in SECRETS[:2])
