@@ -22,6 +22,12 @@ from bench.common import percentile, print_table
 from server.ports import free_port, wait_for_port
 
 REPO = Path(__file__).resolve().parent.parent
+TREE_ENV = "BENCH_TREE"  # in a server's env: serve that checkout instead of this one (before/after in one run)
+
+
+def tree_of(env: dict[str, str] | None) -> Path:
+    """The checkout a server or app process runs from: ``BENCH_TREE`` in its env, else this one."""
+    return Path((env or {}).get(TREE_ENV) or REPO)
 GUNICORN_SETTINGS = ["-w", "2", "--threads", "8", "--worker-class", "gthread", "--keep-alive", "5"]
 
 
@@ -130,7 +136,7 @@ def gunicorn(app_spec: str, env: dict[str, str] | None = None) -> Iterator[Serve
     """Serve ``app_spec`` with the benchmark's gunicorn settings; yields its port and pid."""
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "gunicorn", *GUNICORN_SETTINGS, "-b", f"127.0.0.1:{port}",
-                             app_spec], cwd=REPO, env=dict(os.environ, **(env or {})),
+                             app_spec], cwd=tree_of(env), env=dict(os.environ, **(env or {})),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_for_port(port, timeout=60)
@@ -202,7 +208,7 @@ def sql_statements(env: dict[str, str], plan: list[Request]) -> float:
     import statistics
 
     wire = [(m, p, b.decode("latin-1") if b else None, h) for m, p, b, h in plan]
-    done = subprocess.run([sys.executable, "-c", _COUNT_SQL], input=json.dumps(wire), env=env, cwd=REPO,
+    done = subprocess.run([sys.executable, "-c", _COUNT_SQL], input=json.dumps(wire), env=env, cwd=tree_of(env),
                           capture_output=True, text=True)
     if done.returncode:
         raise RuntimeError(f"counting SQL statements failed: {done.stderr[-2000:]}")
@@ -213,9 +219,10 @@ def sql_statements(env: dict[str, str], plan: list[Request]) -> float:
 def prepare_database(env: dict[str, str], script: str) -> str:
     """Migrate and seed a fresh database, then run ``script`` in the app's context; returns its output."""
     flask = [sys.executable, "-m", "flask", "--app", "server"]
-    subprocess.run(flask + ["db", "upgrade"], env=env, cwd=REPO, check=True, capture_output=True)
-    subprocess.run(flask + ["seed-demo"], env=dict(env, DISTGRADE_DEMO_PASSWORDS="published"), cwd=REPO, check=True,
+    repo = tree_of(env)
+    subprocess.run(flask + ["db", "upgrade"], env=env, cwd=repo, check=True, capture_output=True)
+    subprocess.run(flask + ["seed-demo"], env=dict(env, DISTGRADE_DEMO_PASSWORDS="published"), cwd=repo, check=True,
                    capture_output=True)
     code = "from server import create_app\nfrom server.extensions import db\napp = create_app()\n" + script
-    return subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, check=True, capture_output=True,
+    return subprocess.run([sys.executable, "-c", code], env=env, cwd=repo, check=True, capture_output=True,
                           text=True).stdout

@@ -12,9 +12,15 @@ Saturated (clients send back to back; throughput against the bare endpoint):
 Paced: the same students load their page and answer all 40 questions, each pausing
 0.5-1.5x ``BENCH_THINK_S`` (default 0.5 s, ten times faster than anyone reads and answers)
 before every request; p99 latency is what a class would feel.
+
+``--against CHECKOUT`` serves another checkout (a git worktree of an older commit) beside this
+one, each on its own database and Redis number, and runs every phase against both in turn, the
+order flipping from phase to phase, so a before/after comparison shares one run and one host load.
 """
 from __future__ import annotations
 
+import argparse
+import contextlib
 import http.client
 import os
 import re
@@ -24,7 +30,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from bench.common import print_table, redis_server
-from bench.loadgen import Request, Server, gunicorn, prepare_database, print_vs_bare, run_load, sql_statements
+from bench.loadgen import (TREE_ENV, LoadResult, Request, Server, gunicorn, prepare_database, print_vs_bare, run_load,
+                           sql_statements)
 from bench.web_status import login_cookie
 from coursework.quiz.bank import load_question, load_quiz
 from coursework.quiz.grading import make_variant
@@ -113,40 +120,102 @@ def page_request(s: Student) -> Request:
     return ("GET", s.path, None, {"Cookie": s.cookie})
 
 
-def main() -> int:
+class Measured(NamedTuple):
+    answers: LoadResult
+    pages: LoadResult
+    no_js: LoadResult
+    paced: LoadResult
+
+
+def measure(servers: list[tuple[Server, dict[str, str], dict[str, int]]], questions: list[str]) -> list[Measured]:
+    """Every phase against each server in turn (the order flips each phase, so a host whose load
+    drifts favours neither), each server's students on their own database."""
+    results: list[dict[str, LoadResult]] = [{} for _ in servers]
+    attempts: list[list[Student]] = [[] for _ in servers]
+
+    def turns(phase: int) -> list[int]:
+        order = list(range(len(servers)))
+        return order if phase % 2 == 0 else order[::-1]
+
+    for i in turns(0):
+        server, _, users = servers[i]
+        attempts[i] = begin(server, users, 1)
+    for i in turns(0):
+        results[i]["answers"] = run_load(servers[i][0], lambda c: answer_requests(attempts[i][c], questions),
+                                         clients=CLIENTS)
+    for i in turns(1):
+        results[i]["pages"] = run_load(servers[i][0], lambda c: [page_request(attempts[i][c])] * len(questions),
+                                       clients=CLIENTS)
+    for i in turns(0):
+        attempts[i] = begin(servers[i][0], servers[i][2], 2, attempts[i])
+    for i in turns(0):
+        results[i]["no_js"] = run_load(servers[i][0], lambda c: [
+            r for post in answer_requests(attempts[i][c], questions, as_json=False)
+            for r in (post, page_request(attempts[i][c]))], clients=CLIENTS)
+    for i in turns(1):
+        attempts[i] = begin(servers[i][0], servers[i][2], 3, attempts[i])
+    for i in turns(1):
+        results[i]["paced"] = run_load(servers[i][0], lambda c: [page_request(attempts[i][c]),
+                                                                  *answer_requests(attempts[i][c], questions)],
+                                       clients=CLIENTS, think_s=THINK_S, deadline_s=120)
+    for i, (server, env, users) in enumerate(servers):
+        # statements per request, counted in the app on a fresh attempt of one student
+        fourth = begin(server, dict(list(users.items())[:1]), 4, attempts[i][:1])[0]
+        results[i]["answers"].sql_per_request = sql_statements(env, answer_requests(fourth, questions)[:9])
+        results[i]["pages"].sql_per_request = sql_statements(env, [page_request(fourth)] * 3)
+    return [Measured(**r) for r in results]
+
+
+def report(label: str, bare: LoadResult, m: Measured, questions: list[str]) -> None:
+    print_vs_bare(f"quiz{label}, saturated: {CLIENTS} students sending back to back, {len(questions)} questions "
+                  "each, same gunicorn settings", bare,
+                  [("answer (JSON, as the page posts it)", m.answers, True), ("quiz page (40 answered cards)", m.pages, True),
+                   ("no-JavaScript flow (post + reload)", m.no_js, False)])
+    paced = m.paced
+    print_table(f"quiz{label}, paced: {CLIENTS} students, a page load then {len(questions)} answers, "
+                f"{THINK_S:g} s (0.5-1.5x) between actions",
+                ["traffic", "req/s", "p50 ms", "p99 ms", "max ms", "errors", "SQL/req (page; answer)"],
+                [["page + answers", paced.throughput, paced.p(50), paced.p(99), max(paced.latencies_ms, default=0),
+                  paced.errors, f"{m.pages.sql_per_request:g}; {m.answers.sql_per_request:g}"]])
+    ok = paced.p(99) < 100 and paced.errors == 0
+    print(f"\n  goal: p99 < 100 ms at a class's pace -> {'ok' if ok else 'MISSED'}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--against", metavar="CHECKOUT",
+                    help="another checkout of distgrade (e.g. a git worktree of an older commit), served beside "
+                         "this one and measured in the same run, phase by phase")
+    args = ap.parse_args(argv)
     questions = load_quiz(QUIZ).question_ids
-    with tempfile.TemporaryDirectory() as tmp, redis_server() as redis_url:
-        env = dict(os.environ, DATABASE_URL=f"sqlite:///{Path(tmp) / 'bench.db'}", REDIS_URL=redis_url,
-                   DISTGRADE_VAR_DIR=tmp, SECRET_KEY=SECRET_KEY)
-        users = enrol_students(env)
+    trees = [("", None)] + ([(f" [{args.against}]", str(Path(args.against).resolve()))] if args.against else [])
+    with redis_server() as redis_url, contextlib.ExitStack() as stack:
         with gunicorn("bench.bare_app:app") as server:
             run_load(server, lambda i: [("GET", "/ping", None, {})] * 5, clients=CLIENTS)
             bare = run_load(server, lambda i: [("GET", "/ping", None, {})] * len(questions), clients=CLIENTS)
-        with gunicorn("server.wsgi:app", env) as server:
-            first = begin(server, users, 1)
-            answers = run_load(server, lambda i: answer_requests(first[i], questions), clients=CLIENTS)
-            pages = run_load(server, lambda i: [page_request(first[i])] * len(questions), clients=CLIENTS)
-            second = begin(server, users, 2, first)
-            no_js = run_load(server, lambda i: [r for post in answer_requests(second[i], questions, as_json=False)
-                                                for r in (post, page_request(second[i]))], clients=CLIENTS)
-            third = begin(server, users, 3, second)
-            paced = run_load(server, lambda i: [page_request(third[i]), *answer_requests(third[i], questions)],
-                             clients=CLIENTS, think_s=THINK_S, deadline_s=120)
-            # statements per request, counted in the app on a fresh attempt of one student
-            fourth = begin(server, dict(list(users.items())[:1]), 4, third[:1])[0]
-            answers.sql_per_request = sql_statements(env, answer_requests(fourth, questions)[:9])
-            pages.sql_per_request = sql_statements(env, [page_request(fourth)] * 3)
-    print_vs_bare(f"quiz, saturated: {CLIENTS} students sending back to back, {len(questions)} questions each, "
-                  "same gunicorn settings", bare,
-                  [("answer (JSON, as the page posts it)", answers, True), ("quiz page (40 answered cards)", pages, True),
-                   ("no-JavaScript flow (post + reload)", no_js, False)])
-    print_table(f"quiz, paced: {CLIENTS} students, a page load then {len(questions)} answers, "
-                f"{THINK_S:g} s (0.5-1.5x) between actions",
-                ["traffic", "req/s", "p50 ms", "p99 ms", "max ms", "errors", "SQL/req (page; answer)"],
-                [["page + answers", paced.throughput, paced.p(50), paced.p(99), max(paced.latencies_ms), paced.errors,
-                  f"{pages.sql_per_request:g}; {answers.sql_per_request:g}"]])
-    ok = paced.p(99) < 100 and paced.errors == 0
-    print(f"\n  goal: p99 < 100 ms at a class's pace -> {'ok' if ok else 'MISSED'}")
+        servers = []
+        for n, (_, tree) in enumerate(trees):
+            tmp = stack.enter_context(tempfile.TemporaryDirectory())
+            env = dict(os.environ, DATABASE_URL=f"sqlite:///{Path(tmp) / 'bench.db'}", REDIS_URL=f"{redis_url[:-1]}{n}",
+                       DISTGRADE_VAR_DIR=tmp, SECRET_KEY=SECRET_KEY)
+            if tree:
+                env[TREE_ENV] = tree
+            users = enrol_students(env)
+            servers.append((stack.enter_context(gunicorn("server.wsgi:app", env)), env, users))
+        measured = measure(servers, questions)
+    for (label, _), m in zip(trees, measured):
+        report(label or (" [this checkout]" if args.against else ""), bare, m, questions)
+    if args.against:
+        new, old = measured
+        rows = [[name, getattr(old, f).throughput, getattr(new, f).throughput,
+                 f"{getattr(new, f).throughput / getattr(old, f).throughput:.2f}x" if getattr(old, f).throughput else "",
+                 getattr(old, f).p(99), getattr(new, f).p(99),
+                 f"{getattr(old, f).server_cpu_ms_per_request:.2f}", f"{getattr(new, f).server_cpu_ms_per_request:.2f}"]
+                for name, f in (("answer (JSON)", "answers"), ("quiz page", "pages"), ("no-JavaScript flow", "no_js"),
+                                ("paced page + answers", "paced"))]
+        print_table(f"this checkout against {args.against}, same run", ["traffic", "req/s before", "req/s now",
+                    "now/before", "p99 ms before", "p99 ms now", "server CPU ms/req before",
+                    "now"], rows)
     return 0
 
 
