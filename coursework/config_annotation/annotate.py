@@ -44,6 +44,8 @@ class Clause:
     unread: int = 0  # words (Latin) or characters (Chinese) the vocabulary does not know
     words: set[str] = field(default_factory=set)  # the words that named a facet, as written
     consequence: bool = False  # "so no GPU holds a full copy": a result of what was said, not a denial of it
+    opens_contrast: bool = False  # "unlike stage 3", "不像 ZeRO-2": names another value to set this one apart
+    relative: bool = False  # "which also shards gradients": says more about the clause before it
 
 
 @dataclass
@@ -122,11 +124,21 @@ def _split_sentences(text: str, catalogue: Catalogue) -> list[list[str]]:
 # ("so no GPU holds a full copy", "所以没有一张卡有完整的梯度") describes the result of sharding, it
 # does not deny the states just listed.
 CONSEQUENCE = re.compile(r"^(?:so|hence|thus|therefore|which means|meaning|as a result|so that|所以|因此|因而|于是|从而|这样|故)(?![a-z])")
+# A clause opening with one of these names another value only to set this one apart from it; the
+# clauses right after it that open with a relative word describe that other value too.
+OPENS_CONTRAST = re.compile(r"^(?:unlike|in contrast to|contrary to|as opposed to|compared (?:to|with)|different from|"
+                            r"不像|不同于|区别于|相比|对比|(?:和|与|跟|同).{1,16}(?:不同|不一样|相比|比起来))")
+RELATIVE = re.compile(r"^(?:which|that|who|where|whose|它|那)")
+# A switch said to be off after the facet it switches ("卸载是关的", "offload is switched off"): the
+# facet right before it is denied, as a negator before it would deny it.
+OFF_AFTER = re.compile(r"(?:是)?关(?:着|闭)?的|关着|(?<![a-z])(?:is|are|was|stays|kept) (?:switched |turned )?off(?![a-z])")
 
 
 def _analyse_clause(text: str, catalogue: Catalogue) -> Clause:
     tokens = catalogue.matcher.find(text)
-    clause = Clause(consequence=bool(CONSEQUENCE.match(text.strip())))
+    head = text.strip()
+    clause = Clause(consequence=bool(CONSEQUENCE.match(head)), opens_contrast=bool(OPENS_CONTRAST.match(head)),
+                    relative=bool(RELATIVE.match(head)))
     rest = text
     for start, word, _ in sorted(tokens, reverse=True):
         rest = rest[:start] + " " + rest[start + len(word):]
@@ -150,6 +162,10 @@ def _analyse_clause(text: str, catalogue: Catalogue) -> Clause:
                 if kind == "negators" and after and all(f & predicates for j, f in facet_tokens if j in after[:1]):
                     # "参数不切", "parameters are not sharded": the negated verb denies its object too
                     target.update(j for j, _ in facet_tokens if j < i)
+    for m in OFF_AFTER.finditer(text):
+        before = [j for j, _ in facet_tokens if tokens[j][0] < m.start()]
+        if before:
+            negated_idx.add(before[-1])
     saving = set(catalogue.raw.get("saving_facets", []))
     for j, facets in facet_tokens:
         if j in reduced_idx and facets <= saving:
@@ -160,6 +176,11 @@ def _analyse_clause(text: str, catalogue: Catalogue) -> Clause:
             clause.reduced |= facets
         else:
             clause.positive |= facets
+    # "not replicated", "不复制到每张卡": denying a verb's opposite states the verb ("sharded")
+    antonyms = catalogue.raw.get("antonyms", {})
+    for a in clause.negated & set(antonyms):
+        clause.negated.discard(a)
+        clause.positive.add(antonyms[a])
     return clause
 
 
@@ -248,7 +269,7 @@ def _forbidden_claim(s: Sentence, bad: list[str], predicates: set[str], antonyms
 # checked on the ``tune`` half of annotation_examples.json only.
 PENALTIES = {"typo": 0.05, "hedge": 0.3, "forbidden_word": 0.4, "denied_and_said": 0.3, "unexplained": 0.2,
              "unbound_object": 0.4, "elsewhere_said": 0.4, "one_word": 0.4, "other_number": 0.4,
-             "restates_key": 0.4, "keyword_list": 0.4, "converted_unit": 0.4}
+             "restates_key": 0.4, "keyword_list": 0.4, "converted_unit": 0.4, "framed": 0.4, "analogy": 0.4}
 REVIEW_BELOW = 0.65
 
 
@@ -280,6 +301,10 @@ def _confidence_signs(text: str, rule: Rule, catalogue: Catalogue, j: Judgement)
     signs += ["typo"] * min(textmatch.spell_fix(norm, _vocabulary(catalogue))[1], 2)
     if textmatch.hedged(norm):
         signs.append("hedge")
+    if textmatch.framed(norm):
+        signs.append("framed")  # "it is not true that ...": which words the frame denies is a guess
+    if j.verdict != Verdict.CORRECT and textmatch.analogy(norm):
+        signs.append("analogy")  # explained by an image the vocabulary cannot read: nothing found is no proof
     sentences = analyse(text, catalogue)
     positive = set().union(*(s.positive for s in sentences)) if sentences else set()
     negated = set().union(*(c.negated for s in sentences for c in s.clauses if not c.consequence)) if sentences else set()
@@ -302,6 +327,14 @@ def _confidence_signs(text: str, rule: Rule, catalogue: Catalogue, j: Judgement)
         for c in (c for s in sentences for c in s.clauses):
             if c.positive & objects and not ((c.positive | c.negated | c.reduced) & verbs) and c.unread >= 2:
                 signs.append("unbound_object")  # "参数每卡一份": said of the object, in words we do not know
+                break
+    shards = any(i in predicates for i in rule.require)  # a rule that asks what the stage shards
+    if j.verdict != Verdict.CORRECT and binds and shards and "unbound_object" not in signs:
+        for c in (c for s in sentences for c in s.clauses):
+            if c.positive & states and not ((c.positive | c.negated | c.reduced) & verbs) and c.unread >= 2:
+                # "每张卡只保存一部分优化器状态": the states said with a verb the vocabulary lacks; what
+                # the note says of them is unread, so a fail would be a guess
+                signs.append("unbound_object")
                 break
     if j.verdict in (Verdict.CORRECT, Verdict.PARTIAL):
         if (negated & positive) - predicates:
@@ -374,7 +407,14 @@ def _drop_side_remarks(s: Sentence, elsewhere: set[str], own: set[str]) -> Sente
         return s
     head = s.clauses[first]
     if (head.positive | head.negated | head.reduced) & elsewhere:
-        return s
+        if not head.opens_contrast or first + 1 >= len(s.clauses):
+            return s
+        # "unlike stage 3, which also shards parameters, this stage ...": the opener and the
+        # clauses describing the other value are set apart; the rest is about this value
+        rest = first + 1
+        while rest < len(s.clauses) and s.clauses[rest].relative:
+            rest += 1
+        return _drop_side_remarks(Sentence(s.clauses[rest:]), elsewhere, own) if rest < len(s.clauses) else Sentence([])
     kept = [c for c in s.clauses if not ((c.positive | c.negated | c.reduced) & elsewhere)
             or ((c.positive | c.negated | c.reduced) & own) or c.compares]
     return Sentence(kept)

@@ -263,3 +263,23 @@ def hedged(text: str) -> bool:
     """A hedge ("maybe", "可能") or a question mark in the (normalised) text."""
     pattern = _hedge_pattern()
     return bool(pattern and pattern.search(text)) or any(w in text for w in lexicon()["hedges"]["zh"]) or "?" in text
+
+
+@lru_cache(maxsize=1)
+def _pattern_of(key: str) -> re.Pattern[str] | None:
+    """The lexicon's patterns under ``key`` (both languages) as one pattern."""
+    parts = [p for lang in ("en", "zh") for p in lexicon().get(key, {}).get(lang, [])]
+    return re.compile("|".join(f"(?:{p})" for p in parts)) if parts else None
+
+
+def framed(text: str) -> bool:
+    """Is a claim framed as false ("it is not true that ...", "说……是错的") in the (normalised)
+    text? Which words the frame covers is a guess, so neither reader decides such a text alone."""
+    pattern = _pattern_of("frames")
+    return bool(pattern and pattern.search(text))
+
+
+def analogy(text: str) -> bool:
+    """Does the (normalised) text explain by an analogy ("like a jar of coins", "好比……")?"""
+    pattern = _pattern_of("analogies")
+    return bool(pattern and pattern.search(text))
