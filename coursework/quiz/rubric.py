@@ -57,6 +57,8 @@ PENALTIES = {
     "long_unread": 0.4,  # 40+ characters and nothing of the rubric found
     "unexplained": 0.2,  # most clauses of a longer answer carry nothing the rubric knows
     "crowded": 0.4,  # one clause names two subjects and all of them were read as mixed up ("DP MP throughput capacity")
+    "framed": 0.4,  # "it is not true that ...": which words the frame denies is a guess
+    "stuffed": 0.4,  # a wrong claim beside a clause holding three or more items' words (a list of the right words)
 }
 REVIEW_BELOW = 0.65
 
@@ -302,7 +304,11 @@ def _confidence_signs(raw: str, text: str, typos: int, segs: list[_Seg], items: 
     signs += ["typo"] * min(typos, 2)
     if tm.hedged(text):
         signs.append("hedge")
+    if tm.framed(text):
+        signs.append("framed")
     by_id = {it.id: it for it in items}
+    if confused and any(sum(1 for it in items if _hits(it.concept_terms, seg.text)) >= 3 for seg in segs):
+        signs.append("stuffed")  # the right words listed after a wrong mapping may only be credited by chance
     for iid in missing:
         it = by_id[iid]
         for seg in segs:
