@@ -351,3 +351,47 @@ def test_a_view_is_covered_against_its_own_length_and_a_different_split_per_rank
     _views(run, {0: train[0::2], 1: other[1::2]}, 80, {0: "ab" * 8, 1: "cd" * 8})
     f = ddp.check_disjoint(run)
     assert (f.status, f.key) == (CheckStatus.FAIL, "overlap_views_differ")
+
+
+def test_the_synthetic_classes_survive_the_standard_augmentations(tmp_path):
+    """A correct script may flip, crop (4 pixels, reflect-padded) and normalise its batches, as every CIFAR-10
+    recipe does: real CIFAR-10 classes survive that, so the synthetic ones must too, or the model floor fails a
+    correct script. The homework's network, two epochs of the grader's set, scored like graders.evidence.model."""
+    import numpy as np
+    import torch
+    from graders.evidence.model import write_held_out
+    folder = cifar.write_synthetic(tmp_path, seed=7301)
+    xs, ys = [], []
+    for i in range(1, 6):
+        with open(folder / f"data_batch_{i}", "rb") as f:
+            batch = pickle.load(f, encoding="bytes")
+        xs.append(batch[b"data"])
+        ys += batch[b"labels"]
+    x = torch.from_numpy(np.concatenate(xs)).float().div_(255).view(-1, 3, 32, 32)
+    y = torch.tensor(ys)
+    held = np.load(write_held_out(tmp_path / "held.npz", {"seed": 7301}, 500))
+    hx, hy = torch.from_numpy(held["x"]).float().div_(255).view(-1, 3, 32, 32), torch.from_numpy(held["y"])
+    mean, std = torch.tensor([0.4914, 0.4822, 0.4465]).view(1, 3, 1, 1), torch.tensor([0.2470, 0.2435, 0.2616]).view(1, 3, 1, 1)
+
+    def augment(b):
+        b = (b - mean) / std
+        b = torch.where((torch.rand(len(b)) < 0.5).view(-1, 1, 1, 1), b.flip(3), b)
+        i, j = torch.randint(0, 9, (2,)).tolist()
+        return torch.nn.functional.pad(b, (4, 4, 4, 4), mode="reflect")[:, :, i:i + 32, j:j + 32]
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.BatchNorm2d(16), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.BatchNorm2d(32), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Flatten(), torch.nn.Linear(32 * 8 * 8, 10))
+    opt = torch.optim.SGD(net.parameters(), lr=0.04, momentum=0.9)
+    for _ in range(2):
+        for idx in torch.randperm(len(x)).split(128):
+            loss = torch.nn.functional.cross_entropy(net(augment(x[idx])), y[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    net.eval()
+    with torch.no_grad():
+        acc = float((net((hx - mean) / std).argmax(1) == hy).float().mean())
+    assert acc >= 0.6, f"{acc:.0%} on held-out data after flips and crops (the floor is 30%)"
