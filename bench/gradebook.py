@@ -43,7 +43,7 @@ def timed(fn, repeats: int = REPEATS) -> tuple[float, float, float]:
 
 def measure(students: int, tmp: Path) -> list[object]:
     app = make_app(str(tmp / f"gb{students}.db"))
-    from server.dashboard.gradebook import build_gradebook
+    from server.scores.gradebook import build_gradebook
     from server.extensions import db
     from server.models import Course
 

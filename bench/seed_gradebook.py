@@ -54,7 +54,7 @@ def seed_class(students: int, seed: int = 7, code: str = "BENCH", reports: bool 
 
     ``reports`` also attaches synthetic reports and quiz answers (for the statistics pages).
     """
-    from server.dashboard.models import Extension, ManualCellScore, ScoreOverride
+    from server.scores.models import Extension, ManualCellScore, ScoreOverride
     from server.extensions import db
     from server.models import Course, CourseAssignment, Membership, Submission, User
     from server.quiz.models import QuizAttempt

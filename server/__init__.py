@@ -1,27 +1,47 @@
-"""distgrade web app: ``create_app`` binds extensions and registers the blueprints of ``BLUEPRINTS``."""
+"""distgrade web app: ``create_app`` binds extensions and registers the blueprints of the modules in ``ROUTES``."""
 from __future__ import annotations
 
+import functools
+import importlib
 import os
 from typing import Any
 
 from flask import Flask, current_app, request, session
 
+from coursework.quiz import rubric
+from coursework.quiz.bank import all_question_ids, load_question
+
 from server.config import (check_secret, ensure_private_dir, ensure_private_file, from_env,
                            load_or_create_secret)
 from server.extensions import babel, csrf, db, login_manager, migrate
 
-# The modules whose ``bp`` is registered, in this order: an area is on the site once it is listed here.
+# Every module with routes or commands, in registration order. A blueprint lives in the module with its
+# views (its ``bp``); the others add routes to a ``bp`` they import. Packages import none of them.
 # ``ui`` is page furniture (filters, error pages) with no routes; the dashboard has two blueprints:
 # its own and ``instructor`` (roster and submission lists, kept under their /instructor/ addresses).
-BLUEPRINTS = (
-    "server.api",
-    "server.auth",
-    "server.calculator",
-    "server.dashboard",
-    "server.homework",
+ROUTES = (
+    "server.api.views",
+    "server.auth.views",
+    "server.calculator.views",
+    "server.dashboard.views",
+    "server.dashboard.admin_views",
+    "server.dashboard.item_views",
+    "server.dashboard.review_views",
+    "server.dashboard.integrity",
+    "server.dashboard.similarity",
+    "server.dashboard.release_views",
+    "server.dashboard.regrade_request_views",
+    "server.dashboard.trust_views",
+    "server.dashboard.confirm_views",
+    "server.dashboard.calibration_views",
+    "server.homework.views",
     "server.dashboard.roster_views",
-    "server.lti",
-    "server.quiz",
+    "server.lti.views",
+    "server.lti.admin",
+    "server.lti.cli",
+    "server.lti.dynamic",
+    "server.quiz.views",
+    "server.quiz.cli",
     "server.ui",
 )
 
@@ -62,7 +82,9 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
                    default_translation_directories=os.path.join(os.path.dirname(__file__), "translations"))
     login_manager.login_view = "auth.login"
 
-    from server import commands, models, regrade_requests, release  # noqa: F401  (models register tables)
+    from server import commands, models  # noqa: F401  (models register tables)
+    # the score tables register; provisional rows follow every ORM write of a report
+    from server.scores import models as _score_models, provisional_fields, regrade_requests, release  # noqa: F401
 
     @login_manager.user_loader
     def load_user(user_id: str) -> models.User | None:
@@ -74,6 +96,11 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
 
     commands.register(app)
     _register_blueprints(app)
+    _warm_rubrics()
+    from server.lti import passback
+    from server.scores import events
+
+    events.score_changed.connect(passback.notify)  # every counted score that changes reaches the LMS
     # The status groups templates test a submission against, from the one place they are defined.
     app.jinja_env.globals.update(FINISHED_STATUSES=models.FINISHED_STATUSES, PENDING_STATUSES=models.PENDING_STATUSES)
     from server.auth import throttle
@@ -128,7 +155,16 @@ def _private_sqlite_file(uri: str) -> None:
 
 
 def _register_blueprints(app: Flask) -> None:
-    import importlib
+    """Import every module of ``ROUTES``, then register each blueprint once, by the module that made it."""
+    modules = [importlib.import_module(name) for name in ROUTES]
+    for module in modules:
+        bp = getattr(module, "bp", None)
+        if bp is not None and bp.import_name == module.__name__:
+            app.register_blueprint(bp)
 
-    for module in BLUEPRINTS:
-        app.register_blueprint(importlib.import_module(module).bp)
+
+@functools.cache
+def _warm_rubrics() -> None:
+    """Compile the free-text rubrics once per process, at app start (each worker, before its first request)."""
+    questions = [load_question(q) for q in all_question_ids()]
+    rubric.warm([rubric.compile_rubric(q.info["rubric"]) for q in questions if q.type == "text"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
 from types import ModuleType
@@ -76,6 +77,20 @@ class Quiz:
     # closes_at has passed; never while the quiz has no closing time), "never", or "at_once" (right
     # after answering; a question whose text never changes only in the student's last attempt).
     reference_answers: str = "after_close"
+
+    @property
+    def opens(self) -> datetime | None:
+        """``opens_at`` as a naive UTC datetime (a trailing ``Z`` allowed), or None."""
+        return _utc(self.opens_at)
+
+    @property
+    def closes(self) -> datetime | None:
+        """``closes_at`` as a naive UTC datetime, or None."""
+        return _utc(self.closes_at)
+
+
+def _utc(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value.replace("Z", "")) if value else None
 
 
 def _load_generator(folder: Path, qid: str) -> ModuleType | None:

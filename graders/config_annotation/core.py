@@ -270,7 +270,7 @@ def annotation_score(source: str, max_points: float) -> tuple[float, dict[str, f
     """(points, waiting, provisional): the annotated config's share of ``max_points`` and, for each
     field whose reading waits for a teacher (``field.<path>``, on the same scale), the points a
     teacher can still give and the reading's suggestion (counted where the course counts
-    unconfirmed verdicts, ``server.dashboard.provisional_fields``)."""
+    unconfirmed verdicts, ``server.scores.provisional_fields``)."""
     checks = annotation_checks(source)
     total = sum(c.max_points for c in checks)
     if not total:

@@ -1,4 +1,1 @@
 """JSON endpoints for the pages' scripts (same login and the same per-course access as the pages)."""
-from server.api.views import bp
-
-__all__ = ["bp"]

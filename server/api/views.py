@@ -16,7 +16,7 @@ from server.homework.rules import elapsed_s
 from server.models import FINISHED_STATUSES, PENDING_STATUSES, STATUS_COLUMNS, Membership, Role, Submission, User, status_dict
 from server.grading.lifecycle import host_lost
 from server.grading.queue import queue_place
-from server.release import holding_mode, mode_releases
+from server.scores.release import holding_mode, mode_releases
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
@@ -85,7 +85,7 @@ def submission_status(submission_id: int):
         abort(404)  # 404, not 403: other students' ids reveal nothing
     data = status_payload(row)
     if row.status in FINISHED_STATUSES:
-        # Only a finished poll pays for this: a held-back score stays off the wire (server.release).
+        # Only a finished poll pays for this: a held-back score stays off the wire (server.scores.release).
         data["released"] = (row.user_id != int(session_user_id())
                             or mode_releases(row.release_mode, row.course_id, f"hw:{row.assignment_id}"))
         if not data["released"] and not row.teaches:

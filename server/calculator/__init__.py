@@ -1,4 +1,1 @@
 """The memory calculator page: model-state bytes per card for any (model, cards, ZeRO/FSDP) setup."""
-from server.calculator.views import bp
-
-__all__ = ["bp"]

@@ -9,9 +9,9 @@ from flask_babel import gettext as _
 from flask_login import current_user
 
 from server.access import course_or_404
-from server.dashboard import actions
-from server.dashboard.gradebook import build_gradebook
-from server.dashboard.models import AuditEntry, Extension
+from server.scores import actions
+from server.scores.gradebook import build_gradebook
+from server.scores.models import AuditEntry, Extension
 from server.dashboard.queue_health import queue_health
 from server.dashboard.views import bp, course_submission_or_404, settings_or_404, student_or_404
 from server.extensions import db

@@ -19,12 +19,12 @@ from typing import Any, Iterator
 
 from coursework.report import GradeReport
 from coursework.text import SCORE_DECIMALS, pick, score_text
-from server.dashboard.gradebook import Gradebook
-from server.dashboard.hand_scores import merged_report, submission_score, submission_scores
+from server.scores.gradebook import Gradebook
+from server.scores.hand_scores import merged_report, submission_score, submission_scores
 from server.extensions import db
 from server.homework.points import item_total
 from server.models import FINISHED_STATUSES, Submission, User
-from server.release import hidden_items
+from server.scores.release import hidden_items
 
 CANVAS_FIXED = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 
@@ -91,7 +91,7 @@ def _any_waiting(book: Gradebook, items) -> bool:
 
 def canvas_csv(book: Gradebook, lang: str = "en") -> str:
     """The gradebook in Canvas's import layout (students by SIS User ID = username); an item whose
-    results are not released yet (``server.release``) goes out with empty cells. While free-text
+    results are not released yet (``server.scores.release``) goes out with empty cells. While free-text
     answers wait for a teacher, a last column says so per student, with the unconfirmed points the
     scores include (Canvas leaves a column without points possible unmapped)."""
     items, hidden = book.counted_items, hidden_items(book.course.id)
@@ -144,7 +144,7 @@ def reports_jsonl(course_id: int, assignment_id: str | None = None, batch: int =
     the score the grader stored and ``hand_given_points`` the difference; ``report`` is the
     grader's report as stored, without the hand-given points (they are in the database's manual
     scores and audit log). A submission without a score (a grading error) has ``null`` scores.
-    ``released`` says whether its student may see the score yet (``server.release``): the archive
+    ``released`` says whether its student may see the score yet (``server.scores.release``): the archive
     keeps every score, marked.
     Streams in id order a batch at a time, so the archive of a large class never sits in memory.
     """

@@ -23,9 +23,10 @@ from flask_login import current_user
 from sqlalchemy.orm import undefer
 
 from server.access import course_or_404
-from server.dashboard.actions import ActionError, _audit
+from server.scores.actions import ActionError, _audit
 from server.dashboard.views import bp, course_submission_or_404
 from server.extensions import db
+from server.scores import events
 from server.grading.lifecycle import compare_and_set
 from server.models import Submission, SubmissionStatus, User, utcnow
 
@@ -100,9 +101,7 @@ def decide(sub: Submission, decision: str, reason: str, actor_id: int, seen_run:
         raise ActionError("stale")
     _audit(sub.course_id, sub.user_id, f"sub:{sub.id}/integrity", old, new, f"{decision}: {reason}", actor_id)
     db.session.commit()
-    from server.lti import passback  # the decided grade reaches the LMS (issue 24)
-
-    passback.notify(sub.course_id, sub.user_id, f"hw:{sub.assignment_id}")
+    events.changed(sub.course_id, sub.user_id, f"hw:{sub.assignment_id}")
 
 
 def _seen_run(value: str | None) -> int | None:

@@ -11,9 +11,10 @@ from rq import Worker
 from coursework.quiz.bank import BankError, load_quiz
 from coursework.text import pick
 from server.access import course_or_404
-from server.dashboard import actions, stats
-from server.dashboard.gradebook import build_gradebook
-from server.dashboard.models import Extension
+from server.dashboard import stats
+from server.scores import actions
+from server.scores.gradebook import build_gradebook
+from server.scores.models import Extension
 from server.dashboard.views import bp, course_submission_or_404, settings_or_404
 from server.extensions import db
 from server.homework.charts import bar_chart

@@ -1,4 +1,4 @@
-"""The instructor's queue of regrade requests per check (``server.regrade_requests``): each open
+"""The instructor's queue of regrade requests per check (``server.scores.regrade_requests``): each open
 request with the report, the check, the student's reason and two answers, rerun the grader or
 change the check's score with a reply. A refused answer says why and changes nothing (400)."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ from flask import flash, redirect, render_template, request, url_for
 from flask_babel import gettext as _
 from flask_login import current_user
 
-from server import regrade_requests as rr
+from server.scores import regrade_requests as rr
 from server.access import course_or_404
 from server.dashboard.views import bp
 

@@ -1,4 +1,4 @@
-"""The instructor's release control for one homework or quiz (``server.release``): choose when
+"""The instructor's release control for one homework or quiz (``server.scores.release``): choose when
 students see scores and feedback, publish now (one click) or withdraw a publication. Every change
 is logged; a refused change says why and changes nothing (400)."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ from flask_babel import gettext as _
 from flask_login import current_user
 
 from coursework.quiz.bank import BankError, load_quiz
-from server import release
+from server.scores import release
 from server.access import course_or_404
 from server.dashboard.views import bp, settings_or_404
 

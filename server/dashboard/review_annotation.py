@@ -29,10 +29,11 @@ from sqlalchemy import select, update
 
 from coursework.config_annotation import annotate, catalogue
 from coursework.quiz import textmatch
-from server.dashboard.actions import _audit
+from server.scores.actions import _audit
 from coursework.report import askable_field, field_stake
-from server.dashboard.models import AnnotationReviewRequest, ManualCellScore
+from server.scores.models import AnnotationReviewRequest, ManualCellScore
 from server.extensions import db
+from server.scores import events
 from server.models import Submission, SubmissionStatus, User, utcnow
 from server.quiz.models import QuizReviewDecision
 
@@ -199,9 +200,7 @@ def decide(course_id: int, items: list[tuple[int, str]], fraction: float, teache
                         "verdict": first.verdict, "confidence": first.confidence, **first.facts},
         answers=len(rows), decided_by=teacher_id, decided_at=now))
     db.session.commit()
-    from server.lti import passback  # the decided grades reach the LMS (issue 24)
-
-    passback.notify_submissions({r.submission_id for r in rows})
+    events.changed_submissions({r.submission_id for r in rows})
     return len(rows)
 
 

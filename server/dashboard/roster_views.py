@@ -13,7 +13,7 @@ from flask_wtf import FlaskForm
 from flask_wtf.file import FileField, FileRequired
 
 from server.access import course_or_404
-from server.dashboard.hand_scores import submission_scores
+from server.scores.hand_scores import submission_scores
 from server.extensions import db
 from server.models import CourseAssignment, Membership, Role, Submission, User
 from server.roster import import_csv

@@ -13,7 +13,7 @@ from flask_login import current_user
 
 from coursework.similarity import corpus_text
 from server.access import course_or_404
-from server.dashboard.actions import ActionError
+from server.scores.actions import ActionError
 from server.dashboard.views import bp, hw_in_order
 from server.extensions import db
 from server.models import CourseAssignment, Submission, SubmissionStatus, User

@@ -22,10 +22,11 @@ from sqlalchemy import func
 
 from coursework.quiz.bank import BankError, load_question
 from coursework.text import pick
-from server.dashboard.hand_scores import added_points_table, counted_score
+from server.scores.hand_scores import added_points_table, counted_score
 from server.extensions import db
 from server.models import Course, CourseAssignment, Submission, SubmissionStatus
 from server.quiz.models import AttemptStatus, QuizAnswer, QuizAttempt
+from server.scores.gradebook import build_gradebook
 
 FAILING = ("fail", "error", "warn")
 
@@ -166,8 +167,6 @@ def counted_ids(rows: list[tuple[int, int, float | None]], policy: str) -> set[i
 
 
 def _class_fractions(course_id: int, assignment_id: str) -> list[float]:
-    from server.dashboard.gradebook import build_gradebook  # gradebook imports this package's models
-
     book = build_gradebook(db.session.get(Course, course_id))
     item = book.item(f"hw:{assignment_id}")
     if item is None or not item.max_score:

@@ -12,6 +12,7 @@ from coursework.quiz.bank import BankError, load_question
 from server.access import course_or_404
 from server.dashboard.views import bp
 from server.extensions import db
+from server.scores import events
 from server.quiz import labels, waiting
 
 
@@ -56,9 +57,7 @@ def set_count_unconfirmed(code: str):
     count = request.form.get("count") == "1"
     n = waiting.set_count_unconfirmed(course, count)
     db.session.commit()
-    from server.lti import passback  # every counted score of the course may have moved: the LMS follows
-
-    passback.notify(course.id)
+    events.changed(course.id)
     flash(_("Unconfirmed free-text verdicts now count, marked unconfirmed (%(n)d answers updated).", n=n) if count
           else _("Only confirmed free-text verdicts count now (%(n)d answers updated).", n=n), "ok")
     return redirect(request.form.get("next") or url_for("dashboard.readers", code=code))

@@ -14,11 +14,12 @@ from coursework.assignments import load as load_assignment
 from coursework.exceptions import AssignmentNotFound
 from coursework.quiz.bank import BankError, all_quiz_ids, load_question, load_quiz
 from server.access import course_or_404
-from server.dashboard import actions, exports
-from server.dashboard.gradebook import build_gradebook, gc_paused, sort_and_filter
-from server.dashboard.models import AuditEntry, Extension
+from server.dashboard import exports
+from server.scores import actions
+from server.scores.gradebook import build_gradebook, gc_paused, sort_and_filter
+from server.scores.models import AuditEntry, Extension
 from server.extensions import db
-from server.release import hidden_items
+from server.scores.release import hidden_items
 from server.homework.points import natural_key
 from server.homework.views import report_context
 from server.models import CourseAssignment, Membership, Role, Submission, User

@@ -31,6 +31,7 @@ from sqlalchemy import ColumnElement, func, or_, update
 
 from server.extensions import db
 from server.models import FINISHED_STATUSES, PENDING_STATUSES, Submission, SubmissionStatus, utcnow
+from server.scores import provisional_fields
 
 QUEUED, RUNNING = SubmissionStatus.QUEUED.value, SubmissionStatus.RUNNING.value
 GRADED, ERROR = SubmissionStatus.GRADED.value, SubmissionStatus.ERROR.value
@@ -181,7 +182,6 @@ def store_report(submission_id: int, token: str, report: dict[str, Any]) -> str:
                   computed_score=(report.get("integrity") or {}).get("computed_score") if review else None)
     won = compare_and_set(submission_id, [Submission.status == RUNNING, Submission.run_token == token], **values)
     if won:  # homework 2's waiting annotations follow the report they came from (a bulk write: no ORM event)
-        from server.dashboard import provisional_fields
         provisional_fields.sync(submission_id, report)
     db.session.commit()
     return ("crashed" if crashed else "graded") if won else "superseded"

@@ -37,6 +37,7 @@ from server.grading import fairness, lifecycle
 from server.grading.workers import live_workers
 from server.models import FINISHED_STATUSES, PENDING_STATUSES, Submission, SubmissionStatus, utcnow
 from server.redis_skip import REDIS_SKIP_S, RedisAway, redis_failed, redis_recovered, skipping  # noqa: F401 (callers import them here)
+from server.scores.models import Regrade
 
 # The job RQ runs, by dotted path. Jobs enqueued under the old path (``server.tasks.grade_submission``)
 # before this package existed fail to import in an upgraded worker; that is safe: the submission is
@@ -249,8 +250,6 @@ def recent_gradings(window_s: int = RECENT_S) -> dict[int, int]:
 
 def ordered_waiting(resource: str) -> list[Any]:
     """Queued submissions of one queue in fair order (rows with id, user_id, job_id, ...)."""
-    from server.dashboard.models import Regrade  # the dashboard package imports this module
-
     regraded = db.select(Regrade.submission_id).where(Regrade.submission_id == Submission.id).exists()
     rows = db.session.execute(db.select(
         Submission.id, Submission.user_id, Submission.job_id, Submission.created_at, Submission.queued_since,

@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import String, cast, select
 
 from coursework.assignments import load
-from server.dashboard import provisional_fields
+from server.scores import provisional_fields
 from server.extensions import db
 from server.grading.lifecycle import compare_and_set
 from server.models import Submission, SubmissionStatus

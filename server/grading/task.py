@@ -39,9 +39,9 @@ from coursework.exceptions import AssignmentNotFound
 from coursework.progress import read_progress
 from graders import ddp_job, gpu_slots, preflight, workspace
 from server.extensions import db
+from server.scores import events
 from server.grading import lifecycle
 from server.grading.queue import enqueue, try_dispatch
-from server.lti import passback as lti_passback
 from server.models import Submission, utcnow
 from server.process import die_with_parent
 
@@ -104,7 +104,7 @@ def _grade_submission(submission_id: int) -> str:
         result = lifecycle.store_report(submission_id, token, report)
         try_dispatch(resource)
         sub = db.session.get(Submission, submission_id)
-        lti_passback.notify(sub.course_id, sub.user_id, f"hw:{sub.assignment_id}")  # a course from an LMS: send it
+        events.changed(sub.course_id, sub.user_id, f"hw:{sub.assignment_id}")  # a course from an LMS: send it
         return result
 
 

@@ -6,7 +6,7 @@ submission, once per answer, with a comment. The request stores the points the f
 when asked (``auto_points``); the teacher's decision (a ``ManualCellScore`` of the same cell,
 ``server.dashboard.review_annotation.decide``) replaces them: the report shows the teacher's
 points (``merge_manual_scores`` with ``asked``) and every score (page, gradebook, exports) adds
-the decision minus ``auto_points`` by one definition, ``server.dashboard.hand_scores``.
+the decision minus ``auto_points`` by one definition, ``server.scores.hand_scores``.
 
 On the notebook route the fields are counted inside part C (``counted_in``): what is at stake
 is the field's share of part C (``counted_points`` of ``counted_max``), the decision replaces that
@@ -22,6 +22,8 @@ from sqlalchemy.exc import IntegrityError
 from coursework.report import askable_field
 from server.extensions import db
 from server.models import Submission, SubmissionStatus, utcnow
+from server.scores.models import AnnotationReviewRequest
+from server.scores.models import ManualCellScore
 
 # server.dashboard imports the homework views, which import this module: its models are read
 # inside the functions (as the views do with the gradebook).
@@ -39,8 +41,6 @@ class AskError(ValueError):
 
 def requests_for(submission_id: int) -> dict[str, Any]:
     """check id -> the student's request (``AnnotationReviewRequest``) on this submission."""
-    from server.dashboard.models import AnnotationReviewRequest
-
     return {r.check_id: r for r in db.session.scalars(
         db.select(AnnotationReviewRequest).where(AnnotationReviewRequest.submission_id == submission_id))}
 
@@ -48,8 +48,6 @@ def requests_for(submission_id: int) -> dict[str, Any]:
 def askable_checks(sub: Submission) -> set[str]:
     """The field checks of the stored report the owner may still ask about (none unless the
     submission is graded and counts as graded)."""
-    from server.dashboard.models import ManualCellScore
-
     if sub.status != SubmissionStatus.GRADED.value or sub.review_status is not None:
         return set()
     report = sub.report_json or {}
@@ -64,8 +62,6 @@ def askable_checks(sub: Submission) -> set[str]:
 
 def ask(sub: Submission, user_id: int, check_id: str, comment: Any) -> Any:
     """Store the owner's one request about ``check_id`` of ``sub``; raises ``AskError``."""
-    from server.dashboard.models import AnnotationReviewRequest
-
     if sub.user_id != user_id:
         raise AskError("not_owner")
     comment = comment.strip() if isinstance(comment, str) else ""

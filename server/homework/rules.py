@@ -19,8 +19,12 @@ from coursework.assignments import Assignment, load
 from coursework.exceptions import AssignmentNotFound
 from server.extensions import db
 from server.homework.points import natural_key
-from server.release import is_released
+from server.scores.release import is_released
 from server.models import PENDING_STATUSES, Course, CourseAssignment, Role, Submission, SubmissionStatus, User, utcnow
+from server.scores.actions import pending_regrades
+from server.scores.hand_scores import added_points_table, counted_score
+from server.scores.models import Extension
+from server.scores.gradebook import build_gradebook
 
 
 @dataclass
@@ -36,7 +40,7 @@ class Homework:
     max_score: float | None = None  # what the homework is out of (its definition)
     extension: datetime | None = None  # this student's own later deadline, if granted
     counted: Any = None  # the gradebook's Cell for this student: the score that counts, override and reason
-    released: bool = True  # the student may see its scores now (``server.release``; staff always may)
+    released: bool = True  # the student may see its scores now (``server.scores.release``; staff always may)
 
     @property
     def deadline(self) -> datetime | None:
@@ -54,9 +58,7 @@ class Homework:
 
 def attempt_counts(user_id: int, course_id: int, assignment_id: str) -> tuple[int, int, float | None, float | None]:
     """(graded, pending, best score, max score) of one user's submissions to one homework; a score
-    with what hand-given scores add (``server.dashboard.hand_scores``, as the gradebook)."""
-    from server.dashboard.hand_scores import added_points_table, counted_score  # the dashboard imports homework views
-
+    with what hand-given scores add (``server.scores.hand_scores``, as the gradebook)."""
     added = added_points_table()
     rows = db.session.execute(
         db.select(Submission.status, func.count(), func.max(counted_score(added)), func.max(Submission.max_score))
@@ -76,8 +78,6 @@ def attempt_counts(user_id: int, course_id: int, assignment_id: str) -> tuple[in
 
 def regraded_attempts(user_id: int, course_id: int, assignment_id: str) -> int:
     """How many of the user's waiting or running uploads are graded ones put back by a regrade."""
-    from server.dashboard.actions import pending_regrades  # the dashboard imports homework views
-
     ids = list(db.session.scalars(db.select(Submission.id).where(
         Submission.user_id == user_id, Submission.course_id == course_id, Submission.assignment_id == assignment_id,
         Submission.status.in_(PENDING_STATUSES))))
@@ -86,10 +86,6 @@ def regraded_attempts(user_id: int, course_id: int, assignment_id: str) -> int:
 
 def homework_for(user: User) -> list[Homework]:
     """Every homework of the user's courses (students see only published ones), by course then deadline."""
-    from server.dashboard.models import Extension  # here: the dashboard package imports homework views
-
-    from server.dashboard.gradebook import build_gradebook
-
     out: list[Homework] = []
     for m in sorted(user.memberships, key=lambda m: m.course.code):
         # The student's own gradebook row: the same counted score, override and maximum as the instructor sees.

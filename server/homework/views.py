@@ -21,7 +21,7 @@ from flask_wtf.file import FileField, FileRequired
 from coursework.assignments import load
 from coursework.exceptions import AssignmentNotFound, SubmissionRejected
 from server.access import is_instructor_of, submission_or_404
-from server import regrade_requests, release
+from server.scores import regrade_requests, release
 from server.extensions import db
 from server.homework import asking, chart_labels, markdown, readable
 from server.homework.charts import charts_for
@@ -30,6 +30,10 @@ from server.models import FINISHED_STATUSES, Course, Submission, SubmissionStatu
 from server.grading.lifecycle import host_lost
 from server.grading.queue import grading_mode, queue_place, submit
 from server.ui import lang_key, pick
+from server.scores.hand_scores import submission_scores as scores
+from server.scores.actions import pending_regrades
+from server.scores.hand_scores import merged_report, submission_score
+from server.scores.gradebook import build_gradebook
 
 bp = Blueprint("homework", __name__)
 
@@ -159,17 +163,13 @@ def student_files(path: Path) -> list[str]:
 
 def submission_scores(ids: list[int]) -> dict:
     """Submission id -> its stored score, what hand-given scores add and the sum that counts
-    (``server.dashboard.hand_scores``: the gradebook's own definition)."""
-    from server.dashboard.hand_scores import submission_scores as scores  # the dashboard package imports this module
-
+    (``server.scores.hand_scores``: the gradebook's own definition)."""
     return scores(ids)
 
 
 def regrading_of(subs: list[Submission]) -> dict:
     """Submission id -> its ``Regrade`` row, for those waiting or running again after a regrade
     (their previous result stays on show, marked as being regraded)."""
-    from server.dashboard.actions import pending_regrades  # the dashboard package imports this module
-
     return pending_regrades([s.id for s in subs if s.status not in FINISHED_STATUSES])
 
 
@@ -200,15 +200,13 @@ def report_context(sub: Submission) -> dict:
 
     ``report`` carries the teacher's hand-given points on its checks (for display); ``sub_score``
     is the submission's score with them, from the one definition the gradebook and the exports
-    use (``server.dashboard.hand_scores``); ``asked``/``askable`` drive the "ask the teacher"
+    use (``server.scores.hand_scores``); ``asked``/``askable`` drive the "ask the teacher"
     forms of the annotation fields (the owner's only)."""
-    from server.dashboard.hand_scores import merged_report, submission_score  # the dashboard package imports this module
-
     report = merged_report(sub.id, sub.report_json or {})
     staff = is_instructor_of(sub.course_id)
     owner = sub.user_id == current_user.id
     hold = held_back(sub.course_id, f"hw:{sub.assignment_id}", staff)
-    if hold is not None:  # graded, not released: nothing of the score reaches the page (server.release)
+    if hold is not None:  # graded, not released: nothing of the score reaches the page (server.scores.release)
         return dict(sub=sub, course=db.session.get(Course, sub.course_id), report={"logs": report.get("logs")},
                     checks=[], charts=[], sub_score=None, asked={}, askable=set(), staff=False, traceback=None,
                     elapsed=elapsed_s(sub), released=False, releases_at=hold)
@@ -234,7 +232,6 @@ def counted_for(sub: Submission) -> dict:
     """The score that counts for the submission's homework (the owner's gradebook cell) and its maximum."""
     if held_back(sub.course_id, f"hw:{sub.assignment_id}", is_instructor_of(sub.course_id)) is not None:
         return dict(counted=None, counted_max=None, counted_policy="best")
-    from server.dashboard.gradebook import build_gradebook  # the dashboard package imports this module
 
     book = build_gradebook(db.session.get(Course, sub.course_id), sub.user_id)
     item = book.item(f"hw:{sub.assignment_id}")

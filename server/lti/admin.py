@@ -13,7 +13,8 @@ from server.extensions import db
 import requests
 from pylti1p3.exception import LtiException, LtiServiceException
 
-from server.lti import bp, passback, registry, roster, schedule, tool
+from server.lti import passback, registry, roster, schedule, tool
+from server.lti.views import bp
 from server.lti.models import LtiContext, LtiPlatform, LtiRoleChange
 from server.models import Role, User
 

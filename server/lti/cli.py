@@ -6,7 +6,8 @@ import click
 from flask import current_app
 
 from server.extensions import db
-from server.lti import bp, keys, registry, tool
+from server.lti import keys, registry, tool
+from server.lti.views import bp
 from server.lti.models import LtiPlatform
 
 

@@ -16,7 +16,8 @@ from flask import abort, render_template, request, url_for
 from flask_login import current_user
 
 from server.extensions import db
-from server.lti import bp, registry, tool
+from server.lti import registry, tool
+from server.lti.views import bp
 from server.lti.frame import RedisCache
 from server.lti.models import LtiPlatform
 

@@ -5,7 +5,7 @@ to one line item per item and course, created once and reused.
 Invariants: the gradebook is the truth and is read when the job runs, not when it was queued, so
 a job that runs late sends the newest number; a push is idempotent (a score equal to the last one
 sent is not sent again) and a changed one is sent again; nothing is sent while the item's results
-are held back (``server.release``). A failure is stored on the ``LtiGradeSync`` row (the
+are held back (``server.scores.release``). A failure is stored on the ``LtiGradeSync`` row (the
 instructor's passback page lists it with a retry button) and raised, so RQ retries the job.
 """
 from __future__ import annotations
@@ -17,10 +17,11 @@ from rq import Queue, Retry
 from sqlalchemy import DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from server import release
+from server.scores import release
 from server.extensions import db
 from server.lti.models import LtiContext, LtiPlatform, LtiUser
 from server.models import Course, Membership, Role, utcnow
+from server.scores.gradebook import build_gradebook
 
 QUEUE = "distgrade-lti"
 AGS_SCOPES = ("https://purl.imsglobal.org/spec/lti-ags/scope/lineitem",
@@ -76,7 +77,6 @@ def grade_changed(course_id: int, user_id: int | None = None, item: str | None =
     """Queue a passback for the course's LTI students (or one) on every item (or one); returns the
     number of jobs. Cheap when the course came from no LMS: one query, nothing queued."""
     from server.grading.queue import redis_conn
-    from server.dashboard.gradebook import build_gradebook  # the dashboard package imports homework views
 
     contexts = _contexts(course_id)
     if not contexts:
@@ -100,8 +100,9 @@ def grade_changed(course_id: int, user_id: int | None = None, item: str | None =
 
 
 def notify(course_id: int, user_id: int | None = None, item: str | None = None) -> None:
-    """``grade_changed`` for the places a grade changes: a Redis outage must not fail the grading
-    or the instructor's action (logged; "Send grades now" on the passback page catches up)."""
+    """``grade_changed`` on every ``server.scores.events.score_changed`` (``create_app`` subscribes it) and on
+    "Send grades now": a Redis outage must not fail the grading or the instructor's action (logged; that button
+    catches up)."""
     import redis
     from flask import current_app
 
@@ -109,27 +110,6 @@ def notify(course_id: int, user_id: int | None = None, item: str | None = None) 
         grade_changed(course_id, user_id, item)
     except (redis.exceptions.RedisError, RuntimeError) as err:
         current_app.logger.warning("LTI passback not queued for course %s: %s", course_id, err)
-
-
-def notify_submissions(submission_ids) -> None:
-    """``notify`` for the students and homework of these submissions (a grouped decision)."""
-    from server.models import Submission
-
-    for course_id, user_id, assignment_id in set(db.session.execute(
-            db.select(Submission.course_id, Submission.user_id, Submission.assignment_id)
-            .where(Submission.id.in_(list(submission_ids))))):
-        notify(course_id, user_id, f"hw:{assignment_id}")
-
-
-def notify_attempts(attempt_ids) -> None:
-    """``notify`` for the students and quizzes of these attempts (a finished attempt, a review decision)."""
-    from server.quiz.models import QuizAttempt
-
-    for course_id, user_id, quiz_id in set(db.session.execute(
-            db.select(QuizAttempt.course_id, QuizAttempt.user_id, QuizAttempt.quiz_id)
-            .where(QuizAttempt.id.in_(list(attempt_ids))))):
-        if course_id is not None:
-            notify(course_id, user_id, f"quiz:{quiz_id}")
 
 
 def passback_job(course_id: int, context_id: int, user_id: int, item: str) -> str:
@@ -155,8 +135,6 @@ def _sync_row(context_id: int, user_id: int, item: str) -> LtiGradeSync:
 
 def counted(course: Course, user_id: int, item: str) -> tuple[float | None, float, dict]:
     """(the gradebook cell's counted score, the item's maximum, its title) for one student."""
-    from server.dashboard.gradebook import build_gradebook
-
     book = build_gradebook(course, user_id)
     it = book.item(item)
     if it is None or not book.rows:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from flask import abort, current_app, make_response, redirect, render_template, request, session, url_for
+from flask import Blueprint, abort, current_app, make_response, redirect, render_template, request, session, url_for
 from flask_babel import gettext as _
 from flask_login import login_user, logout_user
 from pylti1p3.contrib.flask import FlaskOIDCLogin
@@ -16,8 +16,11 @@ from pylti1p3.exception import LtiException, OIDCException
 from pylti1p3.lineitem import LineItem
 
 from server.extensions import csrf, db
-from server.lti import bp, frame, keys, passback, registry, tool
+from server.lti import frame, keys, passback, registry, tool
 from coursework.text import pick
+from server.scores.gradebook import build_gradebook
+
+bp = Blueprint("lti", __name__, url_prefix="/lti", cli_group="lti")
 
 
 def _messages() -> dict[str, str]:
@@ -165,7 +168,6 @@ def deep_link(code: str):
     """Deep Linking: the instructor picks a homework or quiz; the signed reply (the tool's key)
     places it in the LMS with its line item (tag = the gradebook's item key, maximum = its points),
     which the grade passback then finds and reuses."""
-    from server.dashboard.gradebook import build_gradebook  # the dashboard package imports homework views
     from server.access import course_or_404
 
     course = course_or_404(code, instructor=True)

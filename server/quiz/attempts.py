@@ -19,6 +19,7 @@ from server.extensions import db
 from server.models import utcnow
 from server.quiz import provisional, reveal, store
 from server.quiz.models import AttemptStatus, QuizAnswer, QuizAttempt, ReviewState
+from server.scores import events
 
 
 class QuizRuleError(Exception):
@@ -27,10 +28,6 @@ class QuizRuleError(Exception):
     def __init__(self, code: str):
         super().__init__(code)
         self.code = code
-
-
-def _parse_time(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value.replace("Z", "")) if value else None
 
 
 def attempts_of(user_id: int, quiz_id: str) -> list[QuizAttempt]:
@@ -42,7 +39,7 @@ def attempts_of(user_id: int, quiz_id: str) -> list[QuizAttempt]:
 def start_refusal(quiz: Quiz, user_id: int, now: datetime | None = None) -> str | None:
     """Why a new attempt may not start (``not_open``, ``closed``, ``no_attempts_left``), or None."""
     now = now or utcnow()
-    opens, closes = _parse_time(quiz.opens_at), _parse_time(quiz.closes_at)
+    opens, closes = quiz.opens, quiz.closes
     if opens and now < opens:
         return "not_open"
     if closes and now >= closes:
@@ -65,7 +62,7 @@ def start_attempt(quiz: Quiz, user_id: int, course_id: int | None) -> QuizAttemp
     max_score = sum(load_question(q).points for q in quiz.question_ids)
     attempt = QuizAttempt(user_id=user_id, course_id=course_id, quiz_id=quiz.id,
                           attempt_no=(existing[-1].attempt_no + 1) if existing else 1, mode=quiz.mode,
-                          question_ids=list(quiz.question_ids), closes_at=_parse_time(quiz.closes_at),
+                          question_ids=list(quiz.question_ids), closes_at=quiz.closes,
                           max_score=max_score)
     db.session.add(attempt)
     try:
@@ -211,6 +208,8 @@ def finish_attempt(attempt: QuizAttempt, status: AttemptStatus = AttemptStatus.S
                                   .where(QuizAnswer.attempt_id == attempt.id))
         db.session.execute(db.update(QuizAttempt).where(QuizAttempt.id == attempt.id).values(score=round(total, 4)))
     db.session.commit()  # expires ``attempt``: it reloads with the stored values
+    if closed:  # finished by the student or expired by the time window: the counted score moved
+        events.changed_attempts([attempt.id])
     return attempt
 
 

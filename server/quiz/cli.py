@@ -11,6 +11,7 @@ from flask import Blueprint
 
 from coursework.quiz.bank import BankError, load_question
 from coursework.quiz.grading import grade
+from server.quiz.views import bp
 
 
 def register_cli(bp: Blueprint) -> None:
@@ -48,3 +49,6 @@ def register_cli(bp: Blueprint) -> None:
         from server.dashboard.review_annotation import decisions_as_examples
 
         click.echo(json.dumps(decisions_as_examples(), ensure_ascii=False, indent=2))
+
+
+register_cli(bp)  # ``server.ROUTES`` imports this module after the quiz pages

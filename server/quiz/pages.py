@@ -28,7 +28,7 @@ from markupsafe import Markup
 
 from coursework.quiz.bank import BankError, Quiz, load_question, load_quiz
 from coursework.text import score_text
-from server import release
+from server.scores import release
 from server.quiz import attempts as rules
 from server.quiz import reveal, store
 from server.quiz.models import AttemptStatus
@@ -88,7 +88,7 @@ def csrf_secret() -> str:
 
 
 def held_back(att: Any) -> bool:
-    """True while the attempt's quiz keeps scores and feedback from its students (``server.release``):
+    """True while the attempt's quiz keeps scores and feedback from its students (``server.scores.release``):
     its answered cards then say only that the answer was recorded."""
     return not release.mode_releases(att.release_mode, att.course_id, f"quiz:{att.quiz_id}")
 
@@ -109,7 +109,7 @@ def render_card(att: Any, pos: int, lang: str, answer: Any = None, error: str | 
          "answer": answer, "error": error, "reveal": True, "held": ""}
     if answer is not None:
         c["chosen"] = chosen_texts(c["q"], answer)  # the student's own choice, as the options read
-    if answer is not None and hidden:  # the quiz's results are held back (server.release)
+    if answer is not None and hidden:  # the quiz's results are held back (server.scores.release)
         c["hidden"] = True  # neither the verdict nor the reference answer goes into the card
         c["reveal"] = False
     elif answer is not None and (_details(answer) or {}).get("unjudged"):

@@ -25,9 +25,11 @@ from coursework.quiz import rubric as rubric_mod
 from coursework.quiz import textmatch
 from coursework.quiz.bank import load_question
 from server.extensions import db
+from server.scores import events
 from server.models import utcnow
 from server.quiz import labels
 from server.quiz.models import QuizAnswer, QuizAttempt, QuizReviewDecision, ReviewState
+from server.scores.models import AuditEntry
 
 MAX_COMMENT = 500
 OPEN_STATES = (ReviewState.PENDING.value, ReviewState.REQUESTED.value)
@@ -140,7 +142,6 @@ def decide(course_id: int | None, question_id: str, answer_ids: list[int], fract
     rows = [r for r in _open_answers(course_id, question_id) if r.id in set(answer_ids)]
     if not rows:
         raise ReviewError("nothing_open")
-    from server.dashboard.models import AuditEntry  # here: the dashboard package imports quiz modules
 
     now = utcnow()
     attempts = set()
@@ -174,9 +175,7 @@ def decide(course_id: int | None, question_id: str, answer_ids: list[int], fract
                                                        "provisional_fraction")},
                                       answers=len(rows), decided_by=teacher_id, decided_at=now))
     db.session.commit()
-    from server.lti import passback  # the decided grades reach the LMS (issue 24)
-
-    passback.notify_attempts(attempts)
+    events.changed_attempts(attempts)
     return len(rows)
 
 

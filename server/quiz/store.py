@@ -19,7 +19,7 @@ from sqlalchemy.exc import IntegrityError
 from server.extensions import db
 from server.models import Membership, Role, User, utcnow
 from server.quiz.models import AttemptStatus, QuizAnswer, QuizAttempt
-from server.release import holding_mode
+from server.scores.release import holding_mode
 
 _att, _ans, _user, _member = (QuizAttempt.__table__, QuizAnswer.__table__, User.__table__,
                               Membership.__table__)
@@ -29,7 +29,7 @@ _att, _ans, _user, _member = (QuizAttempt.__table__, QuizAnswer.__table__, User.
 _owner = _user.alias("owner")  # not the page query's joined user table: that one would be correlated away
 _CURRENT = exists().where(_owner.c.id == _att.c.user_id, _owner.c.session_version == bindparam("sv"))
 _OWNED = (_att.c.id == bindparam("aid"), _att.c.user_id == bindparam("uid"), _CURRENT)
-# The quiz's release rule while it holds results back (``server.release``; NULL: shown), read in the
+# The quiz's release rule while it holds results back (``server.scores.release``; NULL: shown), read in the
 # same statement so the hot paths pay no query of their own for it.
 _HOLDING = holding_mode(_att.c.course_id, "quiz:" + _att.c.quiz_id)
 _ATTEMPT_COLUMNS = (_att.c.id, _att.c.user_id, _att.c.quiz_id, _att.c.attempt_no, _att.c.mode, _att.c.status,

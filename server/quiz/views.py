@@ -17,13 +17,14 @@ from markupsafe import Markup
 from coursework.quiz.bank import BankError, all_quiz_ids, load_question, load_quiz, sections
 from coursework.quiz.result import AnswerStatus
 from server.auth.views import checks_session_version, session_auth, session_is_current, session_user_id
-from server import release
+from server.scores import release
 from server.extensions import db
 from server.models import Role
 from server.quiz import attempts as rules
 from server.quiz import pages, reveal, review, store
 from server.quiz.models import QuizAttempt
 from server.ui import lang_key
+from server.scores.gradebook import build_gradebook
 
 bp = Blueprint("quiz", __name__, url_prefix="/quiz", cli_group="quiz")
 
@@ -64,7 +65,7 @@ class QuizScore:
     """What the quiz pages show for one quiz: the student's gradebook cell (the score that counts,
     an override and its reason), what it is out of, and whether the course counts the quiz."""
 
-    cell: Any  # server.dashboard.gradebook.Cell
+    cell: Any  # server.scores.gradebook.Cell
     max_score: float | None
     counted: bool
 
@@ -74,8 +75,6 @@ def _quiz_scores(user_id: int) -> dict[str, QuizScore]:
     in (the first that has one, where attempts start): the one source of the quiz pages' score,
     the number the gradebook and its exports show. No cell (no attempt in a course, no override):
     nothing counts, so nothing is shown."""
-    from server.dashboard.gradebook import build_gradebook  # here: the dashboard package imports quiz modules
-
     out: dict[str, QuizScore] = {}
     for m in current_user.memberships:
         if m.role != Role.STUDENT.value:
@@ -91,7 +90,7 @@ def _quiz_scores(user_id: int) -> dict[str, QuizScore]:
 
 
 def _held(quiz_id: str) -> bool:
-    """True while a course the student studies in holds this quiz's results back (``server.release``)."""
+    """True while a course the student studies in holds this quiz's results back (``server.scores.release``)."""
     return any(m.role == Role.STUDENT.value and not release.is_released(m.course_id, f"quiz:{quiz_id}")
                for m in current_user.memberships)
 
@@ -210,7 +209,7 @@ def answer(attempt_id: int, pos: int):
         return jsonify({"status": "recorded", "card_html": pages.answered_card(
             att, pos, lang, outcome.answer["id"], lambda: outcome.answer, ""), "review_html": ""}), 200
     if _wants_json() and outcome.answer is not None and pages.held_back(att):
-        # results held back (server.release): the answer is stored, nothing of its grading goes out
+        # results held back (server.scores.release): the answer is stored, nothing of its grading goes out
         return jsonify({"status": "recorded", "card_html": pages.answered_card(
             att, pos, lang, outcome.answer["id"], lambda: outcome.answer, outcome.answer.get("review_state") or "",
             hidden=True), "review_html": ""}), 200
@@ -268,9 +267,6 @@ def finish(attempt_id: int):
     """Hand the attempt in; unanswered questions score zero."""
     att = _own_attempt_or_404(attempt_id)
     rules.finish_attempt(att)
-    from server.lti import passback  # a course from an LMS gets the quiz's counted score (issue 24)
-
-    passback.notify_attempts([att.id])
     return redirect(url_for("quiz.results", attempt_id=att.id))
 
 
@@ -286,7 +282,7 @@ def results(attempt_id: int):
              "points": load_question(qid).points, "section": load_question(qid).section}
             for pos, qid in enumerate(att.question_ids)]
     titles = sections()
-    if not release.is_released(att.course_id, f"quiz:{att.quiz_id}"):  # held back: server.release
+    if not release.is_released(att.course_id, f"quiz:{att.quiz_id}"):  # held back: server.scores.release
         return render_template("quiz/results.html", attempt=att, quiz=quiz, rows=rows, reread=[], held=True)
     reread = [(s, titles.get(s, {}).get(lang, s)) for s in rules.sections_to_reread(att)]
     return render_template("quiz/results.html", attempt=att, quiz=quiz, rows=rows, reread=reread, held=False,

@@ -31,6 +31,7 @@ from server.extensions import db
 from server.grading.queue import job_state, queue_name, redis_conn
 from server.models import CourseAssignment, Submission, SubmissionStatus, User, utcnow
 from server.similarity.models import RunStatus, SimilarityRun
+from server.scores.hand_scores import added_points_table, counted_score
 
 TASK = "server.similarity.jobs.run_similarity"
 QUEUE = queue_name("similarity")
@@ -131,7 +132,6 @@ def _finish(run_id: int, status: RunStatus, **values) -> bool:
 
 def counted_submissions(course_id: int, assignment_id: str) -> list[int]:
     """Each student's counted graded submission under the course's score policy (best | last)."""
-    from server.dashboard.hand_scores import added_points_table, counted_score
     from server.dashboard.stats import counted_ids
 
     policy = db.session.scalar(db.select(CourseAssignment.score_policy).where(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from server.dashboard.actions import ActionError, _audit
+from server.scores.actions import ActionError, _audit
 from server.extensions import db
 from server.grading.lifecycle import compare_and_set
 from server.models import Submission, SubmissionStatus

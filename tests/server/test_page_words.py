@@ -59,7 +59,7 @@ def test_an_upload_being_regraded_still_counts_and_the_count_is_beside_the_uploa
 
 
 def _release(app, item: str, *, publish: bool) -> None:
-    from server import release
+    from server.scores import release
     from server.extensions import db
     from server.models import User
 

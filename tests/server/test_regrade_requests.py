@@ -9,11 +9,11 @@ from datetime import timedelta
 
 import pytest
 
-from server.dashboard.gradebook import build_gradebook
-from server.dashboard.models import AuditEntry, Regrade
+from server.scores.gradebook import build_gradebook
+from server.scores.models import AuditEntry, Regrade
 from server.extensions import db
 from server.models import Course, Submission, utcnow
-from server.regrade_requests import RegradeRequest
+from server.scores.regrade_requests import RegradeRequest
 
 CHECK = "speedup.ratio"  # 1 / 6 points in the sample report
 REASON = "My speed-up was measured on a busy machine"

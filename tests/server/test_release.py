@@ -11,10 +11,10 @@ from datetime import timedelta
 
 import pytest
 
-from server.dashboard.models import Extension
+from server.scores.models import Extension
 from server.extensions import db
 from server.models import CourseAssignment, User, utcnow
-from server.release import ReleaseEvent, ReleaseSetting, hidden_items, is_released
+from server.scores.release import ReleaseEvent, ReleaseSetting, hidden_items, is_released
 from tests.server.conftest import PLACEHOLDER
 
 ITEM = "hw:hello_ddp"

@@ -88,7 +88,7 @@ def fsdp_report() -> dict:
 
 
 def seed() -> dict:
-    from server.dashboard.actions import set_override
+    from server.scores.actions import set_override
     from server.extensions import db
     from server.models import Course, Submission, User, utcnow
     from server.quiz.models import QuizAttempt

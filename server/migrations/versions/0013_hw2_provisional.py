@@ -26,7 +26,7 @@ def upgrade():
         sa.PrimaryKeyConstraint('submission_id', 'check_id'),
     )
     # reports stored before this revision: their waiting annotations become rows too
-    from server.dashboard.provisional_fields import rows_of
+    from server.scores.provisional_fields import rows_of
 
     bind = op.get_bind()
     sub = sa.table('submission', sa.column('id', sa.Integer), sa.column('report_json', sa.JSON),

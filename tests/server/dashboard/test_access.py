@@ -47,7 +47,7 @@ def test_students_get_404_everywhere(app, client, auth, make_sub, who):
 
 
 def test_a_student_cannot_change_anything(app, client, auth, make_sub):
-    from server.dashboard.models import AuditEntry, Regrade, ScoreOverride
+    from server.scores.models import AuditEntry, Regrade, ScoreOverride
     from server.extensions import db
 
     sid = make_sub()

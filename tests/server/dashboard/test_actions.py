@@ -59,7 +59,7 @@ def test_regrade_all_goes_through_the_queue_and_shows_changes(app, client, auth,
 
 
 def test_a_large_regrade_leaves_the_rest_to_the_reconciler(app, client, auth, make_sub, monkeypatch):
-    from server.dashboard import actions
+    from server.scores import actions
     from server.grading.queue import queue_name, redis_conn
     from server.grading.reconcile import reconcile
 
@@ -87,7 +87,7 @@ def test_a_large_regrade_leaves_the_rest_to_the_reconciler(app, client, auth, ma
 
 
 def test_regrade_one_keeps_the_old_score(app, client, auth, make_sub):
-    from server.dashboard.models import Regrade
+    from server.scores.models import Regrade
 
     sid = make_sub()
     auth.login(*TEACHER)
@@ -107,8 +107,8 @@ MANUAL_REPORT["checks"].append({
 
 
 def test_manual_cells_are_stored_per_cell_and_count_in_the_gradebook(app, client, auth, make_sub):
-    from server.dashboard.gradebook import build_gradebook
-    from server.dashboard.models import AuditEntry, ManualCellScore
+    from server.scores.gradebook import build_gradebook
+    from server.scores.models import AuditEntry, ManualCellScore
     from server.models import Course
 
     sid = make_sub(report_json=MANUAL_REPORT, max_score=14.0)
@@ -143,7 +143,7 @@ def test_override_needs_a_reason_through_the_page(client, auth, make_sub):
 
 
 def test_rules_and_extensions_through_the_page(app, client, auth, hw):
-    from server.dashboard.models import Extension
+    from server.scores.models import Extension
     from server.models import CourseAssignment
 
     auth.login(*TEACHER)
@@ -199,7 +199,7 @@ def test_gradescope_and_jsonl(client, auth, make_sub):
 def test_an_extension_reopens_uploads_for_that_student_only(app, client, auth, hw):
     from datetime import timedelta
 
-    from server.dashboard.actions import set_extension
+    from server.scores.actions import set_extension
     from server.models import CourseAssignment, User, utcnow
 
     with app.app_context():
@@ -264,7 +264,7 @@ def test_csv_exports_carry_no_live_formulas(app, client, auth, make_sub):
 
 def _annotation_decision(app, sid: int, points: float = 2.0) -> None:
     """A teacher's decision on one unsure annotation, stored as review_annotation.decide stores it."""
-    from server.dashboard.models import ManualCellScore
+    from server.scores.models import ManualCellScore
     from server.models import User
 
     with app.app_context():
@@ -275,7 +275,7 @@ def _annotation_decision(app, sid: int, points: float = 2.0) -> None:
 
 
 def _counted(app, sid: int) -> float:
-    from server.dashboard.hand_scores import submission_scores
+    from server.scores.hand_scores import submission_scores
 
     with app.app_context():
         return submission_scores([sid])[sid].counted
@@ -285,7 +285,7 @@ def test_a_regrade_keeps_teachers_decisions_unless_told_and_counts_the_counted_s
     """The regrade page said "0 scores changed" while the student's counted score fell: the regrade
     cleared a teacher's annotation decision. A regrade keeps decided submissions out unless the
     teacher ticks the box that clears them, and its summary compares the counted scores."""
-    from server.dashboard.models import ManualCellScore
+    from server.scores.models import ManualCellScore
 
     decided, plain = make_sub("alice", score=5.0), make_sub("bob", score=5.0)
     _annotation_decision(app, decided)

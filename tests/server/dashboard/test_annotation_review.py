@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from server.dashboard import review_annotation
-from server.dashboard.gradebook import build_gradebook
-from server.dashboard.models import ManualCellScore
+from server.scores.gradebook import build_gradebook
+from server.scores.models import ManualCellScore
 from server.extensions import db
 from server.models import Course
 from tests.fixtures.annotation_reports import upload_report

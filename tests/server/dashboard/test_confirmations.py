@@ -75,7 +75,7 @@ def test_the_student_keeps_the_old_result_while_it_is_regraded(app, client, auth
 
 
 def test_the_gradebook_keeps_counting_the_old_score_while_it_is_regraded(app, client, auth, make_sub):
-    from server.dashboard.gradebook import build_gradebook
+    from server.scores.gradebook import build_gradebook
     from server.models import Course
 
     make_sub("alice", score=8.5)

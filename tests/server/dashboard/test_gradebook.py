@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from server.dashboard.gradebook import build_gradebook, late_factor, sort_and_filter
+from server.scores.gradebook import build_gradebook, late_factor, sort_and_filter
 from server.extensions import db
 from server.models import Course, CourseAssignment, User
 from tests.server.conftest import PLACEHOLDER
@@ -67,7 +67,7 @@ def test_late_penalty_and_extension(app, make_sub):
         alice, bob = _cell(book, "alice"), _cell(book, "bob")
         assert alice.score == 6.0 and alice.late  # the on-time 6 beats the penalised 5
         assert bob.score == 6.0 and bob.late
-        from server.dashboard.actions import set_extension
+        from server.scores.actions import set_extension
         teacher = db.session.scalar(db.select(User).where(User.username == "teacher"))
         bob_id = db.session.scalar(db.select(User.id).where(User.username == "bob"))
         set_extension(_settings(), bob_id, DEADLINE + timedelta(days=1), "ill", teacher.id)
@@ -76,8 +76,8 @@ def test_late_penalty_and_extension(app, make_sub):
 
 
 def test_override_replaces_the_computed_score_and_is_audited(app, make_sub):
-    from server.dashboard.actions import ActionError, clear_override, set_override
-    from server.dashboard.models import AuditEntry
+    from server.scores.actions import ActionError, clear_override, set_override
+    from server.scores.models import AuditEntry
 
     make_sub(score=5.0)
     with app.app_context():
@@ -179,7 +179,7 @@ def test_last_policy_with_late_and_on_time_newest(app, make_sub):
 
 def test_item_means_are_item_mean_of_every_column(app, make_sub):
     """The footer's one-pass means equal the per-column definition (missing and overridden cells)."""
-    from server.dashboard.actions import set_override
+    from server.scores.actions import set_override
 
     make_sub(score=7.5)
     make_sub("bob", status="error")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 
-from server.dashboard.models import AuditEntry
+from server.scores.models import AuditEntry
 from server.extensions import db
 from server.models import Submission, SubmissionStatus
 from tests.server.conftest import SAMPLE_REPORT
@@ -178,7 +178,7 @@ def test_a_decision_cannot_clobber_a_score_changed_between_reading_and_writing(a
     """Two decisions from the same page: the second one's 'old score' is no longer the row's,
     so the compare-and-set refuses it instead of auditing a change from a value that was not there."""
     from server.dashboard import integrity
-    from server.dashboard.actions import ActionError
+    from server.scores.actions import ActionError
 
     sid = _store(app, make_sub, _review_report())
     with app.app_context():

@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from server.dashboard.gradebook import build_gradebook
+from server.scores.gradebook import build_gradebook
 from server.extensions import db
 from server.models import Course, CourseAssignment, User
 from tests.conftest import REPO
@@ -129,7 +129,7 @@ def test_an_override_reaches_the_student_with_its_reason(app, client, auth, make
 
 
 def test_an_override_above_the_maximum_is_refused_with_the_maximum(app, client, auth, make_sub, placeholder_total):
-    from server.dashboard.models import ScoreOverride
+    from server.scores.models import ScoreOverride
 
     make_sub("alice", score=10.0, max_score=10.0)
     auth.login(*TEACHER)

@@ -16,7 +16,7 @@ def _snapshot(url: str) -> dict:
     from bench.seed_gradebook import seed_class
     from server import create_app
     from server.dashboard import exports, stats
-    from server.dashboard.gradebook import build_gradebook
+    from server.scores.gradebook import build_gradebook
     from server.extensions import db
     from server.models import Course
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rq import Queue
 
-from server.dashboard.models import AuditEntry
+from server.scores.models import AuditEntry
 from server.extensions import db
 from server.models import CourseAssignment, Membership, Role, Submission, User, utcnow
 from server.similarity import jobs

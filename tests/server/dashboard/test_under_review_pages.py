@@ -11,7 +11,7 @@ import copy
 import re
 
 from server.dashboard import stats
-from server.dashboard.gradebook import build_gradebook
+from server.scores.gradebook import build_gradebook
 from server.extensions import db
 from server.models import Course
 from tests.server.conftest import PLACEHOLDER, SAMPLE_REPORT

@@ -115,7 +115,7 @@ def test_replaced_submission_costs_no_attempt_and_upload_is_not_refused(queue_ap
 
 
 def test_regrade_waits_behind_first_gradings_and_busy_students_behind_others(queue_app):
-    from server.dashboard.actions import regrade
+    from server.scores.actions import regrade
     from server.extensions import db
     from server.models import Submission, User, utcnow
     from server.grading.queue import ordered_waiting

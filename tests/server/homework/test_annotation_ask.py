@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from server.dashboard.gradebook import build_gradebook
-from server.dashboard.models import AnnotationReviewRequest, AuditEntry, ManualCellScore
+from server.scores.gradebook import build_gradebook
+from server.scores.models import AnnotationReviewRequest, AuditEntry, ManualCellScore
 from server.extensions import db
 from server.models import Course
 from tests.fixtures.annotation_reports import STAGE, config_source, stage_check, upload_report
@@ -291,7 +291,7 @@ def test_a_regrade_clears_annotation_decisions_so_page_and_gradebook_agree(app, 
     (the field may no longer wait or be asked about), so the regrade clears the submission's field
     decisions and requests, audited, and the student may ask again: the gradebook never adds a
     decision the student's page cannot show."""
-    from server.dashboard import actions
+    from server.scores import actions
     from server.models import Submission
 
     first = upload_report(WRONG)

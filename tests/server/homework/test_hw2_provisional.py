@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from server.dashboard.gradebook import build_gradebook
-from server.dashboard.hand_scores import submission_scores
+from server.scores.gradebook import build_gradebook
+from server.scores.hand_scores import submission_scores
 from server.extensions import db
 from server.models import Course
 from tests.fixtures.annotation_reports import STAGE, upload_report
@@ -121,7 +121,7 @@ def test_a_held_note_is_waiting_not_a_failed_check_in_the_homework_statistics(ap
 def test_the_notebook_routes_waiting_fields_become_rows_with_their_suggestion(app, make_sub):
     """Part C (``nb.test_annotated``) keeps the waiting fields on its own scale: each one's row holds
     the reading's suggestion on that scale, and no more than a teacher could give."""
-    from server.dashboard.models import ProvisionalField
+    from server.scores.models import ProvisionalField
     from tests.graders.test_config_annotation_waiting import _part_c, _reference_config
 
     c = _part_c(_reference_config()).to_dict()

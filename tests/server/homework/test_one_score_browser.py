@@ -14,7 +14,7 @@ pytestmark = pytest.mark.browser
 SEED = """
 from datetime import timedelta
 from server import create_app
-from server.dashboard.models import ManualCellScore
+from server.scores.models import ManualCellScore
 from server.extensions import db
 from server.models import Course, Submission, User, utcnow
 from tests.server.ui_seed import ddp_report

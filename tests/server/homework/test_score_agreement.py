@@ -4,7 +4,7 @@ A homework-2 submission gets all three kinds of hand-given score at once: a manu
 the instructor's page, an annotation the student asked about (the decision replaces its automatic
 points) and an annotation the reading was unsure of (the decision adds what waited). The student's
 report page, the attempt list, the gradebook (page, Canvas and Moodle CSV), the Gradescope export
-and the JSON-lines archive must then say the same total (``server.dashboard.hand_scores``).
+and the JSON-lines archive must then say the same total (``server.scores.hand_scores``).
 """
 from __future__ import annotations
 
@@ -146,7 +146,7 @@ def test_hand_given_points_add_nothing_while_a_submission_counts_zero(app, clien
                                                                       review_status) -> None:
     """Integrity review: a submission waiting for it (or rejected) counts 0, as its page says; a
     manual cell graded meanwhile must not lift it above 0 on any page or export."""
-    from server.dashboard.gradebook import build_gradebook
+    from server.scores.gradebook import build_gradebook
     from server.models import Course, Submission
 
     sid, rep, want = hand_graded_submission(client, auth, make_sub)
@@ -178,8 +178,8 @@ def test_hand_given_points_add_nothing_while_a_submission_counts_zero(app, clien
 def test_while_another_submission_is_regraded_the_hand_graded_one_keeps_its_hand_given_points(app, make_sub) -> None:
     """The gradebook's path for a student with a submission back in the queue reads the others
     again: by the same definition, so a graded manual cell still counts meanwhile."""
-    from server.dashboard import actions
-    from server.dashboard.gradebook import build_gradebook
+    from server.scores import actions
+    from server.scores.gradebook import build_gradebook
     from server.models import Course, Submission, User
 
     rep = with_manual_cell(upload_report(UNSURE))
@@ -200,7 +200,7 @@ def test_while_another_submission_is_regraded_the_hand_graded_one_keeps_its_hand
 def test_the_homework_list_best_score_counts_hand_given_points(app, client, auth, make_sub) -> None:
     """Someone with no gradebook row (an instructor trying the homework) sees "Best score" on the
     homework list: by the same definition, with a graded manual cell in it."""
-    from server.dashboard import actions
+    from server.scores import actions
     from server.models import Submission, User
 
     rep = with_manual_cell(upload_report(UNSURE))
@@ -216,7 +216,8 @@ def test_the_homework_list_best_score_counts_hand_given_points(app, client, auth
 def test_homework_statistics_count_the_submission_the_gradebook_counts(app, make_sub) -> None:
     """Per-check statistics look at each student's counted submission: with the 'best' policy the
     one whose score with hand-given points is highest, as in the gradebook."""
-    from server.dashboard import actions, stats
+    from server.dashboard import stats
+    from server.scores import actions
     from server.models import Submission, User
 
     rep = with_manual_cell(upload_report(UNSURE))

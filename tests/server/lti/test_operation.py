@@ -14,7 +14,7 @@ from tests.server.lti.test_passback import _drain, _sent, lms_course  # noqa: F4
 
 
 def test_send_grades_now_queues_the_course_students_only(app, client, platform, lms_course) -> None:  # noqa: F811
-    from server.dashboard.gradebook import build_gradebook
+    from server.scores.gradebook import build_gradebook
 
     course_id, _, _ = lms_course
     platform.context = {"id": "ctx-2", "label": "OTHER", "title": "Another course"}  # a second LMS course

@@ -10,7 +10,7 @@ import requests
 from rq import Queue, SimpleWorker
 
 from coursework.assignments import all_assignments
-from server.dashboard import actions
+from server.scores import actions
 from server.extensions import db
 from server.grading.queue import redis_conn
 from server.homework.points import item_total

@@ -77,7 +77,7 @@ def test_a_roster_sync_demotes_and_removes_staff(app, client, platform, course) 
 
 
 def test_mentors_and_observers_get_no_course_row(app, client, platform, course) -> None:  # noqa: F811
-    from server.dashboard.gradebook import build_gradebook
+    from server.scores.gradebook import build_gradebook
     from server.lti import roster
 
     mentor = app.test_client()

@@ -43,7 +43,7 @@ def _scores(meta: str) -> list[str]:
 
 
 def _gradebook_cell(app, quiz_id: str, username: str = "alice"):
-    from server.dashboard.gradebook import build_gradebook
+    from server.scores.gradebook import build_gradebook
     from server.models import Course
 
     with app.app_context():
@@ -52,7 +52,7 @@ def _gradebook_cell(app, quiz_id: str, username: str = "alice"):
 
 
 def test_a_teachers_override_is_the_one_score_on_the_list_and_the_overview(app, client, auth) -> None:
-    from server.dashboard.actions import set_override
+    from server.scores.actions import set_override
     from server.models import Course, User
 
     auth.login()

@@ -131,7 +131,7 @@ def test_graded_mode_limits_attempts_and_counts_best(app, client, auth) -> None:
     assert resp.status_code == 302 and resp.headers["Location"].endswith("/quiz/ch7_3_graded/")
     assert "all attempts" in client.get("/quiz/ch7_3_graded/?lang=en").get_data(as_text=True)
     with app.app_context():
-        from server.dashboard.gradebook import build_gradebook
+        from server.scores.gradebook import build_gradebook
         from server.models import Course
 
         att = db.session.scalar(db.select(QuizAttempt))
@@ -333,7 +333,7 @@ def test_pages_show_option_text_units_and_progress(app, client, auth, graded_qui
 def test_the_students_quiz_pages_show_the_teachers_override_and_its_reason(app, client, auth) -> None:
     """The gradebook counts an override; the student's quiz list and overview say so, with the reason
     (the same counted score as the homework pages)."""
-    from server.dashboard.actions import set_override
+    from server.scores.actions import set_override
     from server.models import Course, User
 
     auth.login()

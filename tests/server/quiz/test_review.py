@@ -19,7 +19,7 @@ POS = 3  # ch7_3/selftest_4 in the self-test
 
 def _gradebook_quiz_cell(att, quiz_id: str) -> tuple[float, float]:
     """(score, max) of the student's gradebook cell for ``quiz_id`` (the quiz pages' one source)."""
-    from server.dashboard.gradebook import build_gradebook
+    from server.scores.gradebook import build_gradebook
 
     book = build_gradebook(db.session.get(Course, att.course_id), att.user_id)
     return book.rows[0].cells[f"quiz:{quiz_id}"].score, book.item(f"quiz:{quiz_id}").max_score
@@ -249,7 +249,7 @@ def test_review_requests_are_bounded_per_attempt(app, client, auth) -> None:
 
 def test_quiz_review_decisions_are_in_the_audit_log(app, client, auth, monkeypatch) -> None:
     """Annotation, manual-cell and integrity decisions were audited; quiz free-text ones were not."""
-    from server.dashboard.models import AuditEntry
+    from server.scores.models import AuditEntry
 
     graded_selftest(monkeypatch)  # practice never waits for a teacher: only graded answers reach the queue
 

@@ -29,7 +29,7 @@ def _answer(client, attempt_id: int, pos: int, text: str) -> dict:
 
 
 def _cell(app, username: str = "alice"):
-    from server.dashboard.gradebook import build_gradebook
+    from server.scores.gradebook import build_gradebook
 
     with app.app_context():
         book = build_gradebook(db.session.scalar(db.select(Course)))

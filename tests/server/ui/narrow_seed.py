@@ -31,7 +31,7 @@ def stopped_report() -> dict:
 def seed_narrow() -> dict:
     """Everything ``seed_pages`` stores and the cases above; returns their ids."""
     from coursework.quiz.bank import load_quiz
-    from server.dashboard.actions import regrade
+    from server.scores.actions import regrade
     from server.extensions import db
     from server.models import Course, Submission, User
     from server.quiz import attempts

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from server.dashboard.models import (AnnotationReviewRequest, AuditEntry, Extension, ManualCellScore, Regrade,
+from server.scores.models import (AnnotationReviewRequest, AuditEntry, Extension, ManualCellScore, Regrade,
                                      ScoreOverride)
-from server.dashboard.hand_scores import submission_scores
-from server import regrade_requests
-from server.lti import passback as lti_passback
+from server.scores.hand_scores import submission_scores
+from server.scores import regrade_requests
 from server.extensions import db
+from server.scores import events
 from server.grading import lifecycle
 from server.grading.queue import try_enqueue
 from server.models import FINISHED_STATUSES, CourseAssignment, Submission, SubmissionStatus, User, utcnow
@@ -211,7 +211,7 @@ def set_override(course_id: int, user_id: int, item: str, value: Any, reason: st
     row.score, row.reason, row.set_by, row.set_at = score, reason, actor_id, utcnow()
     _audit(course_id, user_id, item, old, score, reason, actor_id)
     db.session.commit()
-    lti_passback.notify(course_id, user_id, item)
+    events.changed(course_id, user_id, item)
     return row
 
 
@@ -228,7 +228,7 @@ def clear_override(course_id: int, user_id: int, item: str, reason: str, actor_i
     _audit(course_id, user_id, item, row.score, computed, reason, actor_id)
     db.session.delete(row)
     db.session.commit()
-    lti_passback.notify(course_id, user_id, item)
+    events.changed(course_id, user_id, item)
 
 
 def manual_cells(report: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -259,7 +259,7 @@ def set_cell_score(sub: Submission, cell_id: str, value: Any, comment: str, acto
     _audit(sub.course_id, sub.user_id, f"sub:{sub.id}/cell:{cell_id}", old, score,
            comment.strip() or "manual grading", actor_id)
     db.session.commit()
-    lti_passback.notify(sub.course_id, sub.user_id, f"hw:{sub.assignment_id}")
+    events.changed(sub.course_id, sub.user_id, f"hw:{sub.assignment_id}")
     return row
 
 
@@ -277,6 +277,7 @@ def set_extension(ca: CourseAssignment, user_id: int, deadline: datetime, reason
         db.session.add(row)
     row.deadline, row.reason, row.granted_by = deadline, reason.strip(), actor_id
     db.session.commit()
+    events.changed(ca.course_id, user_id, f"hw:{ca.assignment_id}")  # a later deadline can lift a late penalty
     return row
 
 
@@ -288,3 +289,4 @@ def update_settings(ca: CourseAssignment, *, deadline: datetime | None, attempt_
     ca.deadline, ca.attempt_limit = deadline, attempt_limit
     ca.late_penalty_per_day, ca.score_policy = late_penalty_per_day, score_policy
     db.session.commit()
+    events.changed(ca.course_id, item=f"hw:{ca.assignment_id}")  # every student's counted score may move

@@ -27,8 +27,11 @@ from enum import Enum
 from sqlalchemy import DateTime, ForeignKey, String, UniqueConstraint, func
 from sqlalchemy.orm import Mapped, mapped_column
 
+from coursework.quiz.bank import BankError, load_quiz
 from server.extensions import db
+from server.scores import events as score_events
 from server.models import CourseAssignment, utcnow
+from server.scores.models import Extension
 
 
 class ReleaseMode(str, Enum):
@@ -69,11 +72,8 @@ class ReleaseError(ValueError):
 
 
 def _quiz_closes(quiz_id: str) -> datetime | None:
-    from coursework.quiz.bank import BankError, load_quiz
-    from server.quiz.attempts import _parse_time
-
     try:
-        return _parse_time(load_quiz(quiz_id).closes_at)
+        return load_quiz(quiz_id).closes
     except BankError:
         return None
 
@@ -84,7 +84,6 @@ def last_deadline(course_id: int, item: str) -> datetime | None:
     kind, _, ref = item.partition(":")
     if kind == "quiz":
         return _quiz_closes(ref)
-    from server.dashboard.models import Extension  # the dashboard package imports homework pages
 
     ca = db.session.scalar(db.select(CourseAssignment).where(
         CourseAssignment.course_id == course_id, CourseAssignment.assignment_id == ref))
@@ -195,9 +194,7 @@ def publish(course_id: int, item: str, actor_id: int) -> None:
         row.published_at, row.published_by = utcnow(), actor_id
         _log(course_id, item, "publish", actor_id)
     db.session.commit()
-    from server.lti import passback  # released scores reach the LMS now (they were held back)
-
-    passback.notify(course_id, item=item)
+    score_events.changed(course_id, item=item)
 
 
 def withdraw(course_id: int, item: str, actor_id: int) -> None:

@@ -27,7 +27,7 @@ from typing import Any
 from sqlalchemy import and_, case, func, literal, or_, true, union_all
 
 from coursework.report import merge_manual_scores
-from server.dashboard.models import AnnotationReviewRequest, ManualCellScore, ProvisionalField
+from server.scores.models import AnnotationReviewRequest, ManualCellScore, ProvisionalField
 from server.extensions import db
 from server.models import Course, Submission
 
@@ -143,7 +143,7 @@ def merged_report(submission_id: int, report: dict[str, Any]) -> dict[str, Any]:
     the total comes from ``submission_scores``. A cell the report no longer has (it was regraded)
     leaves the report as graded, logged."""
     rows = list(db.session.scalars(db.select(ManualCellScore).where(ManualCellScore.submission_id == submission_id)))
-    # a regrade request's answer ("regrade.<check>", server.regrade_requests) is a difference of
+    # a regrade request's answer ("regrade.<check>", server.scores.regrade_requests) is a difference of
     # points, not a manual cell: its check carries the points it counts (``with_regrade_answers``)
     report = with_regrade_answers(report, {r.cell_id.removeprefix("regrade."): r.score for r in rows
                                            if r.cell_id.startswith("regrade.")})

@@ -2,7 +2,7 @@
 of aggregate queries, whatever the class size.
 
 A homework cell is the best or last graded submission (per the item's policy) with what its
-hand-given scores add (``server.dashboard.hand_scores``, the one definition), with the late
+hand-given scores add (``server.scores.hand_scores``, the one definition), with the late
 penalty applied to submissions after the student's deadline (the course deadline or their
 extension); a quiz cell is the best or last finished attempt. An
 instructor's override replaces the computed score (and carries its reason to the student).
@@ -27,13 +27,14 @@ from sqlalchemy import DateTime, and_, case, func, literal, or_
 from coursework.assignments import load as load_assignment
 from coursework.exceptions import AssignmentNotFound
 from coursework.quiz.bank import BankError, all_quiz_ids, load_quiz
-from server.dashboard.hand_scores import added_points_table, counted_score, unconfirmed_points, waiting_annotations
-from server.dashboard.models import Extension, ScoreOverride
+from server.scores.hand_scores import added_points_table, counted_score, unconfirmed_points, waiting_annotations
+from server.scores.models import Extension, ScoreOverride
 from server.extensions import db
 from server.homework.points import item_total, natural_key
 from server.models import (PENDING_STATUSES, Course, CourseAssignment, Membership, Role, Submission, SubmissionStatus,
                            User)
 from server.quiz.models import AttemptStatus, QuizAttempt
+from server.scores.models import Regrade
 
 
 @dataclass
@@ -307,8 +308,6 @@ def _mark_under_review(course_id: int, items: dict[str, Item], cells, user_id: i
 def _keep_while_regrading(course_id: int, items: dict[str, Item], cells, user_id: int | None) -> None:
     """Submissions back in the queue for a regrade still count with their previous score until the
     new one is stored (one query; only the students concerned are recomputed)."""
-    from server.dashboard.models import Regrade  # the dashboard's own table
-
     latest = (db.select(func.max(Regrade.id)).where(Regrade.course_id == course_id)
               .group_by(Regrade.submission_id))
     q = (db.select(Submission.id, Submission.user_id, Submission.assignment_id, Submission.created_at,

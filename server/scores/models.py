@@ -64,7 +64,7 @@ class ManualCellScore(db.Model):
 class ProvisionalField(db.Model):
     """A homework-2 annotation whose reading waits for a teacher, per (submission, check id): the
     reading's suggested points (``provisional``) on the scale of the check that holds it. Derived from
-    the stored report (``server.dashboard.provisional_fields.sync``); a ``ManualCellScore`` with the same
+    the stored report (``server.scores.provisional_fields.sync``); a ``ManualCellScore`` with the same
     check id is the teacher's decision, after which the row no longer counts as unconfirmed."""
 
     submission_id: Mapped[int] = mapped_column(ForeignKey("submission.id"), primary_key=True)

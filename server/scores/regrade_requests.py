@@ -9,7 +9,7 @@ answers in one of two ways:
   score is kept beside the new one, exactly as any regrade);
 * **score**: the check gets new points with a reply. It is stored as a ``ManualCellScore`` of
   cell ``regrade.<check id>`` holding the *difference* from the check's automatic points, so the
-  one definition of a submission's counted score (``server.dashboard.hand_scores``: stored score
+  one definition of a submission's counted score (``server.scores.hand_scores``: stored score
   plus hand-given points) counts it on every page, in the gradebook and in the exports, and it
   goes into the audit log like every manual change. A later regrade of the submission clears
   it (``actions.regrade``), because it answered the old reading of the check.
@@ -27,9 +27,11 @@ from sqlalchemy import DateTime, Float, ForeignKey, String, Text, UniqueConstrai
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, mapped_column
 
-from server import release
+from server.scores import release
 from server.extensions import db
+from server.scores import events
 from server.models import Submission, SubmissionStatus, User, utcnow
+from server.scores.models import AuditEntry, ManualCellScore
 
 MAX_REASON = 1000
 CELL_PREFIX = "regrade."  # ManualCellScore.cell_id of a changed check: "regrade.<check id>"
@@ -155,8 +157,6 @@ def _open_or_error(course_id: int, request_id: int) -> RegradeRequest:
 
 def answer_with_score(course_id: int, request_id: int, points: Any, reply: Any, actor_id: int) -> RegradeRequest:
     """New points for the check with a reply (audited); counted as a hand-given score."""
-    from server.dashboard.models import AuditEntry, ManualCellScore  # the dashboard package imports homework views
-
     row = _open_or_error(course_id, request_id)
     try:
         new = round(float(points), 4)
@@ -175,29 +175,26 @@ def answer_with_score(course_id: int, request_id: int, points: Any, reply: Any, 
     row.state, row.new_points, row.reply = RequestState.ANSWERED.value, new, reply
     row.decided_by, row.decided_at = actor_id, utcnow()
     db.session.commit()
-    from server.lti import passback  # the LTI package imports the dashboard's gradebook
 
     sub = db.session.get(Submission, row.submission_id)
-    passback.notify(course_id, row.user_id, f"hw:{sub.assignment_id}")
+    events.changed(course_id, row.user_id, f"hw:{sub.assignment_id}")
     return row
 
 
 def answer_with_rerun(course_id: int, request_id: int, reply: Any, actor_id: int) -> str:
     """Grade the submission again through the normal queue; returns the regrade batch id."""
-    from server.dashboard import actions  # the dashboard package imports homework views
-
     row = _open_or_error(course_id, request_id)
     sub = db.session.get(Submission, row.submission_id)
     row.state, row.reply = RequestState.RERUN.value, (reply.strip() if isinstance(reply, str) else "")[:MAX_REASON]
     row.decided_by, row.decided_at = actor_id, utcnow()
+    from server.scores import actions  # actions imports this module (a regrade clears its decisions)
+
     return actions.regrade([sub], actor_id)  # commits
 
 
 def clear_decisions(sub: Submission, actor_id: int) -> None:
     """A regrade replaces the reading a changed check answered: drop its points (audited) so they
     are not added to a new score they were never meant for. The caller commits."""
-    from server.dashboard.models import AuditEntry, ManualCellScore
-
     for cell in db.session.scalars(db.select(ManualCellScore).where(
             ManualCellScore.submission_id == sub.id, ManualCellScore.cell_id.like(CELL_PREFIX + "%"))):
         db.session.add(AuditEntry(course_id=sub.course_id, user_id=sub.user_id, target=f"sub:{sub.id}/{cell.cell_id}",

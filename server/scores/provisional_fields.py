@@ -4,7 +4,7 @@ A field whose reading has not earned the teachers' trust (or that the reading is
 nothing until a teacher decides it; its report check keeps the reading's suggestion
 (``evidence.provisional_points``; on the notebook route, part C's ``evidence.provisional``).
 ``ProvisionalField`` holds those suggestions as rows, so that one SQL expression
-(``server.dashboard.hand_scores``) can count them where the course counts unconfirmed verdicts and
+(``server.scores.hand_scores``) can count them where the course counts unconfirmed verdicts and
 mark them everywhere else, without reading report JSON. A teacher's decision is a
 ``ManualCellScore`` with the same check id: from then on the row is settled, not unconfirmed.
 
@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import delete, event, inspect, insert
 from sqlalchemy.orm import Session
 
-from server.dashboard.models import ProvisionalField
+from server.scores.models import ProvisionalField
 from server.extensions import db
 from server.models import Submission
 
