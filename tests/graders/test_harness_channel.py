@@ -21,8 +21,18 @@ from graders.torchrun import HARNESS_DIR, ChannelServer, validate
 
 FIND_OBSERVER = """
 import os, time, types, torch
-cells = getattr(torch.autograd.backward, "__clo" + "sure__") or ()
-obs = next(getattr(c, "cell_" + "contents") for c in cells if hasattr(getattr(c, "cell_" + "contents"), "stream"))
+def _reach(fn, seen):  # through closure cells, and the functions held in them, to the object with a stream
+    for c in getattr(fn, "__clo" + "sure__", None) or ():
+        v = getattr(c, "cell_" + "contents")
+        if hasattr(v, "stream"):
+            return v
+        if callable(v) and id(v) not in seen:
+            seen.add(id(v))
+            found = _reach(v, seen)
+            if found is not None:
+                return found
+obs = _reach(torch.autograd.backward, set())
+assert obs is not None, "observer not reached"
 FAKE = {"type": "save", "path": "forged-%s.pt", "step": 0}
 """
 
