@@ -57,33 +57,6 @@ class RedisServer:
         self.start()
 
 
-def _sample_tests(items: list[pytest.Item]) -> list[pytest.Item]:
-    """The collected tests of ``tests/graders/test_samples.py`` that grade one sample each."""
-    return [item for item in items if getattr(item, "originalname", "") == "test_sample"
-            and item.path.name == "test_samples.py"]
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The sample tests run last: their gradings run from the session's start beside the other tests
-    (``sample_gradings``), and a trapped sample, which must be alone on the host, runs after all of them."""
-    samples = _sample_tests(items)
-    if samples:
-        chosen = set(samples)
-        items[:] = [item for item in items if item not in chosen] + samples
-
-
-@pytest.fixture(scope="session", autouse=True)
-def sample_gradings(request, tmp_path_factory):
-    """Every selected sample submission's grading, started before the first test (see ``test_samples.py``):
-    a sample is a few CPU-bound processes, and the rest of the suite leaves a core idle much of the time."""
-    samples = _sample_tests(request.session.items)
-    if not samples:
-        yield None
-        return
-    with samples[0].module.session_gradings(samples, tmp_path_factory) as gradings:
-        yield gradings
-
-
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory) -> Iterator[RedisServer]:
     server = RedisServer(tmp_path_factory.mktemp("redis"))

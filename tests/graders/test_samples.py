@@ -15,11 +15,8 @@ elsewhere the rest of expected.json applies.
 Samples are graded in fast mode, ``DISTGRADE_SAMPLE_JOBS`` (default 2) at a time: a verdict must not
 depend on what else runs on the host (each job has its own uid, and speed is judged on the time a
 rank was not waiting for a CPU), and most of a hostile sample's time is a limit running out. The
-CPU-bound gradings start with the session (``tests/conftest.py``), in the environment the session started
-with, one job fewer while the other tests run, so they use the core the rest of the suite leaves idle (its
-browsers, services and sleeps); the sample tests run last and each waits for its own (``Gradings``). A
-sample with ``traps`` inspects the whole host, so it runs alone, and only once the sample tests are
-reached: no other test of the session runs beside it.
+gradings start when the first sample test runs; each test waits for its own. A sample with
+``traps`` inspects the whole host, so it runs alone; those start first, the rest in test order.
 """
 from __future__ import annotations
 
@@ -181,11 +178,10 @@ def _waits(folder: Path) -> bool:
     return bool(json.loads((folder / "expected.json").read_text(encoding="utf-8")).get("waits"))
 
 
-def grade(folder: Path, var_dir: Path, share: HostShare, environ: dict[str, str]) -> subprocess.CompletedProcess:
-    """The sample through the real CLI, inside its host traps, in ``environ`` (the session's environment
-    as it started: a test running meanwhile may change ``os.environ`` with monkeypatch)."""
+def grade(folder: Path, var_dir: Path, share: HostShare) -> subprocess.CompletedProcess:
+    """The sample through the real CLI, inside its host traps."""
     expected = json.loads((folder / "expected.json").read_text(encoding="utf-8"))
-    env = {**environ, "DISTGRADE_FAST": "1", "DISTGRADE_LIMITS": json.dumps(expected.get("limits", {})),
+    env = {**os.environ, "DISTGRADE_FAST": "1", "DISTGRADE_LIMITS": json.dumps(expected.get("limits", {})),
            "DISTGRADE_VAR_DIR": str(var_dir), PINNED_SEED_ENV: SAMPLE_SEED}
     env.pop("DISTGRADE_PROGRESS_FILE", None)
     env.pop(TRUSTED_ENV, None)  # homework 2 as shipped: no field's reading has earned trust yet ...
@@ -200,81 +196,32 @@ def grade(folder: Path, var_dir: Path, share: HostShare, environ: dict[str, str]
                               text=True, timeout=600)
 
 
-class Gradings:
-    """Every selected sample's grading on ``DISTGRADE_SAMPLE_JOBS`` threads, and a lane for those that wait.
-
-    ``start`` (at the start of the session) submits the CPU-bound samples that do not look at the whole
-    host. Until ``rest_done`` (the sample tests are reached, every other test of the session over) one job
-    of ``DISTGRADE_SAMPLE_JOBS`` is left to the rest of the suite: a sample's processes then compete with
-    no more than they did when the samples ran alone, ``DISTGRADE_SAMPLE_JOBS`` at a time. ``rest_done``
-    gives that job back and submits the samples that wait (a hang, a sleep: their 1-process run must still
-    finish within a short limit) and the trapped ones, each alone on the host (``HostShare``).
-    """
-
-    def __init__(self, chosen: list[Path], tmp_path_factory: pytest.TempPathFactory) -> None:
-        self.environ = dict(os.environ)  # before any test changes it (monkeypatch) while gradings run
-        self.chosen = chosen
-        self.vars = {folder: tmp_path_factory.mktemp("var") for folder in chosen}  # made here: not thread-safe
-        self.share = HostShare()
-        jobs = max(1, int(self.environ.get("DISTGRADE_SAMPLE_JOBS", "2")))
-        self.pool = ThreadPoolExecutor(max_workers=jobs)
-        self.slots = threading.BoundedSemaphore(jobs)
-        self.slots.acquire()  # the rest of the suite's, until rest_done
-        self.rest_running = True
-        # A sample that mostly waits for a limit with its processes asleep (a hang, a sleep) gets a lane of its
-        # own beside the CPU-bound ones: it held a whole job slot idle.
-        self.lane = ThreadPoolExecutor(max_workers=1)
-        self.futures: dict[Path, Future] = {}
-
-    def _in_slot(self, folder: Path) -> subprocess.CompletedProcess:
-        with self.slots:
-            return grade(folder, self.vars[folder], self.share, self.environ)
-
-    def start(self) -> None:
-        """Submit the CPU-bound samples without host traps, in test order."""
-        for folder in self.chosen:
-            if not _trapped(folder) and not _waits(folder):
-                self.futures[folder] = self.pool.submit(self._in_slot, folder)
-
-    def rest_done(self) -> None:
-        """Every other test is over: all jobs to the samples, and the waiting and the trapped ones submitted."""
-        if self.rest_running:
-            self.rest_running = False
-            self.slots.release()
-        for folder in self.chosen:
-            if folder not in self.futures and _waits(folder) and not _trapped(folder):
-                self.futures[folder] = self.lane.submit(grade, folder, self.vars[folder], self.share, self.environ)
-        for folder in self.chosen:
-            if folder not in self.futures:
-                self.futures[folder] = self.pool.submit(self._in_slot, folder)
-
-    def close(self) -> None:
-        for future in self.futures.values():
-            future.cancel()
-        if self.rest_running:  # the session ended before the sample tests: let the queued ones see the cancel
-            self.rest_running = False
-            self.slots.release()
-        self.pool.shutdown(wait=True)
-        self.lane.shutdown(wait=True)
-
-
-@contextlib.contextmanager
-def session_gradings(items: list[pytest.Item], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gradings]:
-    """The gradings of the selected sample tests ``items``, started now (by ``tests/conftest.py``)."""
-    gradings = Gradings([item.callspec.params["folder"] for item in items], tmp_path_factory)
-    gradings.start()
-    try:
-        yield gradings
-    finally:
-        gradings.close()
-
-
 @pytest.fixture(scope="module")
-def gradings(sample_gradings: Gradings | None) -> dict[Path, Future]:
-    """Every selected sample's grading: started with the session, all jobs to them from now on."""
-    assert sample_gradings is not None, "tests/conftest.py starts the sample gradings"
-    sample_gradings.rest_done()
-    return sample_gradings.futures
+def gradings(request, tmp_path_factory) -> Iterator[dict[Path, Future]]:
+    """Every selected sample's grading, started at once on ``DISTGRADE_SAMPLE_JOBS`` threads."""
+    chosen = [item.callspec.params["folder"] for item in request.session.items
+              if getattr(item, "originalname", "") == "test_sample"]
+    share = HostShare()
+    # Trapped samples run alone. Started first, back to back, none of them waits with a core idle for an
+    # ordinary grading to drain, as each one did when it came up in the middle of the list.
+    chosen.sort(key=lambda folder: not _trapped(folder))  # stable: otherwise in test order
+    # A sample that mostly waits for a limit with its processes asleep (a hang, a sleep) gets a lane of its
+    # own beside the CPU-bound ones, once the trapped samples are done: it held a whole job slot idle.
+    waiting = [f for f in chosen if _waits(f) and not _trapped(f)]
+    busy = [f for f in chosen if f not in waiting]
+    with ThreadPoolExecutor(max_workers=max(1, int(os.environ.get("DISTGRADE_SAMPLE_JOBS", "2")))) as pool, \
+            ThreadPoolExecutor(max_workers=1) as lane:
+        futures = {folder: pool.submit(grade, folder, tmp_path_factory.mktemp("var"), share) for folder in busy}
+        trapped = [futures[f] for f in busy if _trapped(f)]
+
+        def after_trapped(folder: Path, var: Path) -> subprocess.CompletedProcess:
+            for future in trapped:
+                future.exception()  # waits; its own test reports what went wrong
+            return grade(folder, var, share)
+        futures.update({folder: lane.submit(after_trapped, folder, tmp_path_factory.mktemp("var")) for folder in waiting})
+        yield futures
+        for future in futures.values():
+            future.cancel()
 
 
 def test_host_share_runs_trapped_samples_alone() -> None:
