@@ -191,7 +191,6 @@ class Observer:
         self.unread = 0  # training samples whose mark could not be read
         self.last_input: tuple | None = None  # (weak reference, version) of the last tensor read
         self.pending: list[int] = []  # marks read at the last training forward, until its backward
-        self.pending_root = None  # weak reference to the module that took the first batch of ``pending``
         self.trained = trained.Trained()  # the modules that took the training batches (graders.checks.sync)
         self.hand_digest: bytes | None = None  # the trained parameters' digest at the last backward, no optimizer yet
         self.step_depth = 0  # optimizer steps begun and not yet returned
@@ -569,8 +568,6 @@ class Observer:
                     return None
                 if obs.open_row is not None and id(module) in obs.trained.counts:
                     obs._settle_step()  # the trained module's next forward: the last step's span ended
-                if trained.is_batch(x) and next(module.parameters(), None) is None:
-                    return None  # a module without parameters (nn.Identity, a normalising step) learns nothing
                 obs.trained.pre(module, x)  # which module learns, whatever its flag says (a backward decides)
                 if reader is None:  # module.training is not asked: a forward a backward follows is training
                     return None
@@ -583,15 +580,8 @@ class Observer:
                 got = reader.read(x)
             except Exception:  # an odd tensor (meta, sharded): nothing read, the student's forward goes on
                 return None
-            if got is not None:  # counted once a backward follows: a forward without one trained nothing
-                root = obs.pending_root() if obs.pending_root is not None else None
-                inside = root is not None and (root is module or id(module) in obs.trained._subtree(root))
-                if obs.pending and root is not None and not inside:
-                    obs.pending = (obs.pending + got)[:MAX_SEEN]  # another consumer's batch: every one counts
-                else:  # a batch read again inside the model (after a normalising layer) replaces itself
-                    if not (obs.pending and inside):
-                        obs.pending_root = weakref.ref(module)
-                    obs.pending = got
+            if got is not None:  # counted once a backward follows: a forward without one trained nothing, and
+                obs.pending = got  # a batch read again inside the model (a normalising module) replaces itself
             return None
         register = torch.nn.modules.module.register_module_forward_pre_hook
         handle, compile_ = register(pre), torch.compile
