@@ -74,12 +74,6 @@ class Reader:
         code = self.table[self.bits[top].sum(1)]
         return torch.where(clear & (keep.sum(1) >= MIN_LINES), code, torch.full_like(code, -1))
 
-    def _agreed(self, whole, inner):
-        """Per image: the reading of an axis on all its lines and on its inner lines, -1 where they differ."""
-        torch = self.torch
-        one = torch.where(whole >= 0, whole, inner)
-        return torch.where((whole >= 0) & (inner >= 0) & (whole != inner), torch.full_like(one, -1), one)
-
     def read(self, x) -> list[int] | None:
         """The sample number of each image of ``x`` (-1 where unreadable), or None when ``x`` is not a
         batch of 3-channel SIZE x SIZE images (or of such images flattened)."""
@@ -97,12 +91,11 @@ class Reader:
             row_profile = (x @ cw[:, None, :, None]).squeeze(3) / cw.sum(1).clamp_min(1)[:, None, None]
             col_profile = (rw[:, None, None, :] @ x).squeeze(2) / rw.sum(1).clamp_min(1)[:, None, None]
             r, c = self._axis(row_profile, rows), self._axis(col_profile, cols)
-            # a crop padded with the image's own lines (reflect, replicate) has no constant lines to drop, and
-            # those lines can turn a read into a wrong one: each axis is read again on the lines every crop of
-            # up to CROP_PAD keeps; one reading stands alone, two that differ leave the image unread
+            # a crop padded with the image's own lines (reflect, replicate) has no constant lines to drop:
+            # where an axis did not read, read it again on the lines every crop of up to CROP_PAD keeps
             inner = torch.zeros(SIZE, dtype=torch.bool)
             inner[CROP_PAD:SIZE - CROP_PAD] = True
-            r = self._agreed(r, self._axis(row_profile, rows & inner))
-            c = self._agreed(c, self._axis(col_profile, cols & inner))
+            r = torch.where(r >= 0, r, self._axis(row_profile, rows & inner))
+            c = torch.where(c >= 0, c, self._axis(col_profile, cols & inner))
             ids = torch.where((r >= 0) & (c >= 0), r * len(COMBOS) + c, torch.full_like(r, -1))
             return ids.tolist()
