@@ -28,7 +28,6 @@ CAPACITY = len(COMBOS) ** 2  # distinct marks
 AMPLITUDE = 12.0  # each wave's amplitude, in 0..255 pixel units
 MIN_GAP = 2.0  # weakest chosen frequency / strongest other, on each axis, for a read to count
 MIN_LINES = 20  # rows (columns) left after a crop's padding for a read
-CROP_PAD = 4  # the padding of the standard CIFAR crop (RandomCrop(32, padding=4)): lines beyond it are the image's
 _INDEX = {c: i for i, c in enumerate(COMBOS)}
 
 
@@ -91,11 +90,5 @@ class Reader:
             row_profile = (x @ cw[:, None, :, None]).squeeze(3) / cw.sum(1).clamp_min(1)[:, None, None]
             col_profile = (rw[:, None, None, :] @ x).squeeze(2) / rw.sum(1).clamp_min(1)[:, None, None]
             r, c = self._axis(row_profile, rows), self._axis(col_profile, cols)
-            # a crop padded with the image's own lines (reflect, replicate) has no constant lines to drop:
-            # where an axis did not read, read it again on the lines every crop of up to CROP_PAD keeps
-            inner = torch.zeros(SIZE, dtype=torch.bool)
-            inner[CROP_PAD:SIZE - CROP_PAD] = True
-            r = torch.where(r >= 0, r, self._axis(row_profile, rows & inner))
-            c = torch.where(c >= 0, c, self._axis(col_profile, cols & inner))
             ids = torch.where((r >= 0) & (c >= 0), r * len(COMBOS) + c, torch.full_like(r, -1))
             return ids.tolist()
