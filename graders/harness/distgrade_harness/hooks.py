@@ -588,7 +588,13 @@ class Observer:
     def _hook_backward(self) -> None:
         obs, backward, grad = self, torch.autograd.backward, torch.autograd.grad
 
-        def on_backward(tensors) -> None:
+        def hooked_grad(*args, **kwargs):  # gradients taken without backward() still train the module fed
+            obs.trained.backward()
+            obs.backward_in_step = obs.backward_in_step or obs.step_depth > 0
+            return grad(*args, **kwargs)
+        torch.autograd.grad = hooked_grad
+
+        def hooked(tensors, *args, **kwargs):
             obs.trained.backward()  # first: the first backward already names the module a step by hand changes
             obs.backward_in_step = obs.backward_in_step or obs.step_depth > 0
             obs._hand_step()
@@ -598,16 +604,6 @@ class Observer:
             if isinstance(tensors, torch.Tensor) and tensors.numel() == 1:
                 loss = tensors.detach()
                 obs.last_loss = loss if loss.is_cuda else float(loss)  # no sync per step on GPU
-
-        def hooked_grad(outputs, *args, **kwargs):
-            # Gradients taken without backward() (torch.autograd.grad, then p.grad = g by hand) train the module
-            # fed just as much: the same bookkeeping, the marks read at its forward included.
-            on_backward(outputs)
-            return grad(outputs, *args, **kwargs)
-        torch.autograd.grad = hooked_grad
-
-        def hooked(tensors, *args, **kwargs):
-            on_backward(tensors)
             return backward(tensors, *args, **kwargs)
         torch.autograd.backward = hooked
 
