@@ -49,6 +49,22 @@ class GradingWorker(Worker):
             os._exit(1)  # the worker died between the fork and the line above
         super().main_work_horse(job, queue)
 
+    def unsubscribe(self) -> None:
+        """RQ's teardown, with a bounded wait for the pub/sub thread. When Redis goes down with the
+        worker (the supervisor killed: every child gets SIGTERM at once), the pub/sub connection can
+        drop before the worker's own last commands; the thread then waits up to 60 s for a
+        subscription that never comes back, and redis-py's ``stop()`` joined it without a bound, so
+        the worker outlived the service. The thread is a daemon: not waiting for it loses nothing."""
+        if not self.pubsub_thread:
+            return
+        self.log.info("Worker %s: unsubscribing from channel %s", self.name, self.pubsub_channel_name)
+        try:
+            self.pubsub.unsubscribe()
+        except redis.exceptions.RedisError:
+            pass  # Redis is gone: there is nothing left to unsubscribe from
+        self.pubsub_thread.stop(timeout=1)
+        self.pubsub.close()
+
 
 def warm_up_job_start() -> None:
     """Do once in this process what every work horse would otherwise do first, after its fork.

@@ -193,3 +193,25 @@ def test_a_worker_killed_mid_job_takes_its_work_horse_and_grader_with_it(tmp_pat
         assert wait_gone(below, timeout=10) == [], below
     finally:
         probe.stop()
+
+
+def test_a_worker_whose_pubsub_lost_its_subscription_still_stops_at_once(redis_server):
+    """Seen in CI: the supervisor SIGKILLed, Redis and the worker both got SIGTERM, the worker's
+    pub/sub connection dropped first, and the worker outlived everything. RQ's teardown stops the
+    pub/sub thread with redis-py's unbounded join while that thread waits up to 60 s for a
+    subscription that will never come back. The same state here, reached with a live Redis."""
+    import redis
+    from rq import Queue
+
+    from server.grading.worker import GradingWorker
+
+    redis_server_flush(redis_server)
+    conn = redis.Redis.from_url(redis_server.url)
+    worker = GradingWorker([Queue("teardown-probe", connection=conn)], connection=conn)
+    worker.subscribe()
+    worker.pubsub.unsubscribe()  # what a dropped connection leaves: the thread waits for a subscription
+    wait_until(lambda: not worker.pubsub.subscribed or None, 10, "the subscription gone")
+    time.sleep(0.5)  # the thread is back in get_message, waiting on the subscription
+    started = time.monotonic()
+    worker.unsubscribe()
+    assert time.monotonic() - started < 5
