@@ -64,7 +64,7 @@ print(json.dumps({"steps": obs.step_count, "hand": [r[7] for r in obs.steps], "n
 def _observe(tmp_path, case: str) -> dict:
     script = tmp_path / "trained.py"
     script.write_text(SCRIPT)
-    out = subprocess.run([sys.executable, str(script), str(HARNESS_DIR), case], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, str(script), str(HARNESS_DIR), case], capture_output=True, text=True, cwd=tmp_path,
                          timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
