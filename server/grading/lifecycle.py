@@ -22,6 +22,7 @@ Moves commit, except ``replace`` and ``reset_for_regrade`` (a step of the caller
 """
 from __future__ import annotations
 
+import os
 import uuid
 from datetime import datetime, timedelta
 from typing import Any, Iterable
@@ -35,6 +36,9 @@ from server.scores import provisional_fields
 
 QUEUED, RUNNING = SubmissionStatus.QUEUED.value, SubmissionStatus.RUNNING.value
 GRADED, ERROR = SubmissionStatus.GRADED.value, SubmissionStatus.ERROR.value
+
+# How often each worker's reconciler passes (server.grading.reconcile); the status page's "retried in about N s".
+RECONCILE_EVERY_S = float(os.environ.get("RECONCILE_EVERY_S", "5"))
 
 # The columns each move of a grading run may write (a test holds every move to its list).
 CLAIM_WRITES = ("status", "run_token", "started_at", "lease_until", "grading_runs", "progress_json")
@@ -86,8 +90,6 @@ def host_lost(sub: Any, now: datetime | None = None) -> int | None:
     """
     if sub.status != RUNNING or sub.lease_until is None:
         return None
-    from server.grading.reconcile import RECONCILE_EVERY_S  # reconcile imports the queue, which imports this
-
     now = now or utcnow()
     lease_s = current_app.config["LEASE_S"]
     silent_s = (now - (sub.lease_until - timedelta(seconds=lease_s))).total_seconds()

@@ -8,14 +8,12 @@ compare-and-set, so two reconcilers never enqueue one submission twice.
 """
 from __future__ import annotations
 
-import os
-
 from server.extensions import db
 from server.grading import lifecycle
 from server.grading.queue import dispatch, enqueue
 from server.models import Submission, SubmissionStatus
 
-RECONCILE_EVERY_S = float(os.environ.get("RECONCILE_EVERY_S", "5"))  # each worker's pass; the status page's "retried in about N s"
+RECONCILE_EVERY_S = lifecycle.RECONCILE_EVERY_S  # each worker's pass (the lease arithmetic lives in lifecycle)
 
 
 def reconcile() -> list[int]:
