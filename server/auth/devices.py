@@ -8,12 +8,13 @@ answer "unknown" and the counters are skipped.
 """
 from __future__ import annotations
 
-import hashlib
 import secrets
 from typing import Any
 
 from flask import current_app, request
 from itsdangerous import BadSignature, URLSafeSerializer
+
+from server.auth import counters
 
 COOKIE = "dg_device"
 COOKIE_DAYS = 180
@@ -52,28 +53,10 @@ def remember(response: Any, account: str) -> None:
                         secure=bool(current_app.config.get("SESSION_COOKIE_SECURE")))
 
 
-def key(kind: str, *parts: str) -> str:
-    """A storage key of this module's and the sign-in back-off's (``throttle``): prefixed, hashed."""
-    return _key(kind, *parts)
-
-
-def _key(kind: str, *parts: str) -> str:
-    from server.auth.throttle import KEY_PREFIX
-
-    digest = hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
-    return f"{KEY_PREFIX}:{kind}:{digest}"
-
-
-def _storage():
-    from server.auth.throttle import storage as counters  # the limiter's storage, or memory while Redis is away
-
-    return counters()
-
-
 def known_address(account: str, address: str) -> bool:
     """``account`` signed in successfully from ``address`` within ``KNOWN_DAYS``."""
     try:
-        return bool(_storage().get(_key("known", account, address)))
+        return bool(counters.storage().get(counters.key("known", account, address)))
     except Exception:  # storage down: unknown, the stricter limits apply
         return False
 
@@ -82,12 +65,12 @@ def signed_in(account: str, address: str) -> int:
     """Record a successful sign-in; returns the wrong passwords tried since the last one (and
     clears that count)."""
     try:
-        storage = _storage()
-        storage.incr(_key("known", account, address), KNOWN_DAYS * 86400)
-        key = _key("failed", account)
-        failed = int(storage.get(key) or 0)
+        storage = counters.storage()
+        storage.incr(counters.key("known", account, address), KNOWN_DAYS * 86400)
+        failed_key = counters.key("failed", account)
+        failed = int(storage.get(failed_key) or 0)
         if failed:
-            storage.clear(key)
+            storage.clear(failed_key)
         return failed
     except Exception:  # storage down: nothing to tell
         return 0
@@ -96,6 +79,6 @@ def signed_in(account: str, address: str) -> int:
 def failed(account: str) -> None:
     """Count a wrong password for ``account``, to tell its owner at their next sign-in."""
     try:
-        _storage().incr(_key("failed", account), KNOWN_DAYS * 86400)
+        counters.storage().incr(counters.key("failed", account), KNOWN_DAYS * 86400)
     except Exception:
         pass  # storage down: the owner is not told of this one; the sign-in itself is unaffected

@@ -32,21 +32,20 @@ from __future__ import annotations
 import functools
 import math
 import time
-from typing import Any
 
 from flask import Flask, current_app, flash, g, make_response, render_template, request
 from flask_babel import gettext as _
 from flask_limiter import Limiter, RequestLimit
 from flask_limiter.util import get_remote_address
 from limits import parse
-from limits.storage import MemoryStorage
 
 from server.auth import devices
-from server.redis_skip import skipping, skipping_pool
+from server.auth.counters import KEY_PREFIX, key, storage
+from server.auth.forms import LoginForm, PasswordForm
+from server.redis_skip import skipping_pool
 
 LOGIN_ENDPOINT = "auth.login"
 PASSWORD_ENDPOINT = "auth.password"  # a wrong current password counts like a failed sign-in
-KEY_PREFIX = "distgrade-login"
 
 
 def storage_uri(redis_url: str) -> str:
@@ -108,9 +107,9 @@ def _over(storage) -> bool:
     the owner never used) over the account limit: then it waits for the account's turn."""
     cfg = current_app.config
     pair, account = parse(cfg["LOGIN_LIMIT"]), parse(cfg["LOGIN_LIMIT_ACCOUNT"])
-    if int(storage.get(devices.key("pair", pair_key())) or 0) >= pair.amount:
+    if int(storage.get(key("pair", pair_key())) or 0) >= pair.amount:
         return True
-    return not _owner_like() and int(storage.get(devices.key("account", account_key())) or 0) >= account.amount
+    return not _owner_like() and int(storage.get(key("account", account_key())) or 0) >= account.amount
 
 
 def gate():
@@ -131,7 +130,7 @@ def _gate(storage):
     """``gate`` on one storage."""
     if not _over(storage):
         return None
-    turn = devices.key("turn", account_key())
+    turn = key("turn", account_key())
     # the turn is taken by the request whose increment makes it 1; the others wait
     if int(storage.get(turn) or 0) == 0 and storage.incr(turn, 1) == 1:
         g._took_turn = True
@@ -145,7 +144,7 @@ def count_failure() -> None:
     close the account's turn for the next back-off."""
     if _known_device():
         return
-    for _ in range(2):  # a Redis that fails just now: once more, in memory (the process skips Redis)
+    for _attempt in range(2):  # a Redis that fails just now: once more, in memory (the process skips Redis)
         try:
             return _count_failure(storage())
         except Exception:
@@ -156,12 +155,12 @@ def _count_failure(storage) -> None:
     """``count_failure`` on one storage."""
     cfg = current_app.config
     over = _over(storage) or g.get("_took_turn")
-    storage.incr(devices.key("pair", pair_key()), parse(cfg["LOGIN_LIMIT"]).get_expiry())
-    storage.incr(devices.key("account", account_key()), parse(cfg["LOGIN_LIMIT_ACCOUNT"]).get_expiry())
+    storage.incr(key("pair", pair_key()), parse(cfg["LOGIN_LIMIT"]).get_expiry())
+    storage.incr(key("account", account_key()), parse(cfg["LOGIN_LIMIT_ACCOUNT"]).get_expiry())
     if over or _over(storage):
         cap = float(cfg.get("LOGIN_BACKOFF_MAX", 60))
-        level = storage.incr(devices.key("level", account_key()), parse(cfg["LOGIN_LIMIT_ACCOUNT"]).get_expiry())
-        turn = devices.key("turn", account_key())
+        level = storage.incr(key("level", account_key()), parse(cfg["LOGIN_LIMIT_ACCOUNT"]).get_expiry())
+        turn = key("turn", account_key())
         storage.clear(turn)
         storage.incr(turn, backoff_s(level, cap))
 
@@ -171,26 +170,13 @@ def signed_in_ok() -> None:
     try:
         counters = storage()
         for kind in ("level", "turn"):
-            counters.clear(devices.key(kind, account_key()))
+            counters.clear(key(kind, account_key()))
     except Exception:
         pass
 
 
-def storage() -> Any:
-    """Where the back-off's counters live: the limiter's storage, or the memory it falls back to
-    while Redis is away (this process then leaves Redis alone: ``server.redis_skip``)."""
-    if skipping():
-        memory = current_app.extensions.get("distgrade_login_memory")
-        if memory is None:
-            memory = current_app.extensions.setdefault("distgrade_login_memory", MemoryStorage())
-        return memory
-    return current_app.extensions["distgrade_limiter"].limiter.storage
-
-
 def _refuse_for(wait: int):
     """The form again with "try again in N s" (HTTP 429); the refused try is told to the owner too."""
-    from server.auth.views import LoginForm, PasswordForm
-
     flash(_("Too many attempts, try again in %(seconds)d s.", seconds=wait), "error")
     if request.endpoint == PASSWORD_ENDPOINT:
         return make_response(render_template("auth/password.html", form=PasswordForm()), 429)
@@ -204,8 +190,6 @@ def _failed(response) -> bool:
 
 def _refuse(limit: RequestLimit, scope: str = ""):
     """The login form again, saying how long to wait (one message even when several limits are hit)."""
-    from server.auth.views import LoginForm, PasswordForm
-
     if not g.get("_login_throttled"):
         g._login_throttled = True
         wait = max(1, math.ceil(limit.reset_at - time.time()))

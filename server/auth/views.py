@@ -13,12 +13,10 @@ from flask_babel import lazy_gettext as _l
 from flask_babel import refresh
 from flask_limiter.util import get_remote_address
 from flask_login import current_user, login_required, login_user, logout_user
-from flask_wtf import FlaskForm
 from sqlalchemy import bindparam, select, update
-from wtforms import PasswordField, StringField
-from wtforms.validators import DataRequired, EqualTo, Length
 
 from server.auth import devices, throttle
+from server.auth.forms import LoginForm, PasswordForm
 from server.auth.throttle import account_name
 from server.extensions import db
 from server.models import User
@@ -37,16 +35,6 @@ def _translate_login_prompt(state) -> None:
     state.app.login_manager.login_message = _l("Please sign in to see this page.")
     state.app.login_manager.login_message_category = "info"
 
-
-class LoginForm(FlaskForm):
-    username = StringField("username", validators=[DataRequired(), Length(max=80)])
-    password = PasswordField("password", validators=[DataRequired(), Length(max=200)])
-
-
-class PasswordForm(FlaskForm):
-    current = PasswordField("current", validators=[DataRequired(), Length(max=200)])
-    new = PasswordField("new", validators=[DataRequired(), Length(min=8, max=200)])
-    confirm = PasswordField("confirm", validators=[DataRequired(), EqualTo("new")])
 
 
 def session_user_id() -> str | None:
