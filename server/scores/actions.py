@@ -12,10 +12,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from server.scores.models import (AnnotationReviewRequest, AuditEntry, Extension, ManualCellScore, Regrade,
-                                     ScoreOverride)
+from server.scores.models import (REGRADE_CELL_PREFIX, AnnotationReviewRequest, AuditEntry, Extension, ManualCellScore,
+                                     Regrade, ScoreOverride)
 from server.scores.hand_scores import submission_scores
-from server.scores import regrade_requests
 from server.extensions import db
 from server.scores import events
 from server.grading import lifecycle
@@ -65,7 +64,7 @@ def regrade(subs: list[Submission], actor_id: int, clear_decisions: bool = False
                                requested_by=actor_id))
         if lifecycle.reset_for_regrade(sub.id):
             _clear_annotation_decisions(sub, actor_id)
-            regrade_requests.clear_decisions(sub, actor_id)
+            _clear_regrade_decisions(sub, actor_id)
             requeued.append(sub)
     db.session.commit()
     if not requeued:
@@ -91,6 +90,17 @@ def _clear_annotation_decisions(sub: Submission, actor_id: int) -> None:
                "regrade: the annotation is read again", actor_id)
         db.session.delete(row)
     db.session.execute(db.delete(AnnotationReviewRequest).where(AnnotationReviewRequest.submission_id == sub.id))
+
+
+def _clear_regrade_decisions(sub: Submission, actor_id: int) -> None:
+    """A regrade replaces the reading a changed check answered: drop its points (audited) so they
+    are not added to a new score they were never meant for. The caller commits."""
+    for cell in db.session.scalars(db.select(ManualCellScore).where(
+            ManualCellScore.submission_id == sub.id, ManualCellScore.cell_id.like(REGRADE_CELL_PREFIX + "%"))):
+        db.session.add(AuditEntry(course_id=sub.course_id, user_id=sub.user_id, target=f"sub:{sub.id}/{cell.cell_id}",
+                                  old=cell.score, new=None, reason="regrade: the check is graded again",
+                                  actor_id=actor_id))
+        db.session.delete(cell)
 
 
 DEFAULT_GRADING_S = 120.0  # assumed per submission before any has been graded

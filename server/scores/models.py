@@ -47,6 +47,9 @@ class ScoreOverride(db.Model):
     set_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
 
+REGRADE_CELL_PREFIX = "regrade."  # ManualCellScore.cell_id of a check a teacher re-scored: "regrade.<check id>"
+
+
 class ManualCellScore(db.Model):
     """A free-text cell graded by hand, per (submission, cell id); added to the auto score."""
 

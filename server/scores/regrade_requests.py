@@ -27,14 +27,14 @@ from sqlalchemy import DateTime, Float, ForeignKey, String, Text, UniqueConstrai
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, mapped_column
 
-from server.scores import release
+from server.scores import actions, release
 from server.extensions import db
 from server.scores import events
 from server.models import Submission, SubmissionStatus, User, utcnow
-from server.scores.models import AuditEntry, ManualCellScore
+from server.scores.models import REGRADE_CELL_PREFIX, AuditEntry, ManualCellScore
 
 MAX_REASON = 1000
-CELL_PREFIX = "regrade."  # ManualCellScore.cell_id of a changed check: "regrade.<check id>"
+CELL_PREFIX = REGRADE_CELL_PREFIX
 
 
 class RequestState(str, Enum):
@@ -187,17 +187,4 @@ def answer_with_rerun(course_id: int, request_id: int, reply: Any, actor_id: int
     sub = db.session.get(Submission, row.submission_id)
     row.state, row.reply = RequestState.RERUN.value, (reply.strip() if isinstance(reply, str) else "")[:MAX_REASON]
     row.decided_by, row.decided_at = actor_id, utcnow()
-    from server.scores import actions  # actions imports this module (a regrade clears its decisions)
-
     return actions.regrade([sub], actor_id)  # commits
-
-
-def clear_decisions(sub: Submission, actor_id: int) -> None:
-    """A regrade replaces the reading a changed check answered: drop its points (audited) so they
-    are not added to a new score they were never meant for. The caller commits."""
-    for cell in db.session.scalars(db.select(ManualCellScore).where(
-            ManualCellScore.submission_id == sub.id, ManualCellScore.cell_id.like(CELL_PREFIX + "%"))):
-        db.session.add(AuditEntry(course_id=sub.course_id, user_id=sub.user_id, target=f"sub:{sub.id}/{cell.cell_id}",
-                                  old=cell.score, new=None, reason="regrade: the check is graded again",
-                                  actor_id=actor_id))
-        db.session.delete(cell)
