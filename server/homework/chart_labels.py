@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 
 from server.homework.readable import humanize_key, process_label
+from server.ui import lang_key
 
 TEXT = {
     "zh": {"throughput": ("各进程数下的吞吐", "进程数", "吞吐（样本/秒）"),
@@ -85,6 +86,4 @@ class ChartLabels:
 
 
 def for_page() -> ChartLabels:
-    from server.ui import lang_key
-
     return ChartLabels(lang_key())

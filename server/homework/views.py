@@ -29,6 +29,7 @@ from server.homework.rules import elapsed_s, homework_for, homework_or_404, uplo
 from server.models import FINISHED_STATUSES, Course, Submission, SubmissionStatus
 from server.grading.lifecycle import host_lost
 from server.grading.queue import grading_mode, queue_place, submit
+from server import ui
 from server.ui import lang_key, pick
 from server.scores.hand_scores import submission_scores as scores
 from server.scores.actions import pending_regrades
@@ -128,10 +129,14 @@ def assignment(code: str, assignment_id: str):
     return assignment_page(hw, form, error, 400)
 
 
-def too_large(code: str, assignment_id: str):
-    """A request over the server's whole-request limit (413, refused before the view runs): the
-    assignment page with the same inline error as any other file that is too large."""
-    hw = homework_or_404(current_user, code, assignment_id)
+@bp.errorhandler(413)
+def too_large(exc):
+    """A request over the server's whole-request limit (413, raised when the form is read, the CSRF
+    check included): the assignment page with the same inline error as any other file that is too
+    large. This blueprint's other pages take no upload; they get the site's 413 page."""
+    if request.endpoint != "homework.assignment" or not request.view_args:
+        return ui.too_large(exc)
+    hw = homework_or_404(current_user, request.view_args["code"], request.view_args["assignment_id"])
     limit = min(hw.assignment.max_upload_bytes, current_app.config.get("MAX_CONTENT_LENGTH") or 2 ** 62)
     return assignment_page(hw, UploadForm(formdata=None),
                            _("The file is too large; the limit is %(kib)d KiB.", kib=limit // 1024), 413)

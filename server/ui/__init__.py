@@ -120,11 +120,7 @@ def not_found(_exc):
 
 @bp.app_errorhandler(413)
 def too_large(_exc):
-    """An upload over the whole-request limit: on a homework page, that page with its usual inline error."""
-    if request.endpoint == "homework.assignment" and request.view_args:
-        from server.homework.views import too_large as homework_too_large  # homework imports this module
-
-        return homework_too_large(**request.view_args)
+    """An upload over the whole-request limit (a homework page answers its own: ``homework.views``)."""
     return _error_page(413, _("The upload is larger than the server accepts. Nothing was stored."))
 
 
