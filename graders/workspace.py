@@ -13,8 +13,8 @@ from typing import Iterator
 
 from coursework.assignments import Assignment
 from coursework.exceptions import SubmissionRejected
-
-JOBS_ROOT = Path(os.environ.get("DISTGRADE_JOBS_DIR", tempfile.gettempdir())) / "distgrade-jobs"
+from graders.jobs_root import JOBS_ROOT
+from graders.sandbox import cgroups, credentials
 
 
 OWNER = ".owner"  # flock-held by the process that made the folder: free means its owner is gone
@@ -70,8 +70,6 @@ def job_dir(submission_id: str | None = None) -> Iterator[Path]:
     run of the job; leaving reaps that uid and removes the folder. A grader killed before
     that (a killed worker, a replaced submission) leaves it to ``sweep``.
     """
-    from graders.sandbox import credentials
-
     JOBS_ROOT.mkdir(parents=True, exist_ok=True)
     os.chmod(JOBS_ROOT, 0o711)
     prefix = f"sub{submission_id}-" if submission_id else "cli-"
@@ -86,8 +84,6 @@ def sweep() -> list[str]:
     Safe while other graders run: a live owner holds its folder's lock. Called when a worker
     starts and after each of its gradings, so what a killed worker or grader left goes soon.
     """
-    from graders.sandbox import cgroups
-
     cgroups.sweep()  # the empty groups of a killed grader's runs
     removed = []
     places = [(JOBS_ROOT, None)] + [(Path(tempfile.gettempdir()), p) for p in SWEPT_PREFIXES]

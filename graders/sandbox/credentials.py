@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from graders.exceptions import SandboxSetupError
+from graders.jobs_root import JOBS_ROOT
 from graders.sandbox.result import Limits
 
 DEFAULT_UIDS = "60100-60163"
@@ -221,8 +222,6 @@ def remove_files_of(uid: int, roots: Sequence[str] = SCRATCH, keep: Sequence[Pat
 
 def reap(uid: int) -> None:
     """Kill the uid's processes, then remove its files from the host's scratch folders."""
-    from graders.workspace import JOBS_ROOT  # the job's own files are the grader's to read and remove
-
     kill_uid(uid)
     remove_files_of(uid, keep=[JOBS_ROOT])
 
@@ -284,8 +283,6 @@ def share_with_uid(slot: Slot, paths: Sequence[Path], writable: Sequence[Path]) 
     temp dir or the jobs root are opened (o+x: traverse, not list); anything else that
     blocks the way is a deployment error.
     """
-    from graders.workspace import JOBS_ROOT
-
     opened = [Path(tempfile.gettempdir()).resolve(), JOBS_ROOT.resolve()]
     for w in writable:
         os.chown(w, slot.uid, slot.gid)
