@@ -93,7 +93,7 @@ def grade_changed(course_id: int, user_id: int | None = None, item: str | None =
             if user_id is not None and uid != user_id:
                 continue
             for key in items:
-                q.enqueue("server.lti.passback.passback_job", course_id, ctx.id, uid, key, retry=Retry(max=3),
+                q.enqueue("server.lti.jobs.passback_job", course_id, ctx.id, uid, key, retry=Retry(max=3),
                           job_timeout=120)
                 n += 1
     return n
@@ -110,18 +110,6 @@ def notify(course_id: int, user_id: int | None = None, item: str | None = None) 
         grade_changed(course_id, user_id, item)
     except (redis.exceptions.RedisError, RuntimeError) as err:
         current_app.logger.warning("LTI passback not queued for course %s: %s", course_id, err)
-
-
-def passback_job(course_id: int, context_id: int, user_id: int, item: str) -> str:
-    """RQ entry point (``distgrade-lti`` queue): one push in the worker's app."""
-    from flask import has_app_context
-
-    if has_app_context():  # a SimpleWorker inside an app (tests, flask lti send)
-        return push(course_id, context_id, user_id, item)
-    from server.grading.task import worker_app
-
-    with worker_app().app_context():
-        return push(course_id, context_id, user_id, item)
 
 
 def _sync_row(context_id: int, user_id: int, item: str) -> LtiGradeSync:
