@@ -20,9 +20,10 @@ What the teacher does, as the review pages let them:
   the same share, one key confirms it and the rest settle; the settled answers that deserved
   another share are counted as **settled wrongly** (the price of sampling, reported). If the
   sample is mixed, the teacher reads the whole group (one decision per distinct share).
-- Second term: an answer whose normalised text a teacher already decided gets that decision
-  (``known``); a question or field whose reader earned trust on the first term's labels counts
-  its verdicts (``trusted``), which can be wrong: counted above the teacher's share is reported.
+- Second term: an answer whose text a teacher already decided gets that decision (``known``;
+  texts compared as the service does, ``server.quiz.labels.same_claim``); a question or field
+  whose reader earned trust on the first term's labels counts its verdicts (``trusted``), which
+  can be wrong: counted above the teacher's share is reported.
 
 Caveat: the pools are small (about 55 answers per question), so a resampled class repeats first
 term answers far more often than a real one would; "term 2, no text reuse" shows the same term
@@ -55,7 +56,7 @@ from coursework.config_annotation import annotate, catalogue
 from coursework.quiz.bank import load_question, load_quiz
 from coursework.quiz.grading import grade
 from coursework.review_sampling import READ_ALL_UP_TO, sample
-from server.quiz.labels import normalised
+from server.quiz.labels import normalised, same_claim
 
 FIELDS_PER_CONFIG = 13
 
@@ -191,7 +192,7 @@ def review(answers: list[Answer], rng: random.Random, previous: dict[str, dict[s
 
     waiting: dict[str, list[Answer]] = defaultdict(list)
     for a in answers:
-        known = previous.get(a.item, {}).get(normalised(a.text)) if reuse_text else None
+        known = previous.get(a.item, {}).get(same_claim(a.text)) if reuse_text else None
         if known is not None:
             t.known += 1
             counted(a, known[1])
@@ -211,7 +212,7 @@ def review(answers: list[Answer], rng: random.Random, previous: dict[str, dict[s
         t.decisions += len({round(a.truth, 2) for a in group})
         t.read += len(group)
         for a in group:
-            labels[a.item][normalised(a.text)] = (a.suggested, a.truth)
+            labels[a.item][same_claim(a.text)] = (a.suggested, a.truth)
 
     for key, group in sorted(waiting.items(), key=lambda kv: -len(kv[1])):  # largest groups first
         if len(group) <= READ_ALL_UP_TO:
@@ -225,7 +226,7 @@ def review(answers: list[Answer], rng: random.Random, previous: dict[str, dict[s
         t.decisions += 1
         t.read += len(sampled)
         for a in sampled:
-            labels[a.item][normalised(a.text)] = (a.suggested, a.truth)
+            labels[a.item][same_claim(a.text)] = (a.suggested, a.truth)
         rest = [a for a in group if a not in sampled]
         t.settled += len(rest)
         t.settled_wrongly += sum(abs(a.truth - sampled[0].truth) > 0.01 for a in rest)

@@ -31,6 +31,7 @@ from server.models import utcnow
 from server.quiz.models import ReaderLabel
 
 CACHE_S = 30.0
+LABEL_TEXT_CHARS = 4000  # what a label keeps of its answer's text
 ANNOTATION_ITEM = "annotation:"
 _cache: dict[str, tuple[float, Any]] = {}  # database URL -> (when read, table): one per database
 _lock = threading.Lock()
@@ -39,6 +40,19 @@ _lock = threading.Lock()
 def normalised(text: str) -> str:
     """The answer as labels compare it: NFKC, case, punctuation and spaces dropped."""
     return re.sub(r"[\s\W_]+", "", textmatch.normalise(text or ""), flags=re.UNICODE)
+
+
+# what the label hash drops but an answer's claim can hang on: operators (= ≠ < > + × ÷ ^ ...), a
+# decimal point or a hyphen; ``same_claim`` drops only spaces and these sentence marks
+_SENTENCE_MARKS = re.compile(r"[\s,.;:!?\"'`()\[\]{}，。；：！？、“”‘’（）【】「」《》…]+")
+_NUMBER_MARK = re.compile(r"(?<=\d)[.,](?=\d)")
+
+
+def same_claim(text: str) -> str:
+    """The answer as text reuse compares it: ``normalised`` but keeping every mark that can change
+    what it says ("full_shard ≠ ZeRO-3" is not "full_shard = ZeRO-3", nor "1.5 GB" "15 GB")."""
+    t = _NUMBER_MARK.sub("#", textmatch.normalise(text or ""))
+    return _SENTENCE_MARKS.sub("", t)
 
 
 def answer_hash(item: str, text: str) -> str:
@@ -53,16 +67,19 @@ def annotation_item(dialect: str, path: str) -> str:
 def record(item: str, answer_text: str, decided: float, readings: dict[str, float | None], how: str,
            course_id: int | None, teacher_id: int | None, detail: str = "") -> None:
     """Keep one decided answer as a label (the caller commits). The same answer text decided again
-    for the same item replaces its label: agreement counts distinct answers, not clicks."""
+    for the same item replaces its label, text included: agreement counts distinct answers, not
+    clicks, and text reuse compares with the text last decided."""
     h = answer_hash(item, answer_text)
     row = db.session.scalar(select(ReaderLabel).where(ReaderLabel.item == item, ReaderLabel.answer_hash == h))
     clean = {str(k): (None if v is None else round(float(v), 4)) for k, v in (readings or {}).items()}
     if row is None:
-        db.session.add(ReaderLabel(item=item[:200], answer_hash=h, answer_text=answer_text[:4000], detail=detail[:200],
+        db.session.add(ReaderLabel(item=item[:200], answer_hash=h, answer_text=answer_text[:LABEL_TEXT_CHARS],
+                                   detail=detail[:200],
                                    decided=round(decided, 4), readings=clean, how=how, course_id=course_id,
                                    decided_by=teacher_id, decided_at=utcnow()))
     else:
         row.decided, row.readings, row.how = round(decided, 4), clean, how
+        row.answer_text = answer_text[:LABEL_TEXT_CHARS]  # the text this decision is about (``known_decision``)
         row.course_id, row.decided_by, row.decided_at, row.detail = course_id, teacher_id, utcnow(), detail[:200]
     forget()
 
@@ -121,10 +138,17 @@ def kind_table(prefix: str | None = None) -> list[trust.Agreement]:
 
 
 def known_decision(item: str, answer_text: str) -> float | None:
-    """The share a teacher already gave this very answer (normalised text) for this item, if any:
-    an answer decided last term is decided again the same way without asking."""
-    return db.session.scalar(select(ReaderLabel.decided).where(ReaderLabel.item == item,
-                                                               ReaderLabel.answer_hash == answer_hash(item, answer_text)))
+    """The share a teacher already gave this very answer for this item, if any: an answer decided
+    last term is decided again the same way without asking. The label is found by its hash
+    (``normalised``) and reused only when the decided text makes the same claim (``same_claim``):
+    a twin that differs by an operator or a decimal point was decided as another answer, and
+    inheriting its share would count a verdict no teacher gave (a right answer below its share).
+    An answer longer than a label keeps is compared on what the label kept, so it is not reused."""
+    row = db.session.execute(select(ReaderLabel.decided, ReaderLabel.answer_text).where(
+        ReaderLabel.item == item, ReaderLabel.answer_hash == answer_hash(item, answer_text))).first()
+    if row is None or len(answer_text) > LABEL_TEXT_CHARS or same_claim(row.answer_text) != same_claim(answer_text):
+        return None
+    return row.decided
 
 
 def disagreements(item: str, reader: str) -> list[ReaderLabel]:

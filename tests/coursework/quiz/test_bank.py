@@ -158,3 +158,15 @@ def test_a_blind_batch_measures_what_fresh_answers_get() -> None:
     unfair = [(o.source, o.answer, o.expect, o.got_score) for o in outcomes if not o.review and not o.fair]
     assert s["n"] == 120 and s["wrong_full_auto"] == 0, (s, unfair)
     assert s["fair_auto"] >= 0.80 and s["review_share"] <= 0.25, (s, unfair)
+
+
+@pytest.mark.parametrize("qid", TEXT_QUESTIONS)
+def test_the_same_answer_carries_the_same_label(qid: str) -> None:
+    """One answer text (case, spaces and punctuation aside) is one fair share: a labelled twin with
+    another share makes the review benchmark's text reuse count a share the teacher did not give."""
+    seen: dict[str, tuple[str, float | None, str]] = {}
+    for e in load_question(qid).examples:
+        key = re.sub(r"[\s\W_]+", "", e["answer"].lower())
+        label = (e["expect"], e.get("score"), e.get("split", ""))
+        first = seen.setdefault(key, label)
+        assert first[:2] == label[:2], f"{qid}: {e['answer']!r} labelled {first} and {label}"

@@ -175,3 +175,27 @@ def test_the_readers_page_names_the_kinds_of_verdict_that_count(app, client, aut
     assert '<td class="kinds">full marks</td>' in row
     zh = client.get("/dashboard/DIST101/readers?lang=zh_CN").get_data(as_text=True)
     assert "信任按判定的种类分别积累" in zh and '<td class="kinds">满分</td>' in zh
+
+
+def test_a_decided_answer_is_reused_only_for_the_same_claim(app, client, auth) -> None:
+    """Text reuse compares answers without case, spaces and sentence punctuation, but an operator or
+    a decimal point is part of what the answer claims: a teacher's 0.75 for 'full_shard ≠ ZeRO-3'
+    is no decision on 'full_shard = ZeRO-3', which the reading finds fully right and which must wait
+    for a teacher (no trust earned), never inherit a share below its own."""
+    wrong_mapping = "ZeRO-1 shards optimizer states, ZeRO-2 also gradients, ZeRO-3 also parameters; full_shard ≠ ZeRO-3"
+    right = wrong_mapping.replace("≠", "=")
+    with app.app_context():
+        labels.record("ch7_3/selftest_3", wrong_mapping, 0.75, {"rule": 0.75}, "group", None, None)
+        db.session.commit()
+        assert labels.known_decision("ch7_3/selftest_3", wrong_mapping.upper() + "!") == 0.75
+        assert labels.known_decision("ch7_3/selftest_3", right) is None
+        assert labels.known_decision("ch7_3/selftest_3", wrong_mapping.replace("ZeRO-2", "ZeRO 2")) is None
+        labels.record("ch7_3/selftest_3", "full_shard = zero 3", 1.0, {"rule": 0.25}, "group", None, None)
+        labels.record("ch7_3/selftest_3", "full_shard ≠ zero 3", 0.0, {"rule": 0.25}, "group", None, None)
+        db.session.commit()  # one label (same hash), now about the second text only
+        assert labels.known_decision("ch7_3/selftest_3", "full_shard = zero 3") is None
+        assert labels.known_decision("ch7_3/selftest_3", "Full_shard ≠ ZeRO 3.") == 0.0
+    auth.login()
+    attempt_id = _start(client, "ch7_3_graded")
+    body = _answer(client, attempt_id, 2, right)
+    assert body["status"] == "needs_review" and "already decided" not in body["card_html"], body["status"]
