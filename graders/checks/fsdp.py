@@ -36,10 +36,10 @@ CONTRADICTION = 0.9  # a peak below this share of the states on the measured dev
 
 
 def model_record(run) -> dict | None:
-    """Rank 0's description of the module that trained: the root its step records name (the one with the
-    most forwards under autograd), not the largest or the first one wrapped. None where no step names a
-    described root: with several roots and no step, which one learned is unknown, and that counts
-    against the run."""
+    """Rank 0's description of the module that trained: the root its step records name (the one that took
+    the DataLoader's batches and whose outputs a backward ran through), not the one called most often, the
+    largest or the first one wrapped. None where no step names a described root: with several roots and
+    no step, which one learned is unknown, and that counts against the run."""
     s = run.ranks.get(0) if run else None
     recs = [r for r in s.of("fsdp_model") if "error" not in r] if s else []
     named = [m.get("root") for m in s.of("fsdp_mem")] if s else []
@@ -47,6 +47,35 @@ def model_record(run) -> dict | None:
     if named:
         return next((r for r in recs if r.get("root") == named[-1]), None)
     return recs[0] if len(recs) == 1 else None
+
+
+def replicated_beside(run, model: dict) -> dict | None:
+    """A DDP replica of the model that trained, wherever the step records do not name it: a
+    ``DistributedDataParallel`` the harness saw wrap at least half as many parameters as the model, or
+    another root that trained (took batches, had a backward) and is DDP or whole on the rank. Whatever
+    else was sharded, that model is not."""
+    s = run.ranks.get(0) if run else None
+    if s is None:
+        return None
+    size = max(_count(model.get("global_params")), 1)
+    for rec in s.of("ddp"):
+        if _count(rec.get("parameters")) >= 0.5 * size:
+            return {"source": "ddp", "parameters": _count(rec.get("parameters"))}
+    mems = s.of("fsdp_mem")
+    trained = mems[-1].get("trained") if mems else None
+    roots = {r.get("root"): r for r in s.of("fsdp_model") if "error" not in r}
+    for i in trained if isinstance(trained, list) else []:
+        rec = roots.get(i) if isinstance(i, int) else None
+        if rec is None or rec is model or _count(rec.get("global_params")) < 0.5 * size:
+            continue
+        whole = _count(rec.get("local_param_bytes")) >= 0.9 * _count(rec.get("global_params")) * _count(rec.get("element_size"))
+        if rec.get("ddp") or (whole and not rec.get("fsdp2_units") and not rec.get("fsdp1_units")):
+            return {"source": "root", "root": i, "parameters": _count(rec.get("global_params")), "ddp": bool(rec.get("ddp"))}
+    return None
+
+
+def _count(v) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else 0
 
 
 def contradiction(run) -> tuple[int, dict] | None:
@@ -129,6 +158,10 @@ def check_sharded(run, nproc: int, estimates: dict[int, dict]) -> Finding:
               "api": w["api"], "strategy": "/".join(w["strategies"]) or "-",
               "extra": fmt_bytes(estimates[2]["total_bytes"] - estimates[3]["total_bytes"])}
     ev = {"wrapping": w, "local_param_bytes": local_b, "global_param_bytes": global_b}
+    beside = replicated_beside(run, model)
+    if beside and w["api"] not in ("DDP", "none"):  # a sharded module ran, but the model that learned is DDP
+        params["replica"] = f"{beside['parameters']:,}"
+        return Finding(CheckStatus.FAIL, "ddp_beside", params, {**ev, "replica": beside}, fallback="ddp")
     if w["api"] in ("DDP", "none") or "NO_SHARD" in w["strategies"]:
         key = "no_shard" if "NO_SHARD" in w["strategies"] else ("ddp" if w["api"] == "DDP" else "none")
         return Finding(CheckStatus.FAIL, key, params, ev)
@@ -155,6 +188,8 @@ def check_wrap_units(run, max_fraction: float) -> Finding:
     w = wrapping(model)
     if w["api"] in ("DDP", "none"):
         return Finding(CheckStatus.FAIL, "not_fsdp", {"api": w["api"]})  # no FSDP: nothing to credit
+    if replicated_beside(run, model):  # the units are a decoy's: the model that learned has none
+        return Finding(CheckStatus.FAIL, "not_fsdp", {"api": "DDP"})
     top = max(peaks(run).values(), key=lambda p: p["peak"], default=None)
     params = {"units": w["units"], "largest": f"{100 * w['largest_fraction']:.0f}%",
               "peak": fmt_bytes(top["peak"] if top else None), "other": fmt_bytes(top["other"] if top else None)}
@@ -236,14 +271,19 @@ def mean_loss(run, first: bool, k: int = 2) -> float | None:
 def check_progress(run, min_drop: float) -> Finding:
     """Does the loss fall and do the parameters change? Catches an optimizer built before wrapping."""
     s = run.ranks.get(0) if run else None
-    opt = s.first("fsdp_optimizer") if s else None
+    opts = s.of("fsdp_optimizer") if s else []
     end = s.first("fsdp_end") if s else None
-    if opt is None:
+    if not opts:
         return Finding(CheckStatus.FAIL, "no_steps")  # no optimizer step: the script did not train
-    ev = {"optimizer": opt, "end": end}
+    # every optimizer counts (a decoy's stepped first names none of the model's parameters)
+    opt = {k: sum(_count(o.get(k)) for o in opts) for k in ("params", "in_model", "with_grad")}
+    opt["model_params"] = max(_count(o.get("model_params")) for o in opts)
+    ev = {"optimizer": opt, "optimizers": len(opts), "end": end}
     params = {"opt_params": opt["params"], "in_model": opt["in_model"], "with_grad": opt["with_grad"],
               "model_params": opt["model_params"]}
-    if opt["model_params"] and (opt["in_model"] == 0 or opt["with_grad"] == 0):
+    moved = bool(end and end.get("sum_before") is not None and end.get("sum_after") is not None
+                 and abs(end["sum_after"] - end["sum_before"]) > 1e-9 * max(abs(end["sum_before"]), 1.0))
+    if opt["model_params"] and (opt["in_model"] == 0 or opt["with_grad"] == 0) and not moved:
         return Finding(CheckStatus.FAIL, "stale_optimizer", params, ev)
     if end and end.get("sum_before") is not None and end.get("sum_after") is not None:
         before, after = end["sum_before"], end["sum_after"]

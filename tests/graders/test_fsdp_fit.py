@@ -187,6 +187,24 @@ def test_wrap_units():
     assert fsdp.check_wrap_units(make_run({0: [model_rec(ddp=True)]}), 0.5).status == CheckStatus.FAIL
 
 
+def test_a_ddp_replica_beside_a_sharded_decoy_is_not_sharded():
+    """The step names the decoy (as a harness that picked the busier root would), but DDP wrapped a model of the
+    same size, or another root that trained is whole on the rank: the model that learned is not sharded."""
+    decoy = {**model_rec(per_block()), "root": 0}
+    step = {**mem(130 * MB), "root": 0}
+    ddp_rec = {"type": "ddp", "parameters": 12_000_000, "batchnorm": 0, "syncbatchnorm": 0, "device": "cpu"}
+    f = fsdp.check_sharded(make_run({0: [decoy, ddp_rec, step]}), 2, EST)
+    assert (f.status, f.key) == (CheckStatus.FAIL, "ddp_beside")
+    assert "distributeddataparallel" in render("fsdp.sharded", f)["message"]["en"].lower()
+    assert fsdp.check_wrap_units(make_run({0: [decoy, ddp_rec, step]}), 0.5).key == "not_fsdp"
+    plain = {**model_rec(local_bytes=48 * MB), "root": 1}
+    both = {**step, "trained": [0, 1]}
+    assert fsdp.check_sharded(make_run({0: [decoy, plain, both]}), 2, EST).key == "ddp_beside"
+    # a small DDP helper, or a plain root that did not train, takes nothing from the sharded model
+    small = {**ddp_rec, "parameters": 10_000}
+    assert fsdp.check_sharded(make_run({0: [decoy, small, plain, {**step, "trained": [0]}]}), 2, EST).key == "ok"
+
+
 def steps(losses):
     return {"type": "steps", "t": list(range(len(losses))), "samples": [1] * len(losses), "loss": losses,
             "backwards": [1] * len(losses), "buckets": [0] * len(losses), "synced": [0] * len(losses),
@@ -206,6 +224,16 @@ def test_progress():
     assert flat.key == "flat"
     same = fsdp.check_progress(make_run({0: [opt_ok, steps([7, 6, 5, 4]), {**end, "sum_after": 10.0}]}), 0.05)
     assert same.key == "unchanged"
+
+
+def test_every_optimizer_counts_and_a_model_updated_by_hand_trained():
+    """A decoy's optimizer steps first and holds none of the model's parameters; the model changed anyway."""
+    decoy_opt = {"type": "fsdp_optimizer", "params": 100, "in_model": 0, "with_grad": 100, "model_params": 100}
+    end = {"type": "fsdp_end", "sum_before": 10.0, "sum_after": 11.0, "stale": 0, "checked": 100}
+    f = fsdp.check_progress(make_run({0: [decoy_opt, steps([7, 6.5, 4, 3]), end]}), 0.05)
+    assert f.status == CheckStatus.PASS
+    real = {**decoy_opt, "in_model": 100}
+    assert fsdp.check_progress(make_run({0: [decoy_opt, real, steps([7, 6.5, 4, 3]), end]}), 0.05).params["in_model"] == 100
 
 
 def save(nbytes, devices=("cpu",), sharded=0):

@@ -3,10 +3,13 @@
 * The model: every outermost module whose forward runs (global forward hooks, a depth per
   thread), read once at its first forward, before FSDP's lazy initialisation: FSDP2 units
   (``fully_shard``) and FSDP1 units (``FullyShardedDataParallel``) with their parameter
-  counts and sharding, or a DDP wrapper; each such root has a number (``root``). The one that
-  trained is the root with the most forwards under autograd (ties: the most parameters), so a
-  wrapped decoy run once does not stand in for the module that learned; every step record
-  names it.
+  counts and sharding, or a DDP wrapper; each such root has a number (``root``). Modules without
+  parameters (a loss module, a wrapper holding the model outside its submodules) are passed
+  through, so the model they call is the root. The one that trained is the root that took the
+  DataLoader's batches and whose outputs a backward ran through (then: a backward at all, the most
+  parameters), never the one called most often: a sharded decoy called twice per step on one
+  token does not stand in for the model that learned. Every step record names it, and lists
+  every root that trained (``trained``).
 * Memory per optimizer step: the peak since the previous step (``LiveBytes`` on CPU,
   ``torch.cuda.max_memory_allocated`` on GPU) and the local bytes of parameters,
   gradients and optimizer states (unique storages, so a shard counts as a shard).
@@ -25,6 +28,7 @@ import threading
 
 import torch
 import torch.nn as nn
+from torch.utils._pytree import tree_leaves
 
 from distgrade_harness import fsdp_memory
 
@@ -124,6 +128,11 @@ class FsdpObserver:
         self.counter = None
         self.roots: list[nn.Module] = []
         self.forwards: list[int] = []  # per root: outermost forwards with autograd on
+        self.fed: list[int] = []  # per root: forwards that took the DataLoader's latest batch
+        self.backed: list[int] = []  # per root: backward passes that ran through its outputs
+        self.batch: list[torch.Tensor] = []  # the tensors of the DataLoader's latest batch
+        self.batch_number = 0
+        self.fed_batch: list[int] = []  # per root: the batch number it last took
         self.optimizers: list[torch.optim.Optimizer] = []
         self.local = threading.local()  # forward depth: a model in another thread is a root of its own
         self.steps = 0
@@ -139,6 +148,7 @@ class FsdpObserver:
             self.counter = fsdp_memory.start()
         nn.modules.module.register_module_forward_pre_hook(self._pre_forward)
         nn.modules.module.register_module_forward_hook(self._post_forward)
+        self._hook_dataloader()
         from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
         register_optimizer_step_pre_hook(self._pre_step)
         register_optimizer_step_post_hook(self._post_step)
@@ -160,31 +170,107 @@ class FsdpObserver:
         torch.cuda.set_per_process_memory_fraction(fraction, self.device)
 
     # -- model ------------------------------------------------------------------
+    def _hook_dataloader(self) -> None:
+        """Keep the tensors of the DataLoader's latest batch: the root that takes them is the model trained."""
+        from torch.utils.data import dataloader as dl
+        obs, next_ = self, dl._BaseDataLoaderIter.__next__
+
+        def __next__(it):
+            data = next_(it)
+            try:
+                leaves = [t for t in tree_leaves(data) if isinstance(t, torch.Tensor)][:8]
+            except Exception:  # an odd batch type: nothing to recognise it by
+                leaves = []
+            obs.batch, obs.batch_number = leaves, obs.batch_number + 1
+            return data
+        dl._BaseDataLoaderIter.__next__ = __next__
+
+    def _takes_batch(self, args) -> bool:
+        """Is a tensor of this forward the DataLoader's latest batch: the same tensor, a view of it, or
+        (moved to a card) equal to it? A slice taken after the move is not recognised: then no root
+        took the batch, and the backward decides alone."""
+        if not self.batch:
+            return False
+        try:
+            given = [t for t in tree_leaves(args) if isinstance(t, torch.Tensor)][:8]
+            for t in given:
+                for b in self.batch:
+                    if t is b or (t.device == b.device and t.untyped_storage()._cdata == b.untyped_storage()._cdata):
+                        return True
+                    if t.device != b.device and t.shape == b.shape and t.dtype == b.dtype:
+                        with torch.no_grad():
+                            if torch.equal(t.detach().to(b.device), b):
+                                return True
+        except Exception:  # a tensor without storage (meta, a subclass): not the batch
+            return False
+        return False
+
     def _pre_forward(self, module, args):
         depth = getattr(self.local, "depth", 0)
         if depth == 0:
+            if next(iter(module.parameters()), None) is None:
+                return None  # a loss module or a wrapper holding the model elsewhere: the model it calls is the root
             index = next((i for i, m in enumerate(self.roots) if m is module), None)
             if index is None and len(self.roots) < MAX_ROOTS:
                 index = len(self.roots)
                 self.roots.append(module)
                 self.forwards.append(0)
+                self.fed.append(0)
+                self.backed.append(0)
+                self.fed_batch.append(0)
                 try:
                     self.stream.send({**describe(module), "root": index})
                 except Exception as exc:  # private FSDP internals moved: say so, keep the run going
                     self.stream.send({"type": "fsdp_model", "root": index, "error": f"{type(exc).__name__}: {exc}"[:300]})
             if index is not None and torch.is_grad_enabled():
                 self.forwards[index] += 1
+                if self.fed_batch[index] != self.batch_number and self._takes_batch(args):
+                    self.fed_batch[index] = self.batch_number
+                    self.fed[index] += 1
         self.local.depth = depth + 1
+        return None
 
     def _post_forward(self, module, args, output):
-        self.local.depth = max(0, getattr(self.local, "depth", 0) - 1)
+        depth = getattr(self.local, "depth", 0)
+        if depth == 0:
+            return  # a parameterless module at the top: its pre-hook counted nothing
+        self.local.depth = depth - 1
+        if depth == 1 and torch.is_grad_enabled():
+            index = next((i for i, m in enumerate(self.roots) if m is module), None)
+            if index is not None:
+                self._watch_backward(index, output)
+
+    def _watch_backward(self, index: int, output) -> None:
+        """Count a backward through this root's outputs (once per output tensor that carries a gradient)."""
+        try:
+            outs = [t for t in tree_leaves(output) if isinstance(t, torch.Tensor) and t.requires_grad][:4]
+        except Exception:
+            return
+        obs = self
+
+        def seen(grad):
+            obs.backed[index] += 1
+            return None
+        for t in outs:
+            try:
+                t.register_hook(seen)
+            except RuntimeError:  # a leaf that does not take hooks: nothing to watch
+                pass
+
+    def trained_roots(self) -> list[int]:
+        """The roots that trained: took a DataLoader batch and had a backward through their outputs;
+        where none did, those with a backward at all."""
+        backed = [i for i in range(len(self.roots)) if self.backed[i] > 0]
+        fed = [i for i in backed if self.fed[i] > 0]
+        return fed or backed
 
     def trained_root(self) -> int | None:
-        """The root with the most forwards under autograd (ties: the most parameters), or None."""
+        """The root that trained (``trained_roots``: most batches taken, then the most parameters), or None."""
         if not self.roots:
             return None
-        return max(range(len(self.roots)),
-                   key=lambda i: (self.forwards[i], sum(p.numel() for p in self.roots[i].parameters())))
+        pool = self.trained_roots() or list(range(len(self.roots)))
+        return max(pool, key=lambda i: (self.fed[i], sum(p.numel() for p in self.roots[i].parameters()),
+                                        self.backed[i], self.forwards[i]))
 
     # -- steps ------------------------------------------------------------------
     def _model_params(self) -> list[torch.Tensor]:
@@ -243,7 +329,8 @@ class FsdpObserver:
             torch.cuda.reset_peak_memory_stats(self.device)
         else:
             peak, live = self.counter.reset_peak(), self.counter.live
-        self.last_states = {**states, "peak": peak, "live": live, "step": self.steps, "root": self.trained_root()}
+        self.last_states = {**states, "peak": peak, "live": live, "step": self.steps, "root": self.trained_root(),
+                            "trained": self.trained_roots()[:MAX_ROOTS]}
         self.stream.send({"type": "fsdp_mem", **self.last_states})
 
     # -- checkpoints --------------------------------------------------------------
