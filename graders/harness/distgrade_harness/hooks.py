@@ -528,10 +528,14 @@ class Observer:
         bn = [m for m in list(self.norms) if isinstance(m, _BatchNorm) and (id(m) in inside or (
               getattr(m, "weight", None) is not None and id(m.weight) in stepped))]
         sync = sum(isinstance(m, SyncBatchNorm) for m in bn)
+        # BatchNorm written by hand (F.batch_norm over its own running statistics) is not a _BatchNorm, so
+        # convert_sync_batchnorm leaves it alone: its running_mean/running_var buffers still say what it is.
+        hand = sum(1 for t in self.trained.modules() for m in t.modules()
+                   if not isinstance(m, _BatchNorm) and _running_stats(m))
         in_ddp = {id(p) for m in self.models for p in m.parameters()}
         sharded = any(type(p).__name__ in ("DTensor", "FlatParameter") or hasattr(p, "_local_tensor")
                       for p in params)  # FSDP2 DTensors, FSDP1 flat parameters: gradients reduce-scattered
-        self.stream.send({"type": "norms", "batchnorm": len(bn) - sync, "syncbatchnorm": sync, "sharded": sharded,
+        self.stream.send({"type": "norms", "batchnorm": len(bn) - sync + hand, "syncbatchnorm": sync, "sharded": sharded,
                           "stepped": len(params), "in_ddp": sum(id(p) in in_ddp for p in params),
                           "source": self._source()})
 
@@ -706,6 +710,12 @@ class Observer:
                 sums.append(float(t.double().sum()))
         return {"digest": h.hexdigest(), "param_sums": sums[:64], "param_tensors": len(params),
                 "model_source": self._source()}
+
+
+def _running_stats(module) -> bool:
+    """Whether ``module`` keeps batch-norm running statistics of its own (its buffers, not a child's)."""
+    own = getattr(module, "_buffers", None) or {}
+    return isinstance(own.get("running_mean"), torch.Tensor) and isinstance(own.get("running_var"), torch.Tensor)
 
 
 def _spans_world(group) -> bool:
