@@ -492,7 +492,7 @@ def check_rank0_io(run, epochs: int, extra_prints: int) -> Finding:
     prints = {r: printed[r] + logged[r] for r in printed}  # logging.info every step is the same noise
     outside = sync.rank_output(run)  # what the launcher captured and the files left: no patched function involved
     ev = {"saves": saves, "prints": printed, "logging": logged, "source": SOURCE_CROSS_CHECKED,
-          "outside": {r: {**{k: v for k, v in o.items() if k.endswith(("_lines", "_redraws", "_bytes"))},
+          "outside": {r: {**{k: v for k, v in o.items() if k.endswith(("_lines", "_redraws", "_bytes", "_recurring"))},
                           "files": o["files"][:5], "other_files": o["other_files"][:5]} for r, o in outside.items()}}
     redraws, by_bytes, by_lines = {}, {}, {}
     for r, o in outside.items():
@@ -521,17 +521,20 @@ def check_rank0_io(run, epochs: int, extra_prints: int) -> Finding:
                        {**ev, "unclaimed": unclaimed[:10]}, fallback="files")
     # A line a rank prints while it trains (once per epoch, say) is output repeated once per process,
     # however few epochs the run had; a line before its first step or after its last is not.
-    recurring = {r: n for r, n in training.items() if n}
+    # The launcher's capture says the same whichever function wrote it (sys.stdout.write, os.write): stdout
+    # lines of one shape that comes back ("epoch 0: ...", "epoch 1: ...") recur, a banner and a last line do not.
+    recurring = {r: max(n, (outside.get(r) or {}).get("stdout_recurring", 0)) for r, n in training.items()}
+    recurring = {r: n for r, n in recurring.items() if n}
     if noisy or recurring:
         r = next(iter(noisy or recurring))
-        key = "prints" if noisy else "prints_training"
+        key = "prints" if noisy else ("prints_training" if training.get(r) else "prints_recurring")
         if noisy and redraws.get(r, 0) > epochs + extra_prints:
             key = "prints_redraws"  # a progress bar on this rank: counted by its redraws
         elif noisy and by_bytes.get(r, 0) > max(by_lines.get(r, 0), epochs + extra_prints):
             key = "prints_bytes"  # few line ends, many bytes
         return Finding(CheckStatus.WARN, key,
                        {"rank": r, "prints": prints[r], "print_calls": printed[r], "logging_calls": logged[r],
-                        "training": training.get(r, 0), "redraws": redraws.get(r, 0),
+                        "training": training.get(r, 0), "redraws": redraws.get(r, 0), "recurring": recurring.get(r, 0),
                         "bytes": (outside.get(r) or {}).get("stdout_bytes", 0) + (outside.get(r) or {}).get("stderr_bytes", 0)},
                        {**ev, "training": training}, fallback="prints")
     return Finding(CheckStatus.PASS, "ok", {}, {**ev, "training": training})

@@ -182,7 +182,7 @@ def unclaimed_checkpoints(run) -> list[str]:
 
 
 def rank_output(run) -> dict[int, dict[str, Any]]:
-    """rank -> stdout/stderr lines, redraws and bytes, checkpoint-like ``files`` it wrote that the run left,
+    """rank -> stdout/stderr lines, redraws and bytes, the stdout lines whose shape recurs, checkpoint-like ``files`` it wrote that the run left,
     and ``other_files``."""
     ev = getattr(run, "evidence", None) or {}
     outs = (ev.get("outputs") or {}).get("ranks") or {}
@@ -201,6 +201,7 @@ def rank_output(run) -> dict[int, dict[str, Any]]:
         left += named
         out[r] = {**{f"{kind}_{what}": _count(o.get(f"{kind}_{what}")) for kind in ("stdout", "stderr")
                      for what in ("lines", "redraws", "bytes")},
+                  "stdout_recurring": _count(o.get("stdout_recurring")),  # lines of a shape that comes back
                   "files": [f for f in left if f in saved or f.lower().endswith(CHECKPOINT_SUFFIXES)],
                   "other_files": [f for f in left if not (f in saved or f.lower().endswith(CHECKPOINT_SUFFIXES))]}
     return out

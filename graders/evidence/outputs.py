@@ -20,6 +20,46 @@ from graders.evidence import SOURCE_OUTSIDE
 from graders.sandbox import untrusted
 
 MAX_READ = 64 * 1024 * 1024  # per file; beyond it lines are estimated from the bytes read
+MAX_SHAPES = 4096  # distinct line shapes remembered per file (a bounded dictionary whatever the rank wrote)
+SHAPE_CHARS = 160  # characters of a line that decide its shape
+_DIGITS = bytes.maketrans(b"0123456789", b"##########")
+
+
+def _shape(line: bytes) -> bytes:
+    """A line with its numbers blanked: "epoch 0: loss 2.1" and "epoch 1: loss 1.9" have one shape."""
+    return line[:SHAPE_CHARS].translate(_DIGITS).strip()
+
+
+def recurring(path_fd: int | None, name: str) -> int:
+    """Lines of one captured file whose shape comes back (a line per epoch or per step, whichever function
+    wrote it); a start-up banner and a closing line have shapes of their own. 0 when absent or unreadable."""
+    if path_fd is None:
+        return 0
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=path_fd)
+    except OSError:
+        return 0
+    shapes: dict[bytes, int] = {}
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return 0
+        read, rest = 0, b""
+        while read < MAX_READ:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            read += len(chunk)
+            *lines, rest = (rest + chunk).split(b"\n")
+            rest = rest[-SHAPE_CHARS:]
+            for line in lines:
+                key = _shape(line.rsplit(b"\r", 1)[-1])
+                if key and (key in shapes or len(shapes) < MAX_SHAPES):
+                    shapes[key] = shapes.get(key, 0) + 1
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    return sum(n for n in shapes.values() if n > 1)
 
 
 def count(path_fd: int | None, name: str) -> tuple[int, int, int]:
@@ -56,7 +96,8 @@ def count(path_fd: int | None, name: str) -> tuple[int, int, int]:
 def rank_outputs(logs: Path, nproc: int) -> dict:
     """``{"source", "ranks": {rank: {"stdout_lines", "stdout_redraws", "stdout_bytes", "stderr_lines", ...}}}``."""
     ranks: dict[int, dict[str, int]] = {r: {f"{kind}_{what}": 0 for kind in ("stdout", "stderr")
-                                            for what in ("lines", "redraws", "bytes")} for r in range(nproc)}
+                                            for what in ("lines", "redraws", "bytes")} | {"stdout_recurring": 0}
+             for r in range(nproc)}
     with untrusted.open_dir(logs) as fd:
         run_ids = untrusted.list_names(fd, 8) if fd is not None else []
         for run_id in run_ids:
@@ -69,6 +110,7 @@ def rank_outputs(logs: Path, nproc: int) -> dict:
                             ranks[r][f"{kind}_lines"] += lines
                             ranks[r][f"{kind}_redraws"] += redraws
                             ranks[r][f"{kind}_bytes"] += size
+                        ranks[r]["stdout_recurring"] += recurring(rfd, "stdout.log")
     return {"source": SOURCE_OUTSIDE, "what": text("torchrun 截获的各 rank 标准输出与标准错误", "each rank's stdout/stderr as torchrun captured it"), "ranks": ranks}
 
 

@@ -213,6 +213,7 @@ LABELS: dict[str, tuple[str, str, str]] = {
     "stdout_bytes": ("标准输出字节数", "Bytes on stdout", "bytes"),
     "stderr_bytes": ("标准错误字节数", "Bytes on stderr", "bytes"),
     "stdout_redraws": ("标准输出上原地重画（\\r）的次数", "Redraws on stdout (\\r)", "plain"),
+    "stdout_recurring": ("标准输出中形状重复（只有数字不同）的行数", "Lines on stdout of a recurring shape (only the numbers differ)", "plain"),
     "stderr_redraws": ("标准错误上原地重画（\\r）的次数", "Redraws on stderr (\\r)", "plain"),
     "evaluated": ("评估了吗", "Evaluated", "plain"),
     "accuracy": ("评分程序测得的准确率", "Accuracy the grader measured", "pct"),

@@ -106,8 +106,20 @@ def test_rank_outputs_counts_lines_and_bytes_per_rank(tmp_path):
     got = outputs.rank_outputs(tmp_path, 2)
     assert got["source"] == SOURCE_OUTSIDE
     assert got["ranks"][0] == {"stdout_lines": 2, "stdout_redraws": 0, "stdout_bytes": 4,
-                               "stderr_lines": 1, "stderr_redraws": 0, "stderr_bytes": 5}
+                               "stderr_lines": 1, "stderr_redraws": 0, "stderr_bytes": 5, "stdout_recurring": 0}
     assert got["ranks"][1]["stdout_lines"] == 40
+    assert got["ranks"][1]["stdout_recurring"] == 40
+
+
+def test_rank_outputs_count_lines_of_a_recurring_shape(tmp_path):
+    """A line per epoch written with sys.stdout.write is seen by its shape (numbers blanked) in what the launcher
+    captured; a start-up banner and a closing line have shapes of their own."""
+    d = tmp_path / "run-1" / "attempt_0" / "1"
+    d.mkdir(parents=True)
+    (d / "stdout.log").write_text("rank 1/2 ready on cpu\nepoch 0: loss 2.1034\nepoch 1: loss 1.8821\nrank 1 done\n")
+    assert outputs.rank_outputs(tmp_path, 2)["ranks"][1]["stdout_recurring"] == 2
+    (d / "stdout.log").write_text("rank 1/2 ready on cpu\nrank 1 done\n")
+    assert outputs.rank_outputs(tmp_path, 2)["ranks"][1]["stdout_recurring"] == 0
 
 
 def test_rank_outputs_count_progress_bar_redraws(tmp_path):
@@ -159,6 +171,9 @@ def test_rank0_io_judged_from_outside_evidence():
     assert (got.status, got.params["prints"]) == (CheckStatus.WARN, 40)
     tensorboard = {"outputs": {"ranks": {}}, "files": {"ranks": {1: ["runs/events.out.tfevents.1"]}}}
     assert ddp.check_rank0_io(_run(recs, tensorboard), 2, 3).status == CheckStatus.PASS  # shown, not a checkpoint
+    epochs = {"outputs": {"ranks": {1: {"stdout_lines": 2, "stdout_recurring": 2}}}, "files": {"ranks": {1: []}}}
+    got = ddp.check_rank0_io(_run(recs, epochs), 2, 3)  # a line per epoch, whatever wrote it
+    assert (got.status, got.key, got.params["recurring"]) == (CheckStatus.WARN, "prints_recurring", 2)
     saved = {"outputs": {"ranks": {}}, "files": {"ranks": {1: ["checkpoint-rank1.pt"]}}}
     got = ddp.check_rank0_io(_run(recs, saved), 2, 3)
     assert (got.status, got.key, got.params["paths"]) == (CheckStatus.FAIL, "files", "checkpoint-rank1.pt")
