@@ -537,7 +537,21 @@ def check_rank0_io(run, epochs: int, extra_prints: int) -> Finding:
                         "training": training.get(r, 0), "redraws": redraws.get(r, 0), "recurring": recurring.get(r, 0),
                         "bytes": (outside.get(r) or {}).get("stdout_bytes", 0) + (outside.get(r) or {}).get("stderr_bytes", 0)},
                        {**ev, "training": training}, fallback="prints")
+    others = {r: logs for r, o in outside.items() if (logs := [f for f in o["other_files"] if _log_like(f)])}
+    if others:  # a log or metrics file a rank other than 0 left (every rank appending to metrics.csv) is output too
+        r, files = next(iter(others.items()))
+        return Finding(CheckStatus.WARN, "files_other", {"rank": r, "n": len(files), "paths": ", ".join(files[:3])},
+                       {**ev, "training": training}, fallback="prints")
     return Finding(CheckStatus.PASS, "ok", {}, {**ev, "training": training})
+
+
+LOG_SUFFIXES = (".csv", ".tsv", ".log", ".txt", ".json", ".jsonl", ".out")
+
+
+def _log_like(name: str) -> bool:
+    """A file a rank left that reads as a log or metrics (by name): a cache or a compiled module does not."""
+    low = name.lower()
+    return "__pycache__" not in low and (low.endswith(LOG_SUFFIXES) or "tfevents" in low)
 
 
 def _prints_while_training(stream) -> int:

@@ -170,7 +170,10 @@ def test_rank0_io_judged_from_outside_evidence():
     got = ddp.check_rank0_io(_run(recs, noisy), 2, 3)
     assert (got.status, got.params["prints"]) == (CheckStatus.WARN, 40)
     tensorboard = {"outputs": {"ranks": {}}, "files": {"ranks": {1: ["runs/events.out.tfevents.1"]}}}
-    assert ddp.check_rank0_io(_run(recs, tensorboard), 2, 3).status == CheckStatus.PASS  # shown, not a checkpoint
+    got = ddp.check_rank0_io(_run(recs, tensorboard), 2, 3)  # not a checkpoint, but a log rank 1 wrote: output too
+    assert (got.status, got.key, got.params["paths"]) == (CheckStatus.WARN, "files_other", "runs/events.out.tfevents.1")
+    cache = {"outputs": {"ranks": {}}, "files": {"ranks": {1: ["__pycache__/util.cpython-312.pyc"]}}}
+    assert ddp.check_rank0_io(_run(recs, cache), 2, 3).status == CheckStatus.PASS  # neither a log nor a checkpoint
     epochs = {"outputs": {"ranks": {1: {"stdout_lines": 2, "stdout_recurring": 2}}}, "files": {"ranks": {1: []}}}
     got = ddp.check_rank0_io(_run(recs, epochs), 2, 3)  # a line per epoch, whatever wrote it
     assert (got.status, got.key, got.params["recurring"]) == (CheckStatus.WARN, "prints_recurring", 2)
