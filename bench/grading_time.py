@@ -1,6 +1,6 @@
 """Grading time of homework 1's starter, a single-card sample and the reference, side by side.
 
-Wrong scripts should cost the grading host less than right ones (issue 26): the unmodified
+Wrong scripts should cost the grading host less than right ones: the unmodified
 starter and a script without a DistributedSampler are graded in at most half the reference's
 time. Gradings are interleaved (starter, sample, reference, starter, ...) so that a change in the
 host's load hits all three alike; the table gives each one's median wall time and its ratio to

@@ -1,4 +1,4 @@
-"""Similarity pages (issue 25): the pairs and clusters of a homework's latest run, one pair side by
+"""Similarity pages: the pairs and clusters of a homework's latest run, one pair side by
 side with the shared regions highlighted, and the form that opens an integrity review for the
 students of a pair or cluster. Instructors of the course only (students and strangers: 404).
 

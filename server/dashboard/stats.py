@@ -195,7 +195,7 @@ def homework_stats(course_id: int, assignment_id: str) -> HomeworkStats:
         report = report or {}
         for c in report.get("checks", []):
             st = checks.setdefault(c["id"], CheckStats(c["id"], c.get("title") or {"zh": c["id"], "en": c["id"]}))
-            # a field held for a teacher (issue 23: provisional until confirmed) is waiting, not failed
+            # a field held for a teacher (provisional until confirmed) is waiting, not failed
             bad = c.get("status") in FAILING and (c.get("evidence") or {}).get("review") != "pending"
             st.ran_all += 1
             st.failing_all += bad

@@ -1,6 +1,6 @@
 """Gradings whose speed was "pending calibration", re-scored when this host's calibration lands.
 
-A grading never waits for the reference solution to be measured (issue 26 item 3): without an
+A grading never waits for the reference solution to be measured: without an
 accepted calibration its speed check is "pending calibration" and keeps the measured pairs. When
 the worker's calibration thread accepts a value, ``rescore_pending`` recomputes that one check
 (``graders.ddp_speedup.rescore``) for every such report of the assignment on this host's mode; the

@@ -1,4 +1,4 @@
-""""I think this is right — ask the teacher" for homework 2's auto-graded annotations (issue 12).
+""""I think this is right — ask the teacher" for homework 2's auto-graded annotations.
 
 The annotation reader is right only about two times in three on fresh answers, so a student
 may ask a teacher to look at any auto-graded ``field.<path>`` check of their own graded

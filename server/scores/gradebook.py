@@ -270,7 +270,7 @@ def _homework_cells(course_id: int, items: dict[str, Item], user_id: int | None 
 def _mark_waiting(course_id: int, items: dict[str, Item], deadlines: dict[str, datetime], cells,
                   user_id: int | None) -> None:
     """Set ``waiting`` / ``unconfirmed`` on the homework cells whose counted submission holds annotations
-    no teacher decided yet (issue 23), as ``server.quiz.waiting.mark_cells`` does for the quiz: one query
+    no teacher decided yet, as ``server.quiz.waiting.mark_cells`` does for the quiz: one query
     over the few submissions that have any; the counted one is the one whose total the cell shows."""
     added = added_points_table()
     q = (db.select(Submission.user_id, Submission.assignment_id, Submission.created_at, counted_score(added),

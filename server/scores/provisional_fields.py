@@ -1,4 +1,4 @@
-"""Homework 2's annotations waiting for a teacher, kept as rows beside the stored report (issue 23).
+"""Homework 2's annotations waiting for a teacher, kept as rows beside the stored report.
 
 A field whose reading has not earned the teachers' trust (or that the reading is unsure of) counts
 nothing until a teacher decides it; its report check keeps the reading's suggestion

@@ -1,4 +1,4 @@
-"""Regrade requests per check (issue 24): "please look at this check again", with a reason.
+"""Regrade requests per check: "please look at this check again", with a reason.
 
 A student may ask once per check of their own graded submission, while its results are released
 (nobody can dispute a score they cannot see) and the course's window is open

@@ -15,7 +15,7 @@ Until an item is released its students see that a submission was graded (and whe
 long it ran), never its score, its checks' verdicts, hints or reference answers. Staff always
 see everything. The pages, the status API, the exports and (later) LTI passback all ask
 ``is_released`` / ``hidden_items`` here, so the rule lives in one place. This is a separate
-setting from a quiz's "reference answers shown" (issue 22): that one hides answers for good,
+setting from a quiz's "reference answers shown": that one hides answers for good,
 this one only until release.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One language per page (issue 22): every page of both roles, with every report fixture of
+"""One language per page: every page of both roles, with every report fixture of
 ``tests.server.ui.pages_seed``, renders in Chinese with no English UI words left and in English
 with no Chinese left.
 

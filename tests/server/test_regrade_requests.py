@@ -1,4 +1,4 @@
-"""Regrade requests per check (issue 24): a student asks about one check of their graded, released
+"""Regrade requests per check: a student asks about one check of their graded, released
 submission with a reason, once per check, while the course's window is open; the instructor's
 queue shows the report, the check and the reason, with two answers (rerun the grader, or change
 the check's score with a reply); the student sees the answer on the report, and the gradebook

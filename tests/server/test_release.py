@@ -1,4 +1,4 @@
-"""Release control (issue 24): per homework and quiz, scores and feedback shown at once (the
+"""Release control: per homework and quiz, scores and feedback shown at once (the
 default), after the last deadline, or when the instructor publishes. Until then the student sees
 that the work was graded, never the score, the checks' verdicts, hints or reference answers; the
 status API and the LMS exports hide it too; staff see everything. Publishing is one click,

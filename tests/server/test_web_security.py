@@ -1,4 +1,4 @@
-"""Nobody signs in without a password (issue 11, items 5 and 6), through the Flask test client.
+"""Nobody signs in without a password, through the Flask test client.
 
 * the session key: generated once into ``var/`` (0600), never the public default, never short;
 * ``var/`` is 0700 and the SQLite database 0600;
@@ -219,7 +219,7 @@ def test_throttle_message_in_chinese(client):
 
 
 def test_throttle_per_account_across_addresses(app, client):
-    # the per-account limit (from any address) is the looser LOGIN_LIMIT_ACCOUNT since issue 22:
+    # the per-account limit (from any address) is the looser LOGIN_LIMIT_ACCOUNT:
     # LOGIN_LIMIT is per account *and* address (tests/server/auth/test_lockout.py)
     for i in range(int(app.config["LOGIN_LIMIT_ACCOUNT"].split()[0])):
         assert _post_login(client, "alice", "wrong", addr=f"10.0.1.{i}").status_code == 401

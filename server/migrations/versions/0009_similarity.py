@@ -1,4 +1,4 @@
-"""similarity runs of a homework (issue 25)
+"""similarity runs of a homework
 
 Revision ID: similarity
 Revises: annotation_review_requests

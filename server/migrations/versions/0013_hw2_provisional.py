@@ -1,5 +1,5 @@
 """homework 2's annotations waiting for a teacher, as rows (provisional_field): the gradebook counts
-them when the course counts unconfirmed verdicts and marks them either way (issue 23)
+them when the course counts unconfirmed verdicts and marks them either way
 
 Revision ID: hw2_provisional
 Revises: freetext

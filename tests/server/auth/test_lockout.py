@@ -1,4 +1,4 @@
-"""Sign-in throttling throttles the guesser, not the owner (issue 22).
+"""Sign-in throttling throttles the guesser, not the owner.
 
 Five wrong passwords a minute for a username (no account needed) kept its owner at 429
 indefinitely, and the per-address limit could do the same to a lab behind one address. Now the

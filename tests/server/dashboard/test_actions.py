@@ -318,7 +318,7 @@ def test_a_regrade_keeps_teachers_decisions_unless_told_and_counts_the_counted_s
 
 def test_gradescope_states_say_what_happened(app, client, auth, make_sub):
     """A manual cell waiting for the teacher and a skipped check were exported as "failed", and so
-    was a speed warning (issue 22): a warning passed, the others have no status yet."""
+    was a speed warning: a warning passed, the others have no status yet."""
     import copy
 
     from tests.server.conftest import SAMPLE_REPORT

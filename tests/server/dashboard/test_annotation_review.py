@@ -1,4 +1,4 @@
-"""Homework 2's unsure annotations go to a teacher (issue 12): the field earns nothing and the
+"""Homework 2's unsure annotations go to a teacher: the field earns nothing and the
 student's report says a teacher will confirm what the reading found; similar annotations of
 several students are one group; one decision sets their points, the reports and the gradebook
 follow, and the decision is kept as a graded example."""
@@ -134,7 +134,7 @@ def test_a_teacher_can_leave_one_answer_out_of_a_group_decision(app, client, aut
 
 
 def test_c_confirms_an_annotation_groups_suggestion_and_labels_it(app, client, auth, make_sub) -> None:
-    """Issue 23: one key confirms the reading's own suggestion for a group of notes; each decided
+    """One key confirms the reading's own suggestion for a group of notes; each decided
     note is a labelled example of its field for the reader's earned trust."""
     from server.quiz import labels
 

@@ -1,6 +1,6 @@
 """Homework 2's annotation review end to end in a real Chromium against gunicorn and a real
 worker: two students upload the same annotation the reading is unsure of, beside one it is sure of
-but whose field earned no trust yet (the shipped default, issue 23); the teacher (phone width,
+but whose field earned no trust yet (the shipped default); the teacher (phone width,
 Chinese) grades each group with one key, both reports and the gradebook follow."""
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def test_annotation_review_grouped_decision_updates_reports_and_gradebook(servic
         page.goto(f"{service.url}/dashboard/DIST101/review/?lang=zh_CN")
         page.click("#review-annotations a")
         page.wait_for_selector(".rgroup")
-        # no field earned trust yet (issue 23): the sure batch note waits too, in a group of its own
+        # no field earned trust yet: the sure batch note waits too, in a group of its own
         assert page.locator(".rgroup").count() == 2
         stage = page.locator(".rgroup", has_text="参数每卡一份")
         assert "2 条相似答案" in stage.locator("h2").inner_text()

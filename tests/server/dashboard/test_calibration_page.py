@@ -1,4 +1,4 @@
-"""The instructor's calibration page (issue 26 item 3, issue 27 item 6): the accepted reference, whether
+"""The instructor's calibration page: the accepted reference, whether
 this host grades speed and why not, and the history with why pairs and attempts were rejected, in both
 languages. Read from a real calibration state file; nothing is measured."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Confirming is cheap (issue 23): C confirms a group's suggestion in one decision; a group larger
+"""Confirming is cheap: C confirms a group's suggestion in one decision; a group larger
 than the sample size is settled from a random sample of 29 the teacher reads, and only the sampled
 answers become labelled examples."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The regrade page in a real Chromium (issue 22): regrading a submission that carries a teacher's
+"""The regrade page in a real Chromium: regrading a submission that carries a teacher's
 annotation decision asks first, and the summary counts the change in the counted score (it said
 "0 scores changed" while the student's counted score fell)."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Similarity through the web app (issue 25): a run waits for first gradings, picks each student's
+"""Similarity through the web app: a run waits for first gradings, picks each student's
 counted submission, finds the copy; the instructor's pages escape what students wrote, students
 get 404, and a pair opens an integrity review with its evidence, a reason and the audit log."""
 from __future__ import annotations

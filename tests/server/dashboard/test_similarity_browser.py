@@ -1,4 +1,4 @@
-"""Similarity end to end in a real Chromium against gunicorn and a real worker (issue 25): two
+"""Similarity end to end in a real Chromium against gunicorn and a real worker: two
 students hand in homework 2 configs, one with the other's annotations; the teacher (phone width)
 runs the check, the worker runs it after the gradings, the teacher views the pair side by side
 and opens an integrity review from it; the review page shows the evidence."""

@@ -125,7 +125,7 @@ def test_queue_health_sees_real_workers_and_their_gpus(app, make_sub):
 
 @pytest.mark.parametrize("lang", ["zh", "en"])
 def test_common_wrong_answers_read_as_words_not_ids(lang):
-    """An ordering answer and a named numeric mistake showed their internal ids (issue 22)."""
+    """An ordering answer and a named numeric mistake showed their internal ids."""
     from coursework.quiz.bank import load_question
     from coursework.text import pick
 

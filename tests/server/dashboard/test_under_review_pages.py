@@ -1,4 +1,4 @@
-"""A grading held for an integrity review, on every page that shows it (issue 27, item 7).
+"""A grading held for an integrity review, on every page that shows it.
 
 The student sees "under review" instead of a bare 0 (report, submission list, homework list); the
 gradebook marks the cell and leaves it out of the class mean and the homework's score statistics;

@@ -1,4 +1,4 @@
-"""The status page tells the truth after a crash (issue 28, item 4), with real processes.
+"""The status page tells the truth after a crash, with real processes.
 
 A real RQ worker is SIGKILLed mid-run: until the lease runs out and a reconciler takes the
 submission back, the page used to say "running" with the dead run's phase; the recovered

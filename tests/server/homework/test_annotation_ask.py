@@ -1,4 +1,4 @@
-"""A student asks a teacher to look at an auto-graded homework-2 annotation (issue 12): once per
+"""A student asks a teacher to look at an auto-graded homework-2 annotation: once per
 answer, with a comment, only their own graded submission and only a field check of its stored
 report; the teacher's queue lists it apart from the unsure ones; a decision replaces the field's
 automatic points, and the gradebook and the student's page agree on the result."""

@@ -1,4 +1,4 @@
-"""Evidence keys read as words in both languages (issue 22: "Idle 1", "Ratio n", "Ref t1",
+"""Evidence keys read as words in both languages ("Idle 1", "Ratio n", "Ref t1",
 "Normalised uncapped", "Allowed missing", "Verdict: wrong_concept" on Chinese pages).
 
 The graders' source is walked for the keys they write into evidence, so a new key without a
@@ -104,7 +104,7 @@ def _english_prose(tree: ast.AST) -> list[str]:
 
 
 def test_outside_evidence_reads_in_the_pages_language():
-    """The outside evidence (issue 27) said where it came from in English on Chinese pages: "outside",
+    """The outside evidence said where it came from in English on Chinese pages: "outside",
     "inside, cross-checked", "each rank's stdout/stderr as torchrun captured it"."""
     files = [f for f in [*REPO.glob("graders/evidence/*.py"), *REPO.glob("graders/checks/*.py")]
              if f.name != "evaluate_model.py"]  # the sandboxed evaluator's reasons: graders.evidence.model reads them

@@ -1,4 +1,4 @@
-"""Homework 2 counts no annotation above what a teacher confirmed (issue 23), unless the field's
+"""Homework 2 counts no annotation above what a teacher confirmed, unless the field's
 reading earned trust or the course chose to count unconfirmed verdicts; either way every page and
 export says which points wait or are unconfirmed.
 

@@ -1,4 +1,4 @@
-"""A report page says one score (issue 22): the headline counted the teacher's hand-given points
+"""A report page says one score: the headline counted the teacher's hand-given points
 ("72.72 / 100") while the grader's summary below still said "得分 62.86 / 100"."""
 from __future__ import annotations
 

@@ -161,7 +161,7 @@ def test_hand_given_points_add_nothing_while_a_submission_counts_zero(app, clien
     page = client.get(f"/submissions/{sid}?lang=en").get_data(as_text=True)
     history = client.get("/homework/DIST101/hello_ddp?lang=en").get_data(as_text=True)
     row = history.split(f'/submissions/{sid}"')[1].split("</tr>")[0]
-    if review_status == "pending":  # issue 27: "under review", not a bare 0 (and never the hand-lifted score)
+    if review_status == "pending":  # "under review", not a bare 0 (and never the hand-lifted score)
         assert "Under review" in page and 'class="score-num"' not in page and "under review" in row
         assert f"/ {rep['max_score']:g}" not in row
     else:
@@ -231,7 +231,7 @@ def test_homework_statistics_count_the_submission_the_gradebook_counts(app, make
 
 
 def test_the_exports_round_as_the_pages_do(app, client, auth, make_sub) -> None:
-    """Issue 22's leftover: the CSV and Gradescope exports printed 11.5787 where every page shows 11.58."""
+    """The CSV and Gradescope exports printed 11.5787 where every page shows 11.58."""
     from coursework.text import score_text
 
     sid = make_sub("alice", score=11.5787, max_score=20.0)

@@ -1,4 +1,4 @@
-"""More of what students and teachers read, for the page checks of issue 22 (``tests/server/ui/``):
+"""More of what students and teachers read, for the page checks in ``tests/server/ui/``:
 on top of ``tests.server.ui_seed`` it stores a homework 1 report with the speed check's real
 evidence keys, a homework 2 config report from the real core (long field paths), a notebook
 report with manual cells waiting for a teacher and a kernel log, a submission under integrity

@@ -1,4 +1,4 @@
-"""What students and instructors see, in a real Chromium against gunicorn (issue 13's "done when"):
+"""What students and instructors see, in a real Chromium against gunicorn:
 every route of both roles in both languages at 1280 and 375 px never scrolls sideways; the
 override reaches the student with its reason; maxima and totals come from the definitions; the
 Canvas CSV's points row; "Regrade all" confirms and its page follows progress by itself while

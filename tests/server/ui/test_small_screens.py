@@ -1,4 +1,4 @@
-"""Issue 22 in a real Chromium against gunicorn: what students read, one language per page, and
+"""Small screens in a real Chromium against gunicorn: what students read, one language per page, and
 375 px. Each test names the defect it guards; the pages come from ``tests.server.ui.pages_seed``
 (reports shaped like the real graders', bob's graded quiz attempt answered by the real code).
 

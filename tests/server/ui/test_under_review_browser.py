@@ -1,5 +1,5 @@
-"""A submission held for an integrity review, as the student sees it in a real Chromium at 375 px
-(issue 27, item 7): "under review" on the report, the submission list and the homework list, in
+"""A submission held for an integrity review, as the student sees it in a real Chromium at 375 px:
+"under review" on the report, the submission list and the homework list, in
 both languages, no detection detail, and nothing scrolls sideways; the instructor's integrity page
 at the same width shows the event and its line. One gunicorn for the module, its own seed.
 """
