@@ -1,5 +1,5 @@
-"""Gradings left "pending calibration" are re-scored in the database when the calibration lands
-: only the speed check changes, the student's code does not run again, and a row
+"""Gradings left "pending calibration" are re-scored in the database when the calibration lands:
+only the speed check changes, the student's code does not run again, and a row
 regraded meanwhile is not overwritten. A real SQLite database through the app."""
 from __future__ import annotations
 
