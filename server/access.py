@@ -8,7 +8,7 @@ from flask import abort
 from flask_login import current_user
 
 from server.extensions import db
-from server.models import Course, Role, Submission
+from server.models import Course, CourseAssignment, Membership, Role, Submission, User
 
 
 def is_instructor_of(course_id: int) -> bool:
@@ -36,3 +36,27 @@ def course_or_404(code: str, *, instructor: bool = False) -> Course:
     if role is None or (instructor and role != Role.INSTRUCTOR):
         abort(404)
     return course
+
+
+def student_or_404(course_id: int, username: str) -> User:
+    user = db.session.scalar(db.select(User).join(Membership, Membership.user_id == User.id).where(
+        User.username == username, Membership.course_id == course_id, Membership.role == Role.STUDENT.value))
+    if user is None:
+        abort(404)
+    return user
+
+
+def course_submission_or_404(course_id: int, submission_id: int) -> Submission:
+    """A submission of this course, or 404 (ids from other courses reveal nothing)."""
+    sub = db.session.get(Submission, submission_id)
+    if sub is None or sub.course_id != course_id:
+        abort(404)
+    return sub
+
+
+def settings_or_404(course_id: int, assignment_id: str) -> CourseAssignment:
+    ca = db.session.scalar(db.select(CourseAssignment).where(
+        CourseAssignment.course_id == course_id, CourseAssignment.assignment_id == assignment_id))
+    if ca is None:
+        abort(404)
+    return ca

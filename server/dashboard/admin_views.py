@@ -8,12 +8,12 @@ from flask import abort, flash, redirect, render_template, request, url_for
 from flask_babel import gettext as _
 from flask_login import current_user
 
-from server.access import course_or_404
+from server.access import course_or_404, course_submission_or_404, settings_or_404, student_or_404
 from server.scores import actions
 from server.scores.gradebook import build_gradebook
 from server.scores.models import AuditEntry, Extension
 from server.dashboard.queue_health import queue_health
-from server.dashboard.views import bp, course_submission_or_404, settings_or_404, student_or_404
+from server.dashboard.views import bp
 from server.extensions import db
 from server.homework.views import report_context
 from server.models import User

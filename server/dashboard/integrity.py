@@ -22,9 +22,9 @@ from flask_babel import gettext as _
 from flask_login import current_user
 from sqlalchemy.orm import undefer
 
-from server.access import course_or_404
+from server.access import course_or_404, course_submission_or_404
 from server.scores.actions import ActionError, _audit
-from server.dashboard.views import bp, course_submission_or_404
+from server.dashboard.views import bp
 from server.extensions import db
 from server.scores import events
 from server.grading.lifecycle import compare_and_set

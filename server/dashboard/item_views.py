@@ -10,12 +10,12 @@ from rq import Worker
 
 from coursework.quiz.bank import BankError, load_quiz
 from coursework.text import pick
-from server.access import course_or_404
+from server.access import course_or_404, course_submission_or_404, settings_or_404
 from server.dashboard import stats
 from server.scores import actions
 from server.scores.gradebook import build_gradebook
 from server.scores.models import Extension
-from server.dashboard.views import bp, course_submission_or_404, settings_or_404
+from server.dashboard.views import bp
 from server.extensions import db
 from server.homework.charts import bar_chart
 from server.models import FINISHED_STATUSES, Submission, User

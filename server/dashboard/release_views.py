@@ -9,8 +9,8 @@ from flask_login import current_user
 
 from coursework.quiz.bank import BankError, load_quiz
 from server.scores import release
-from server.access import course_or_404
-from server.dashboard.views import bp, settings_or_404
+from server.access import course_or_404, settings_or_404
+from server.dashboard.views import bp
 
 
 def _errors() -> dict[str, str]:

@@ -13,7 +13,7 @@ from flask_login import current_user
 from coursework.assignments import load as load_assignment
 from coursework.exceptions import AssignmentNotFound
 from coursework.quiz.bank import BankError, all_quiz_ids, load_question, load_quiz
-from server.access import course_or_404
+from server.access import course_or_404, course_submission_or_404, student_or_404
 from server.dashboard import exports
 from server.scores import actions
 from server.scores.gradebook import build_gradebook, gc_paused, sort_and_filter
@@ -22,7 +22,7 @@ from server.extensions import db
 from server.scores.release import hidden_items
 from server.homework.points import natural_key
 from server.homework.views import report_context
-from server.models import CourseAssignment, Membership, Role, Submission, User
+from server.models import Role, Submission, User
 from server.quiz.models import QuizAttempt
 from server.ui import lang_key, pick
 
@@ -178,14 +178,6 @@ def _gradebook_page(course) -> str:
     return html
 
 
-def student_or_404(course_id: int, username: str) -> User:
-    user = db.session.scalar(db.select(User).join(Membership, Membership.user_id == User.id).where(
-        User.username == username, Membership.course_id == course_id, Membership.role == Role.STUDENT.value))
-    if user is None:
-        abort(404)
-    return user
-
-
 @bp.route("/<code>/students/<username>")
 def student(code: str, username: str):
     """One student: their gradebook row with override forms, quiz attempts, submissions with reports."""
@@ -243,14 +235,6 @@ def export_reports(code: str):
     return _download(body, f"{course.code}-reports.jsonl", "application/x-ndjson")
 
 
-def course_submission_or_404(course_id: int, submission_id: int) -> Submission:
-    """A submission of this course, or 404 (ids from other courses reveal nothing)."""
-    sub = db.session.get(Submission, submission_id)
-    if sub is None or sub.course_id != course_id:
-        abort(404)
-    return sub
-
-
 @bp.route("/<code>/submissions/<int:submission_id>/gradescope.json")
 def export_gradescope(code: str, submission_id: int):
     """One submission's report in Gradescope's results.json format."""
@@ -258,11 +242,3 @@ def export_gradescope(code: str, submission_id: int):
     sub = course_submission_or_404(course.id, submission_id)
     body = json.dumps(exports.gradescope_results(sub, lang_key()), ensure_ascii=False, indent=1)
     return _download(body, f"results-{sub.id}.json", "application/json")
-
-
-def settings_or_404(course_id: int, assignment_id: str) -> CourseAssignment:
-    ca = db.session.scalar(db.select(CourseAssignment).where(
-        CourseAssignment.course_id == course_id, CourseAssignment.assignment_id == assignment_id))
-    if ca is None:
-        abort(404)
-    return ca
