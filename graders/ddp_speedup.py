@@ -48,14 +48,6 @@ def gpu_plan(mode: str, nproc: int, available: int) -> tuple[bool, bool, dict[st
     return available >= 1, reason is None, reason
 
 
-def _gpu_count() -> int:
-    given = gpu_slots.available()  # inside a worker: the GPUs this job was allocated
-    if given is not None:
-        return given
-    import torch  # only in GPU mode: the CPU grader never pays for importing torch
-    return torch.cuda.device_count()
-
-
 def grade(assignment: Assignment, job: Path, files: list[Path], mode: str = "cpu") -> GradeReport:
     """Grade one submitted script; see the module docstring."""
     cfg = {**assignment.raw, "_path": str(assignment.path), "_id": assignment.id}
@@ -69,7 +61,7 @@ def grade(assignment: Assignment, job: Path, files: list[Path], mode: str = "cpu
     data_dir, synthetic = ddp_job.data_dir(job, mode, cfg)
     limits = torchrun.make_limits(wall_limits(assignment.limits.get(mode, {}), script),
                                   json.loads(os.environ.get("DISTGRADE_LIMITS", "{}")))
-    gpus = _gpu_count() if mode == "gpu" else 0
+    gpus = gpu_slots.job_gpus() if mode == "gpu" else 0
     do_single, do_multi, skip_reason = gpu_plan(mode, nproc, gpus)
 
     def launch(n: int, tag: str, stop_when=None, run_epochs: int = epochs, root: str | None = None):

@@ -72,14 +72,6 @@ def estimates(params: int, cards: int, precision: str, optimizer: str) -> dict[i
         optimizer=memory_calc.Optimizer(optimizer), stage=stage)).to_dict() for stage in (0, 1, 2, 3)}
 
 
-def _gpu_count() -> int:
-    given = gpu_slots.available()  # inside a worker: the GPUs this job was allocated
-    if given is not None:
-        return given
-    import torch  # only in GPU mode: the CPU grader never pays for importing torch
-    return torch.cuda.device_count()
-
-
 def grade(assignment: Assignment, job: Path, files: list[Path], mode: str = "cpu") -> GradeReport:
     """Grade one submitted script; see the module docstring."""
     cfg = assignment.raw
@@ -90,7 +82,7 @@ def grade(assignment: Assignment, job: Path, files: list[Path], mode: str = "cpu
     size, steps = cfg["sizes"][which], int(cfg["steps"][which])
     size_params = int(cfg["size_params"][size])
     capacity = capacity_bytes(cfg["card"], size_params)
-    plan = run_plan(mode, nproc, _gpu_count() if mode == "gpu" else 0,
+    plan = run_plan(mode, nproc, gpu_slots.job_gpus() if mode == "gpu" else 0,
                     baseline=bool(cfg["baseline"]["enabled"]) and not fast_mode())
     os.chmod(job, 0o711)
     script = _stage(files[0], job, assignment.path / "starter" / "model.py")

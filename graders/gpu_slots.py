@@ -325,6 +325,17 @@ def available(env: Mapping[str, str] | None = None) -> int | None:
     return len([x for x in raw.split(",") if x.strip().isdigit()]) if raw else None
 
 
+def job_gpus() -> int:
+    """The GPUs a GPU-mode grading may use: the ones its worker allocated, or, run by hand outside a
+    worker, every GPU torch sees (torch is imported only here, so the CPU grader never pays for it)."""
+    given = available()
+    if given is not None:
+        return given
+    import torch
+
+    return torch.cuda.device_count()
+
+
 def needed(resource: str) -> int:
     """GPUs a queue class needs: ``gpu2`` -> 2, ``cpu`` -> 0."""
     m = re.fullmatch(r"gpu(\d+)", resource or "")
