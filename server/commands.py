@@ -8,7 +8,9 @@ import click
 from flask import Flask
 
 from server.extensions import db
-from server.models import Course, Role
+from server.grading.reconcile import reconcile
+from server.models import Course, Role, User
+from server.roster import enrol, ensure_course, import_csv
 
 DEMO_ACCOUNTS_FILE = "demo-accounts.txt"
 
@@ -48,8 +50,6 @@ def register(app: Flask) -> None:
         (0600): a published default would let anyone sign in as the instructor. Tests and benchmarks get
         the published ones (``TESTING``, or ``DISTGRADE_DEMO_PASSWORDS=published`` in the environment).
         """
-        from server.roster import enrol, ensure_course
-
         course = ensure_course(*DEMO_COURSE)
         known = app.config.get("TESTING", False) or os.environ.get("DISTGRADE_DEMO_PASSWORDS") == "published"
         made = []
@@ -77,8 +77,6 @@ def register(app: Flask) -> None:
     @click.option("--password", default=None, help="generated and printed if omitted")
     def users_add(username: str, course_code: str, role: str, password: str | None) -> None:
         """Enrol USERNAME in a course, creating the account if needed."""
-        from server.roster import enrol
-
         course = _course(course_code)
         user, pw = enrol(course, username, role=Role(role), password=password)
         db.session.commit()
@@ -91,7 +89,6 @@ def register(app: Flask) -> None:
         """Give USERNAME a new password; every session of that account ends."""
         import secrets
 
-        from server.models import User
 
         user = db.session.scalar(db.select(User).where(User.username == username))
         if user is None:
@@ -110,8 +107,6 @@ def register(app: Flask) -> None:
     @click.option("--course", "course_code", default=DEMO_COURSE[0], show_default=True)
     def roster_import(csv_file: str, course_code: str) -> None:
         """Enrol every student of a CSV roster (header: username[,display_name,email,password])."""
-        from server.roster import import_csv
-
         with open(csv_file, "rb") as f:
             result = import_csv(_course(course_code), f.read())
         for err in result.errors:
@@ -125,8 +120,6 @@ def register(app: Flask) -> None:
     @app.cli.command("reconcile")
     def reconcile_cmd() -> None:
         """Re-enqueue submissions whose queue job was lost."""
-        from server.grading.reconcile import reconcile
-
         click.echo(f"re-enqueued: {reconcile()}")
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from coursework.report import text
 from server.extensions import db
 from server.models import Course, CourseAssignment, Membership, Role, User
+from coursework.assignments import all_assignments
 
 ROSTER_COLUMNS = ("username", "display_name", "email", "password")
 
@@ -79,8 +80,6 @@ def import_csv(course: Course, data: bytes) -> RosterResult:
 
 def ensure_course(code: str, title: str) -> Course:
     """Get or create a course and publish every assignment folder in it."""
-    from coursework.assignments import all_assignments
-
     course = db.session.scalar(db.select(Course).where(Course.code == code))
     if course is None:
         course = Course(code=code, title=title)

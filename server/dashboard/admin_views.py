@@ -17,6 +17,7 @@ from server.dashboard.views import bp
 from server.extensions import db
 from server.homework.views import report_context
 from server.models import User
+from server.dashboard.calibration_views import measuring_now
 
 
 def _messages(top: float | None = None) -> dict[str, str]:
@@ -145,6 +146,5 @@ def audit(code: str):
 def queue(code: str):
     """Queued / running / failed jobs, RQ queues, workers and their GPUs, oldest job age."""
     course = course_or_404(code, instructor=True)
-    from server.dashboard.calibration_views import measuring_now  # that module imports the blueprint from views
 
     return render_template("dashboard/queue.html", course=course, health=queue_health(), measuring=measuring_now())

@@ -19,6 +19,7 @@ from server.access import course_or_404
 from server.dashboard.review_views import _question_or_404
 from server.dashboard.views import bp
 from server.quiz import labels, review
+from server.dashboard import review_annotation
 
 
 def suggestion(rows: list) -> float | None:
@@ -100,8 +101,6 @@ def annotation_suggestion(items: list) -> float | None:
 @bp.post("/<code>/review/annotations/confirm")
 def review_annotation_confirm(code: str):
     """C on homework 2's queue: the ticked notes get the share the reading suggested for them."""
-    from server.dashboard import review_annotation
-
     course = course_or_404(code, instructor=True)
     back = redirect(url_for("dashboard.review_annotations", code=code))
     wanted = set()

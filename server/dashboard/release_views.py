@@ -11,6 +11,7 @@ from coursework.quiz.bank import BankError, load_quiz
 from server.scores import release
 from server.access import course_or_404, settings_or_404
 from server.dashboard.views import bp
+from server.dashboard import item_views
 
 
 def _errors() -> dict[str, str]:
@@ -70,8 +71,6 @@ def _stats_url(code: str, kind: str, ref: str) -> str:
 
 
 def _stats_page(code: str, kind: str, ref: str) -> str:
-    from server.dashboard import item_views  # registers on the same blueprint; imported late to avoid a cycle
-
     return item_views.homework_stats(code, ref) if kind == "hw" else item_views.quiz_stats(code, ref)
 
 

@@ -36,6 +36,7 @@ from server.extensions import db
 from server.scores import events
 from server.models import Submission, SubmissionStatus, User, utcnow
 from server.quiz.models import QuizReviewDecision
+from server.quiz import labels
 
 EXAMPLE_PREFIX = "annotation:"
 
@@ -186,7 +187,6 @@ def decide(course_id: int, items: list[tuple[int, str]], fraction: float, teache
                 AnnotationReviewRequest.submission_id == p.submission_id,
                 AnnotationReviewRequest.check_id == p.check_id).values(closed_at=now, auto_points=p.provisional))
             # the points the current report counts (a regrade since the request may have changed them)
-        from server.quiz import labels  # every decided note is a labelled example for earned trust
 
         labels.record(labels.annotation_item(p.dialect, p.path), p.annotation, fraction,
                       {"rule": round(p.provisional / p.review_points, 4) if p.review_points else None},

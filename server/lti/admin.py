@@ -17,6 +17,7 @@ from server.lti import passback, registry, roster, schedule, tool
 from server.lti.views import bp
 from server.lti.models import LtiContext, LtiPlatform, LtiRoleChange
 from server.models import Role, User
+from server.lti import dynamic
 
 
 @bp.route("/platforms", methods=["GET", "POST"])
@@ -29,8 +30,6 @@ def platforms():
         return _remove(request.form)
     dynamic_url = ""
     if request.method == "POST" and request.form.get("action") == "dynamic":
-        from server.lti import dynamic
-
         dynamic_url = dynamic.new_url()
     if request.method == "POST" and not dynamic_url:
         f = request.form

@@ -22,6 +22,8 @@ from server.extensions import db
 from server.lti.models import LtiContext, LtiPlatform, LtiUser
 from server.models import Course, Membership, Role, utcnow
 from server.scores.gradebook import build_gradebook
+from server.grading.queue import redis_conn
+from server.lti.tool import tool_conf
 
 QUEUE = "distgrade-lti"
 AGS_SCOPES = ("https://purl.imsglobal.org/spec/lti-ags/scope/lineitem",
@@ -76,8 +78,6 @@ def _contexts(course_id: int) -> list[LtiContext]:
 def grade_changed(course_id: int, user_id: int | None = None, item: str | None = None) -> int:
     """Queue a passback for the course's LTI students (or one) on every item (or one); returns the
     number of jobs. Cheap when the course came from no LMS: one query, nothing queued."""
-    from server.grading.queue import redis_conn
-
     contexts = _contexts(course_id)
     if not contexts:
         return 0
@@ -160,7 +160,6 @@ def _service(ctx: LtiContext):
     from pylti1p3.assignments_grades import AssignmentsGradesService
     from pylti1p3.service_connector import ServiceConnector
 
-    from server.lti.tool import tool_conf
 
     platform = db.session.get(LtiPlatform, ctx.platform_id)
     registration = tool_conf().find_registration_by_params(platform.issuer, platform.client_id)

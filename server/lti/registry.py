@@ -12,6 +12,8 @@ from flask import url_for
 from server.extensions import db
 from server.lti.models import LtiContext, LtiPlatform, LtiUser
 from server.models import Course
+from server.lti.passback import LtiGradeSync, LtiLineItem
+from server.lti.frame import RedisCache
 
 SCOPES = ("https://purl.imsglobal.org/spec/lti-ags/scope/lineitem",
           "https://purl.imsglobal.org/spec/lti-ags/scope/result.readonly",
@@ -28,8 +30,6 @@ def courses_of(platform_id: int) -> list[Course]:
 def remove(platform_id: int, deployment: str | None = None) -> bool:
     """Remove one deployment id (later launches through it are refused) or, without one, the whole
     registration. Returns False if there was nothing to remove."""
-    from server.lti.passback import LtiGradeSync, LtiLineItem
-
     row = db.session.get(LtiPlatform, platform_id)
     if row is None or (deployment is not None and deployment not in (row.deployment_ids or [])):
         return False
@@ -52,8 +52,6 @@ LINK_CODE_TTL_S = 24 * 3600
 
 def new_link_code(course_id: int) -> str:
     """A one-time code (a day long) that links an LMS course to this course at its instructor's first launch."""
-    from server.lti.frame import RedisCache
-
     code = secrets.token_hex(5).upper()
     RedisCache().set("link:" + code, course_id, LINK_CODE_TTL_S)
     return code
@@ -61,8 +59,6 @@ def new_link_code(course_id: int) -> str:
 
 def take_link_code(code: str) -> Course | None:
     """The course a link code names, spending the code; None if unknown, used or expired."""
-    from server.lti.frame import RedisCache
-
     code = code.strip().upper()
     if not code.isalnum() or len(code) > 20:
         return None

@@ -15,6 +15,8 @@ from server.extensions import db
 from server.grading.queue import redis_conn
 from server.lti.models import LtiContext
 from server.models import utcnow
+from server.lti.passback import QUEUE
+from server.lti import roster
 
 DUE_KEY = "distgrade:lti:roster-sync-due"
 LAST_KEY = "distgrade:lti:roster-last:"
@@ -22,8 +24,6 @@ LAST_KEY = "distgrade:lti:roster-last:"
 
 def reconcile() -> int:
     """Queue the period's roster syncs if they are due; returns how many were queued."""
-    from server.lti.passback import QUEUE
-
     period = int(current_app.config.get("LTI_ROSTER_SYNC_S") or 0)
     if period <= 0 or not redis_conn().set(DUE_KEY, utcnow().isoformat(), nx=True, ex=period):
         return 0
@@ -44,7 +44,6 @@ def roster_job(course_id: int) -> dict[str, Any]:
 
         with worker_app().app_context():
             return roster_job(course_id)
-    from server.lti import roster
 
     try:
         outcome = {"at": utcnow().isoformat(timespec="seconds"), "counts": roster.sync(course_id), "error": ""}

@@ -30,6 +30,7 @@ from server.extensions import db
 from server.lti import keys
 from server.lti.models import LtiContext, LtiNonce, LtiPlatform, LtiRoleChange, LtiUser
 from server.models import Course, Membership, Role, User, utcnow
+from server.roster import ensure_course
 
 CLAIM = "https://purl.imsglobal.org/spec/lti/claim/"
 MEMBERSHIP = "http://purl.imsglobal.org/vocab/lis/v2/membership"
@@ -173,7 +174,6 @@ def create_course(platform: LtiPlatform, launch: dict[str, Any]) -> Course:
     context_id = str(context.get("id", ""))
     if not context_id:
         raise LaunchRefused("no_context")
-    from server.roster import ensure_course
 
     base = "".join(ch for ch in str(context.get("label") or "LTI") if ch.isalnum() or ch in "-_")[:24] or "LTI"
     code = base

@@ -19,6 +19,7 @@ from server.extensions import csrf, db
 from server.lti import frame, keys, passback, registry, tool
 from coursework.text import pick
 from server.scores.gradebook import build_gradebook
+from server.access import course_or_404
 
 bp = Blueprint("lti", __name__, url_prefix="/lti", cli_group="lti")
 
@@ -168,8 +169,6 @@ def deep_link(code: str):
     """Deep Linking: the instructor picks a homework or quiz; the signed reply (the tool's key)
     places it in the LMS with its line item (tag = the gradebook's item key, maximum = its points),
     which the grade passback then finds and reuses."""
-    from server.access import course_or_404
-
     course = course_or_404(code, instructor=True)
     launch_id = session.get("lti_deep_link")
     if not launch_id:
@@ -238,8 +237,6 @@ def create_course():
 @bp.route("/canvas.json")
 def canvas_json():
     """Canvas's configuration URL (a developer key "Enter URL"): nothing secret in it."""
-    from server.lti import registry
-
     return registry.canvas_config()
 
 

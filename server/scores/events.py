@@ -20,6 +20,7 @@ from blinker import Namespace
 
 from server.extensions import db
 from server.models import Submission
+from server.quiz.models import QuizAttempt
 
 log = logging.getLogger(__name__)
 _signals = Namespace()
@@ -49,8 +50,6 @@ def changed_submissions(submission_ids: Iterable[int]) -> None:
 
 def changed_attempts(attempt_ids: Iterable[int]) -> None:
     """``changed`` for the students and quizzes of these attempts (a finished attempt, a review decision)."""
-    from server.quiz.models import QuizAttempt  # server.quiz's package imports its pages, which send this event
-
     ids = list(attempt_ids)
     for course_id, user_id, quiz_id in set(db.session.execute(
             db.select(QuizAttempt.course_id, QuizAttempt.user_id, QuizAttempt.quiz_id)

@@ -35,6 +35,7 @@ from server.models import (PENDING_STATUSES, Course, CourseAssignment, Membershi
                            User)
 from server.quiz.models import AttemptStatus, QuizAttempt
 from server.scores.models import Regrade
+from server.quiz.waiting import mark_cells
 
 
 @dataclass
@@ -431,8 +432,6 @@ def _build(course: Course, user_id: int | None = None) -> Gradebook:
             if item is not None and not item.defined_max and (cell.max_score or 0.0) > item.max_score:
                 item.max_score = cell.max_score
     if quiz:
-        from server.quiz.waiting import mark_cells
-
         mark_cells(course.id, {i.ref: i.policy for i in items if i.kind == "quiz"}, quiz, user_id)
     overrides: dict[int, dict[str, tuple[float, str]]] = {}
     for uid, key, score, reason in db.session.execute(

@@ -14,6 +14,8 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from server.extensions import db
 from server.models import utcnow
+from server.models import Submission
+from server.quiz.models import QuizAttempt
 
 
 class Regrade(db.Model):
@@ -108,8 +110,6 @@ class Extension(db.Model):
 def _gradebook_indexes() -> None:
     from sqlalchemy import Index
 
-    from server.models import Submission
-    from server.quiz.models import QuizAttempt
 
     Index("ix_submission_gradebook", Submission.course_id, Submission.status, Submission.user_id,
           Submission.assignment_id, Submission.created_at, Submission.score, Submission.max_score)

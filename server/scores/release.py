@@ -32,6 +32,7 @@ from server.extensions import db
 from server.scores import events as score_events
 from server.models import CourseAssignment, utcnow
 from server.scores.models import Extension
+from server.models import User
 
 
 class ReleaseMode(str, Enum):
@@ -210,8 +211,6 @@ def withdraw(course_id: int, item: str, actor_id: int) -> None:
 
 def events(course_id: int, item: str | None = None, limit: int = 50) -> list[tuple[ReleaseEvent, str]]:
     """The newest release changes of a course (or one item) with who made each, newest first."""
-    from server.models import User
-
     q = (db.select(ReleaseEvent, User.username).join(User, User.id == ReleaseEvent.actor_id)
          .where(ReleaseEvent.course_id == course_id))
     if item:

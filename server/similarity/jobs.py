@@ -32,6 +32,7 @@ from server.grading.queue import job_state, queue_name, redis_conn
 from server.models import CourseAssignment, Submission, SubmissionStatus, User, utcnow
 from server.similarity.models import RunStatus, SimilarityRun
 from server.scores.hand_scores import added_points_table, counted_score
+from server.dashboard.stats import counted_ids
 
 TASK = "server.similarity.jobs.run_similarity"
 QUEUE = queue_name("similarity")
@@ -132,8 +133,6 @@ def _finish(run_id: int, status: RunStatus, **values) -> bool:
 
 def counted_submissions(course_id: int, assignment_id: str) -> list[int]:
     """Each student's counted graded submission under the course's score policy (best | last)."""
-    from server.dashboard.stats import counted_ids
-
     policy = db.session.scalar(db.select(CourseAssignment.score_policy).where(
         CourseAssignment.course_id == course_id, CourseAssignment.assignment_id == assignment_id)) or "best"
     added = added_points_table()
