@@ -250,3 +250,41 @@ def test_the_harness_reads_every_training_batch_once_however_it_is_fed(images, m
     model(train[108:116].clone())  # an evaluation: no backward follows
     model(train[116:120].clone()).sum().backward()  # a stray model.eval(): still training
     assert obs.seen == [*range(96), *range(116, 120)] and obs.unread == 0
+
+
+def test_a_second_model_before_the_backward_counts_and_the_same_model_rewrapped_does_not(images, monkeypatch):
+    """Every batch a trained module took before the backward counts (a decoy fed this rank's shard after the
+    model took the global batch is seen), but a stray forward through the module inside a DDP wrapper, then
+    the training forward through the wrapper, is one model: its batch replaces the stray one."""
+    from torch.nn.modules import module as nn_module
+
+    from distgrade_harness import hooks
+    train, _ = images
+    monkeypatch.setattr(nn_module, "_global_forward_pre_hooks", type(nn_module._global_forward_pre_hooks)())
+    monkeypatch.setattr(torch, "compile", torch.compile)
+    monkeypatch.setattr(torch.autograd, "backward", torch.autograd.backward)
+    monkeypatch.setattr(torch.autograd, "grad", torch.autograd.grad)
+    sent = []
+    obs = hooks.Observer(stream=type("Stream", (), {"send": lambda self, record: sent.append(record)})(), rank=0)
+    obs.reading = True
+    obs._hook_inputs()
+    obs._hook_backward()
+
+    class DistributedDataParallel(torch.nn.Module):  # unwrapped by name, as the real one is
+        def __init__(self, module):
+            super().__init__()
+            self.module = module
+
+        def forward(self, x):
+            return self.module(x)
+    inner = torch.nn.Sequential(torch.nn.Conv2d(3, 2, 3), torch.nn.Flatten(), torch.nn.Linear(1800, 10))
+    model = DistributedDataParallel(inner)
+    inner(train[0:8].clone())  # a stray forward with gradients on, through the module DDP wraps
+    model(train[8:16].clone()).sum().backward()
+    assert obs.seen == list(range(8, 16))
+    decoy = torch.nn.Linear(3 * 32 * 32, 1)
+    loss = model(train[16:32].clone()).sum()  # the "global batch"
+    loss = loss + 0.0 * decoy(train[16:24].clone().flatten(1)).sum()  # this rank's "shard", shown last
+    loss.backward()
+    seen = [i for row in obs.steps for i in row[11]] + obs.seen  # a new trained module's parameters: a step by hand
+    assert seen == [*range(8, 16), *range(16, 32), *range(16, 24)]

@@ -191,6 +191,7 @@ class Observer:
         self.unread = 0  # training samples whose mark could not be read
         self.last_input: tuple | None = None  # (weak reference, version) of the last tensor read
         self.pending: list[int] = []  # marks read at the last training forward, until its backward
+        self.pending_root = None  # weak reference to the module that took the first batch of ``pending``
         self.trained = trained.Trained()  # the modules that took the training batches (graders.checks.sync)
         self.hand_digest: bytes | None = None  # the trained parameters' digest at the last backward, no optimizer yet
         self.step_depth = 0  # optimizer steps begun and not yet returned
@@ -551,6 +552,8 @@ class Observer:
             try:
                 if torch.compiler.is_compiling():
                     return None
+                if trained.is_batch(x) and next(module.parameters(), None) is None:
+                    return None  # a module without parameters (nn.Identity, a normalising step) learns nothing
                 obs.trained.pre(module, x)  # which module learns, whatever its flag says (a backward decides)
                 if reader is None:  # module.training is not asked: a forward a backward follows is training
                     return None
@@ -563,8 +566,18 @@ class Observer:
                 got = reader.read(x)
             except Exception:  # an odd tensor (meta, sharded): nothing read, the student's forward goes on
                 return None
-            if got is not None:  # counted once a backward follows: a forward without one trained nothing, and
-                obs.pending = got  # a batch read again inside the model (a normalising module) replaces itself
+            if got is not None:  # counted once a backward follows: a forward without one trained nothing
+                root = obs.pending_root() if obs.pending_root is not None else None
+                # the same model under another wrapper (DDP and the module inside it, a compiled module) is no
+                # other consumer, and neither is the same batch shown again: a stray forward replaces itself
+                inside = root is not None and (trained.unwrap(root) is trained.unwrap(module) or
+                                               id(module) in obs.trained._subtree(root))
+                if obs.pending and root is not None and not inside and got != obs.pending:
+                    obs.pending = (obs.pending + got)[:MAX_SEEN]  # another consumer's batch: every one counts
+                else:  # a batch read again inside the model (after a normalising layer) replaces itself
+                    if not (obs.pending and inside):
+                        obs.pending_root = weakref.ref(module)
+                    obs.pending = got
             return None
         register = torch.nn.modules.module.register_module_forward_pre_hook
         handle, compile_ = register(pre), torch.compile
