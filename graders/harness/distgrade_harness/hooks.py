@@ -602,25 +602,33 @@ class Observer:
         self.seen.extend(read[:room])
         self.unread += len(got) - min(len(read), room)
 
+    def _on_backward(self, tensors) -> None:
+        """A backward (``backward()`` or ``torch.autograd.grad``) is about to run from ``tensors``."""
+        self.trained.backward()  # first: the first backward already names the module a step by hand changes
+        self.backward_in_step = self.backward_in_step or self.step_depth > 0
+        self._hand_step()
+        self.backwards += 1
+        if self.pending:
+            self._count_read()
+        if isinstance(tensors, torch.Tensor) and tensors.numel() == 1:
+            loss = tensors.detach()
+            self.last_loss = loss if loss.is_cuda else float(loss)  # no sync per step on GPU
+
     def _hook_backward(self) -> None:
         obs, backward, grad = self, torch.autograd.backward, torch.autograd.grad
 
-        def hooked_grad(*args, **kwargs):  # gradients taken without backward() still train the module fed
-            obs.trained.backward()
-            obs.backward_in_step = obs.backward_in_step or obs.step_depth > 0
-            return grad(*args, **kwargs)
+        def hooked_grad(outputs, *args, **kwargs):
+            # Gradients taken without backward() (torch.autograd.grad, then p.grad = g by hand) train the module
+            # fed just as much: the same bookkeeping, the marks read at its forward included. torch.compile's
+            # AOTAutograd calls it too, on fake tensors while it traces the backward graph: that trains nothing
+            # (and a fake loss has no value to read), the compiled backward that runs later is counted.
+            if not torch.compiler.is_compiling():
+                obs._on_backward(outputs)
+            return grad(outputs, *args, **kwargs)
         torch.autograd.grad = hooked_grad
 
         def hooked(tensors, *args, **kwargs):
-            obs.trained.backward()  # first: the first backward already names the module a step by hand changes
-            obs.backward_in_step = obs.backward_in_step or obs.step_depth > 0
-            obs._hand_step()
-            obs.backwards += 1
-            if obs.pending:
-                obs._count_read()
-            if isinstance(tensors, torch.Tensor) and tensors.numel() == 1:
-                loss = tensors.detach()
-                obs.last_loss = loss if loss.is_cuda else float(loss)  # no sync per step on GPU
+            obs._on_backward(tensors)
             return backward(tensors, *args, **kwargs)
         torch.autograd.backward = hooked
 
