@@ -75,6 +75,7 @@ class S:
 stream = S()
 obs = hooks.Observer(stream, 0)
 obs.install()
+hooks.STEP_FLUSH = 1000  # every row stays in obs.steps to be read below
 dist.init_process_group("gloo", init_method=f"file://{tempfile.mktemp()}", rank=0, world_size=1)
 model = torch.nn.Linear(20, 5)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -103,6 +104,12 @@ def run(mode, steps=4):
         elif mode == "dummy_async":
             dist.all_reduce(torch.ones(200), async_op=True).wait()
         opt.step()
+        if mode == "params_after":  # plain SGD, then the parameters averaged: the same update as DDP
+            flat = torch.nn.utils.parameters_to_vector(model.parameters()).detach()
+            dist.all_reduce(flat)
+            flat /= dist.get_world_size()
+            torch.nn.utils.vector_to_parameters(flat, model.parameters())
+    obs._settle_step()  # the last step's all-reduces are read when its span ends (the next forward, or the end)
     return [row[7] for row in obs.steps[-steps:]]
 print("per_param", run("per_param"))
 print("flat", run("flat"))
@@ -110,12 +117,14 @@ print("flat_async", run("flat_async"))
 print("dummy", run("dummy"))
 print("dummy_async", run("dummy_async"))
 print("none", run("none"))
+print("params_after", run("params_after"))
 '''
 
 
 def test_gradients_all_reduced_by_hand_are_seen_and_a_dummy_buffer_is_not(tmp_path):
     """Per-parameter and flattened all_reduce of the grads count, synchronous or overlapped
-    (``async_op=True`` then ``wait()``); a dummy tensor does not.
+    (``async_op=True`` then ``wait()``), and so do the parameters averaged after a plain SGD step; a dummy
+    tensor does not.
 
     Runs in a subprocess: installing the observer patches torch for the whole interpreter."""
     import subprocess
@@ -123,7 +132,8 @@ def test_gradients_all_reduced_by_hand_are_seen_and_a_dummy_buffer_is_not(tmp_pa
     script.write_text(HAND_REDUCE)
     out = subprocess.run([sys.executable, str(script), str(HARNESS_DIR)], capture_output=True, text=True, timeout=120)
     lines = dict(line.split(" ", 1) for line in out.stdout.splitlines() if line.split(" ", 1)[0] in
-                 ("per_param", "flat", "flat_async", "dummy", "dummy_async", "none"))
+                 ("per_param", "flat", "flat_async", "dummy", "dummy_async", "none", "params_after"))
     assert lines == {"per_param": "[1.0, 1.0, 1.0, 1.0]", "flat": "[1.0, 1.0, 1.0, 1.0]",
                      "flat_async": "[1.0, 1.0, 1.0, 1.0]", "dummy": "[0.0, 0.0, 0.0, 0.0]",
-                     "dummy_async": "[0.0, 0.0, 0.0, 0.0]", "none": "[0.0, 0.0, 0.0, 0.0]"}, out.stderr[-2000:]
+                     "dummy_async": "[0.0, 0.0, 0.0, 0.0]", "none": "[0.0, 0.0, 0.0, 0.0]",
+                     "params_after": "[1.0, 1.0, 1.0, 1.0]"}, out.stderr[-2000:]

@@ -72,6 +72,7 @@ else:
         else:
             outer.step()
         after.append(witness.short_digest(witness.param_rows(list(model.parameters()))))
+obs._settle_step()  # a step's digest is taken when its span ends (the next forward, or the run's end)
 print(json.dumps({"steps": obs.step_count, "digests": [r[13] for r in obs.steps], "after": after}))
 '''
 

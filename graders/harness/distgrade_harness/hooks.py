@@ -196,6 +196,7 @@ class Observer:
         self.hand_digest: bytes | None = None  # the trained parameters' digest at the last backward, no optimizer yet
         self.step_depth = 0  # optimizer steps begun and not yet returned
         self.backward_in_step = False  # a backward ran since the outermost of them began
+        self.open_row: list | None = None  # the last step's row until its span ends (``_settle_step``)
 
     # -- installation -------------------------------------------------------------
     def install(self) -> None:
@@ -353,30 +354,46 @@ class Observer:
                               "lr": [g.get("lr") for g in optimizer.param_groups][:8]})
         if self.step_depth and not self.backward_in_step:
             return
-        self._record_step()
+        self._record_step(defer=True)
 
-    def _record_step(self) -> None:
-        """One training step: its counters, its time and the trained parameters' digest."""
+    def _record_step(self, defer: bool = False) -> None:
+        """One training step: its counters, its time and the trained parameters' digest. ``defer``: an optimizer's
+        step, whose parameters (and the all-reduces that synchronised them) are read when the step span ends, at
+        the next forward of the trained module or the next backward (``_settle_step``): a script that averages
+        its parameters after ``step()`` (for plain SGD the same update as DDP) has synchronised them only then."""
+        self._settle_step()
+        if len(self.steps) >= STEP_FLUSH:
+            self._flush_steps()
         if _ON_GPU and torch.cuda.is_initialized():
             torch.cuda.synchronize()  # honest step times on an asynchronous device
         now = _monotonic()
         if not self.process_group and dist.is_available() and dist.is_initialized():
             self._on_process_group()
-        params = self._params()
-        manual = self._hand_reduced(params)
         if not self.bn_sent:
-            self._send_norms(params)
+            self._send_norms(self._params())
         key = self.last_key
-        self.steps.append([now, self.consumed.get(key, 0) if key is not None else 0, self.last_loss,
-                           self.backwards, self.buckets, self.synced, self.bucket_bytes, manual, *_schedstat(), self.data_wait,
-                           self.seen, self.unread])
+        row = [now, self.consumed.get(key, 0) if key is not None else 0, self.last_loss,
+               self.backwards, self.buckets, self.synced, self.bucket_bytes, 0.0, *_schedstat(), self.data_wait,
+               self.seen, self.unread]  # the digest comes when the step settles
+        row[7] = self._hand_reduced(self._params())  # now: the next zero_grad drops the gradients it reads
+        self.steps.append(row)
         self.seen, self.unread, self.pending = [], 0, []
         self.step_count += 1
-        self.steps[-1].append(self._witness_step(params))
         self.backwards = self.buckets = self.synced = self.bucket_bytes = 0
         self.last_loss = None
-        if len(self.steps) >= STEP_FLUSH:
-            self._flush_steps()
+        self.open_row = row
+        if not defer:
+            self._settle_step()
+
+    def _settle_step(self) -> None:
+        """The step span ended: the trained parameters as the ranks now hold them, and the share of their
+        gradients (or of themselves) all-reduced by hand since the step before."""
+        row, self.open_row = self.open_row, None
+        if row is None:
+            return
+        params = self._params()
+        row[7] = max(row[7], self._hand_reduced(params))  # the parameters averaged after the step count too
+        row.append(self._witness_step(params))
 
     def _params(self) -> list:
         """The parameters judged: the trained modules' (``trained``), else every optimizer's (the grader is told)."""
@@ -409,6 +426,7 @@ class Observer:
         self.hand_digest = digest
 
     def _flush_steps(self) -> None:
+        self._settle_step()
         if not self.steps:
             return
         rows, self.steps = self.steps, []
@@ -480,22 +498,23 @@ class Observer:
                        for ptr, n, s, hit in pending]
         grads = {}
         total = 0
-        grad_sum = 0.0
         with torch.no_grad():
             for p in params:
                 total += p.numel()
+                grads[p.data_ptr()] = p.numel()  # the parameters averaged in place after the step: the same update
                 if p.grad is not None:
                     grads[p.grad.data_ptr()] = p.grad.numel()
         if not total:
             return 0.0
         self.flat_min = max(1, total // 2)
         flat = [(n, s) for ptr, n, s, _ in pending if ptr not in grads and n >= total / 2]
-        if flat:  # a flattened buffer counts only if it adds up like the gradients (summed or averaged)
-            with torch.no_grad():
-                grad_sum = sum(float(p.grad.detach().double().sum()) for p in params if p.grad is not None)
+        if flat:  # a flattened buffer counts only if it adds up like the gradients or, averaged after the step and
+            with torch.no_grad():  # copied back, like the parameters (summed or averaged)
+                sums = [sum(float(p.grad.detach().double().sum()) for p in params if p.grad is not None),
+                        sum(float(p.detach().double().sum()) for p in params)]
             world = dist.get_world_size() if dist.is_initialized() else 1
             flat = [(n, s) for n, s in flat if s is not None and any(
-                abs(s / k - grad_sum) <= 1e-3 * max(abs(grad_sum), abs(s / k), 1e-6) for k in (1, world))]
+                abs(s / k - want) <= 1e-3 * max(abs(want), abs(s / k), 1e-6) for k in (1, world) for want in sums)]
         done = sum(n for ptr, n, _, hit in pending if hit or ptr in grads) + sum(n for n, _ in flat)
         return round(min(done / total, 1.0), 3)
 
@@ -552,6 +571,8 @@ class Observer:
             try:
                 if torch.compiler.is_compiling():
                     return None
+                if obs.open_row is not None and id(module) in obs.trained.counts:
+                    obs._settle_step()  # the trained module's next forward: the last step's span ended
                 if trained.is_batch(x) and next(module.parameters(), None) is None:
                     return None  # a module without parameters (nn.Identity, a normalising step) learns nothing
                 obs.trained.pre(module, x)  # which module learns, whatever its flag says (a backward decides)
@@ -604,6 +625,7 @@ class Observer:
 
     def _on_backward(self, tensors) -> None:
         """A backward (``backward()`` or ``torch.autograd.grad``) is about to run from ``tensors``."""
+        self._settle_step()  # the last step's span ends at the latest here
         self.trained.backward()  # first: the first backward already names the module a step by hand changes
         self.backward_in_step = self.backward_in_step or self.step_depth > 0
         self._hand_step()
@@ -706,6 +728,7 @@ class Observer:
     def _witness_exit(self) -> None:
         """The final parameters compared across ranks, and rank 0's model for the grader's evaluation."""
         self.writes.on = False  # what the harness writes from here on is not the student's
+        self._settle_step()
         self._hand_step()  # a last update by hand after the last backward
         params = self._params()
         if self.step_count and params and self.digests < witness.MAX_DIGESTS + 1:
