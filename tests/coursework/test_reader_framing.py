@@ -116,8 +116,6 @@ def quiz(qid: str, text: str):
     return grade(load_question(qid), 1, text)
 
 
-@pytest.mark.xfail(strict=True, reason="the question's own words (quizzes/ch7_3/selftest_3) lack 'moment estimates'; "
-                   "a general 'subject named with unknown words' sign routed 31% of a blind batch (test_bank's 25% cap)")
 @pytest.mark.parametrize("text", [
     "Stage 1 splits just Adam's moment estimates, stage 2 also splits the grads, stage 3 also splits the weights; "
     "FSDP full_shard is stage 3.",
