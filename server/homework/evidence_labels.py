@@ -243,6 +243,11 @@ STAFF_ONLY = {"band", "key", "digests", "digest", "sha256", "solution", "host", 
               # the whole loop's throughput of the first pair: a second pair of numbers beside the
               # middle pair the speed-up comes from would tell students two stories
               "loop_1", "loop_n"}
+# A reading that waits for a teacher (evidence ``review: pending``) keeps its verdict and the items
+# it found missing or wrong for the teacher's queue, which groups by them; a student sees it said
+# as a suggestion in ``reading`` ("this note may be wrong about ..."), never as "Verdict: contradicts
+# itself" or "Wrong: ..." beside it.
+HELD_READING_KEYS = {"verdict", "missing", "wrong"}
 STAFF_PATTERN = re.compile(r"(hash|digest|sha\d*|token|_id$)", re.I)
 
 # Enumerated values a grader writes, by kind.

@@ -18,7 +18,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from coursework.text import pick
-from server.homework.evidence_labels import LABELS, STAFF_ONLY, STAFF_PATTERN, VALUES, generic_label, value_label
+from server.homework.evidence_labels import (HELD_READING_KEYS, LABELS, STAFF_ONLY, STAFF_PATTERN, VALUES, generic_label,
+                                             value_label)
 
 MAX_ITEMS, MAX_TEXT, MAX_DEPTH = 16, 300, 2
 
@@ -164,7 +165,8 @@ def evidence_items(evidence: Any, lang: str, staff: bool = False, depth: int = 0
     if not isinstance(evidence, dict):
         return [Item("", fmt_value(evidence, "plain", lang))] if evidence not in (None, "", [], {}) else []
     items: list[Item] = []
-    keys = [k for k in evidence if not _hidden(str(k), staff)]
+    held = not staff and evidence.get("review") == "pending"
+    keys = [k for k in evidence if not _hidden(str(k), staff) and not (held and k in HELD_READING_KEYS)]
     for key in keys[:MAX_ITEMS]:
         k, value = str(key), evidence[key]
         if value is None or value == "" or value == [] or value == {}:

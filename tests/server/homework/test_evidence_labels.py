@@ -119,3 +119,22 @@ def test_outside_evidence_reads_in_the_pages_language():
     from graders.evidence import model
     for why in ("not a dict of tensors", "unreadable: UnpicklingError", "names or shapes differ from the assignment's model"):
         assert not any(c.isascii() and c.isalpha() for c in model._unscored(why)["zh"].replace("UnpicklingError", ""))
+
+
+def test_a_held_reading_is_shown_as_a_suggestion_never_as_a_verdict():
+    """A homework 2 note waiting for a teacher keeps the reading in its evidence (the teacher's queue
+    groups by it), but the student's page must not call it wrong: no "Verdict: contradicts itself",
+    no "Wrong: gradient" beside a provisional reading, in either language. Staff see the reading as is."""
+    from graders.config_annotation import core
+
+    source = (REPO / "assignments/config_annotation/samples/wrong_reading_waits_without_trust/submission.json").read_text()
+    held = [c for c in core.grade_config_text(source, "ds_config.json")
+            if c.evidence.get("review") == "pending" and c.evidence.get("verdict") == "contradiction"]
+    assert held, "the sample no longer has a note read as wrong and held"
+    ev = held[0].evidence
+    for lang, final in (("en", ("Verdict", "Wrong", "contradicts itself")), ("zh", ("判定", "说错的", "自相矛盾"))):
+        shown = " | ".join(f"{i.label}: {i.value}" for i in readable.evidence_items(ev, lang))
+        assert not any(word in shown for word in final), shown
+        assert ("may" in shown) if lang == "en" else ("可能" in shown), shown
+    staff = " | ".join(f"{i.label}: {i.value}" for i in readable.evidence_items(ev, "en", staff=True))
+    assert "Verdict" in staff and "Wrong" in staff, staff

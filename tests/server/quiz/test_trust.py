@@ -149,6 +149,11 @@ def test_practice_never_waits_even_when_the_reading_is_unsure(app, client, auth)
     body = _answer(client, attempt_id, 3, "offload makes training faster because the CPU helps compute")
     assert body["status"] == "graded" and "Practice: this is the automatic reading" in body["card_html"]
     assert "Reference answer" in body["card_html"]
+    # a reading unsure of itself is said as what it is, in both languages: never a bare "Not correct"
+    assert "Probably" in body["card_html"] and "Not correct" not in body["card_html"], body["card_html"]
+    zh = client.get(f"/quiz/attempt/{attempt_id}?lang=zh_CN").get_data(as_text=True)
+    card = zh.split('id="q3"', 1)[1].split("</section>", 1)[0]
+    assert "可能" in card and "正确" not in card.replace("可能部分正确", "").replace("可能不正确", ""), card
     with app.app_context():
         assert db.session.scalar(db.select(QuizAnswer.review_state)) is None
 
