@@ -300,6 +300,28 @@ def page(browser):
     context.close()
 
 
+@pytest.fixture(scope="session")
+def nbgrader_templates(tmp_path_factory):
+    """``share(var_dir)``: make ``var_dir/nbgrader`` the session's one folder of generated nbgrader courses.
+
+    A grading builds the course from homework 2's source notebook once per ``DISTGRADE_VAR_DIR`` and copies
+    it for every job after (``graders.config_annotation.notebook._template``), as a worker does with its own
+    var folder. Tests that grade notebooks with a var folder each regenerated it every time
+    (``generate_assignment`` with nbgrader's Alembic gradebook: 3.3 CPU seconds and 20 s of wall on the
+    loaded 2-core host, per notebook graded). Shared, the first notebook graded builds it (``_template``
+    keeps the first of two that race, as two workers would), keyed as before by the notebook's bytes and
+    nbgrader's version; ``test_committed_release_is_what_nbgrader_generates`` still generates on its own."""
+    templates = tmp_path_factory.mktemp("nbgrader-templates")
+
+    def share(var_dir: Path) -> Path:
+        var_dir.mkdir(parents=True, exist_ok=True)
+        link = var_dir / "nbgrader"
+        if not link.exists():
+            link.symlink_to(templates, target_is_directory=True)
+        return var_dir
+    return share
+
+
 @pytest.fixture
 def annotation_readings_trusted(monkeypatch):
     """Homework 2 as graded where every field's reading has earned the teachers' trust (issue 23):

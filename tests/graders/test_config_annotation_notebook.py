@@ -27,8 +27,8 @@ REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "assignments" / "config_annotation" / "samples"
 
 
-def _grade_sample(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("DISTGRADE_VAR_DIR", str(tmp_path / "var"))
+def _grade_sample(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, nbgrader_templates):
+    monkeypatch.setenv("DISTGRADE_VAR_DIR", str(nbgrader_templates(tmp_path / "var")))  # the generated course shared
     job = tmp_path / "job"
     job.mkdir()
     upload = job / "submission.ipynb"
@@ -59,8 +59,9 @@ def test_release_has_no_solutions_or_hidden_tests() -> None:
 
 
 @pytest.mark.slow
-def test_the_kernel_cannot_read_the_answer_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    report, job = _grade_sample("notebook_reads_answer_key", tmp_path, monkeypatch)
+def test_the_kernel_cannot_read_the_answer_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               nbgrader_templates) -> None:
+    report, job = _grade_sample("notebook_reads_answer_key", tmp_path, monkeypatch, nbgrader_templates)
 
     assert report.check("notebook.execute").status.value == "pass"
     graded = (job / "course" / "autograded" / notebook.STUDENT / "config_annotation" / "config_annotation.ipynb"
@@ -84,10 +85,11 @@ def test_the_kernel_cannot_read_the_answer_key(tmp_path: Path, monkeypatch: pyte
 
 
 @pytest.mark.slow
-def test_manual_scores_agree_with_nbgrader_gradebook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_manual_scores_agree_with_nbgrader_gradebook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     nbgrader_templates) -> None:
     from nbgrader.api import Gradebook
 
-    report, job = _grade_sample("notebook_complete", tmp_path, monkeypatch)
+    report, job = _grade_sample("notebook_complete", tmp_path, monkeypatch, nbgrader_templates)
 
     assert report.check("notebook.execute").status.value == "pass"
     if os.geteuid() == 0 and sandbox.find_bwrap():

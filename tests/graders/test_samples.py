@@ -197,8 +197,11 @@ def grade(folder: Path, var_dir: Path, share: HostShare) -> subprocess.Completed
 
 
 @pytest.fixture(scope="module")
-def gradings(request, tmp_path_factory) -> Iterator[dict[Path, Future]]:
-    """Every selected sample's grading, started at once on ``DISTGRADE_SAMPLE_JOBS`` threads."""
+def gradings(request, tmp_path_factory, nbgrader_templates) -> Iterator[dict[Path, Future]]:
+    """Every selected sample's grading, started at once on ``DISTGRADE_SAMPLE_JOBS`` threads.
+
+    Each grading has a var folder of its own, but homework 2's generated nbgrader course is shared
+    (``nbgrader_templates``): built by the first notebook graded, copied by the rest, as on a worker."""
     chosen = [item.callspec.params["folder"] for item in request.session.items
               if getattr(item, "originalname", "") == "test_sample"]
     share = HostShare()
@@ -211,14 +214,16 @@ def gradings(request, tmp_path_factory) -> Iterator[dict[Path, Future]]:
     busy = [f for f in chosen if f not in waiting]
     with ThreadPoolExecutor(max_workers=max(1, int(os.environ.get("DISTGRADE_SAMPLE_JOBS", "2")))) as pool, \
             ThreadPoolExecutor(max_workers=1) as lane:
-        futures = {folder: pool.submit(grade, folder, tmp_path_factory.mktemp("var"), share) for folder in busy}
+        def var() -> Path:
+            return nbgrader_templates(tmp_path_factory.mktemp("var"))
+        futures = {folder: pool.submit(grade, folder, var(), share) for folder in busy}
         trapped = [futures[f] for f in busy if _trapped(f)]
 
         def after_trapped(folder: Path, var: Path) -> subprocess.CompletedProcess:
             for future in trapped:
                 future.exception()  # waits; its own test reports what went wrong
             return grade(folder, var, share)
-        futures.update({folder: lane.submit(after_trapped, folder, tmp_path_factory.mktemp("var")) for folder in waiting})
+        futures.update({folder: lane.submit(after_trapped, folder, var()) for folder in waiting})
         yield futures
         for future in futures.values():
             future.cancel()
