@@ -134,6 +134,28 @@ class DemoDatabases:
         return path
 
 
+# The tests' password hash: one PBKDF2 round. The service's own is werkzeug's default (scrypt, N=32768), 0.12 CPU
+# seconds for each hash and each check on the CI host: in 122 server tests, 71 hashes and 152 checks cost 29 of
+# their 333 s. Only this process's ``server.models`` is patched (the session's demo databases and every user a test
+# creates here); a service a test starts as a subprocess hashes as in production, and a check reads the method
+# from the stored hash, so a wrong password is still refused whichever method made it.
+TEST_PASSWORD_HASH = "pbkdf2:sha256:1"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def cheap_password_hashes() -> Iterator[None]:
+    import functools
+
+    from werkzeug.security import generate_password_hash
+
+    from server import models
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(models, "generate_password_hash", functools.partial(generate_password_hash, method=TEST_PASSWORD_HASH))
+    yield
+    patch.undo()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def demo_databases(tmp_path_factory) -> Iterator[DemoDatabases]:
     """The session's templates (none is made until a test asks for a database)."""
