@@ -92,6 +92,17 @@ def contradiction(run) -> tuple[int, dict] | None:
     return None
 
 
+def blinded(run) -> tuple[int, dict] | None:
+    """The first rank whose harness saw a forward or backward run with the CPU memory counter switched
+    off (the script popped the dispatch modes), with the step and the module."""
+    for r, s in sorted((run.ranks or {}).items()) if run else []:
+        rec = s.first("fsdp_blind")
+        if rec:
+            step, where = rec.get("step"), rec.get("where")
+            return r, {"step": _count(step), "where": where[:80] if isinstance(where, str) else "?"}
+    return None
+
+
 def peaks(run) -> dict[int, dict]:
     """Per rank: the step with the highest peak, and the model states measured then."""
     out = {}
@@ -241,6 +252,12 @@ def check_fit(run, capacity: float, card: str | dict[str, str], baseline=None) -
         params.update(gpu=over[0], used=fmt_bytes(over[1]), allowance=fmt_bytes(cards.CONTEXT_ALLOWANCE),
                       peak=fmt_bytes(reported))
         return Finding(CheckStatus.FAIL, "over_outside", params, ev, fallback="over")
+    blind = blinded(run) or blinded(baseline)
+    if blind:  # the counter was switched off for part of the work: its peak says nothing, and that counts against
+        r, rec = blind
+        cg = ev["outside"].get("cgroup_peak_bytes")
+        params.update(rank=r, step=rec["step"], where=rec["where"], cgroup=fmt_bytes(cg if isinstance(cg, int) else None))
+        return Finding(CheckStatus.FAIL, "blind", params, {**ev, "blind": {"rank": r, **rec}})
     if not ranks:
         return Finding(CheckStatus.SKIP, "no_data")
     wrong = contradiction(run) or contradiction(baseline)

@@ -205,6 +205,16 @@ def test_a_ddp_replica_beside_a_sharded_decoy_is_not_sharded():
     assert fsdp.check_sharded(make_run({0: [decoy, small, plain, {**step, "trained": [0]}]}), 2, EST).key == "ok"
 
 
+def test_memory_counted_with_the_counter_switched_off_is_unreadable():
+    blind = {"type": "fsdp_blind", "step": 3, "where": "GPT"}
+    f = fsdp.check_fit(make_run({0: [mem(60 * MB)], 1: [mem(60 * MB), blind]}), CAP, "T4")
+    assert (f.status, f.key, f.params["rank"], f.params["where"]) == (CheckStatus.FAIL, "blind", 1, "GPT")
+    msg = render("memory.fit", f)["message"]
+    assert "switched off" in msg["en"] and "GPT" in msg["zh"]
+    # with nothing measured at all it is still the script's doing, not a skip
+    assert fsdp.check_fit(make_run({0: [blind]}), CAP, "T4").key == "blind"
+
+
 def steps(losses):
     return {"type": "steps", "t": list(range(len(losses))), "samples": [1] * len(losses), "loss": losses,
             "backwards": [1] * len(losses), "buckets": [0] * len(losses), "synced": [0] * len(losses),

@@ -140,6 +140,9 @@ class FsdpObserver:
         self.last_states: dict = {}
         self.capacity = int(os.environ.get("DISTGRADE_CAPACITY_BYTES", "0") or 0)
         self.device = int(os.environ.get("LOCAL_RANK", "0"))
+        self.blind = 0  # forwards and backwards seen with the memory counter switched off
+        self.blind_sent = False
+        self.blind_where = ""
 
     def install(self) -> None:
         if _ON_GPU:
@@ -207,6 +210,7 @@ class FsdpObserver:
 
     def _pre_forward(self, module, args):
         depth = getattr(self.local, "depth", 0)
+        self._note_blind(module)
         if depth == 0:
             if next(iter(module.parameters()), None) is None:
                 return None  # a loss module or a wrapper holding the model elsewhere: the model it calls is the root
@@ -250,12 +254,27 @@ class FsdpObserver:
 
         def seen(grad):
             obs.backed[index] += 1
+            obs._note_blind(None, forward=False)
             return None
         for t in outs:
             try:
                 t.register_hook(seen)
             except RuntimeError:  # a leaf that does not take hooks: nothing to watch
                 pass
+
+    def _note_blind(self, module, forward: bool = True) -> None:
+        """On a CPU host, work done where the memory counter is switched off (the script popped the dispatch
+        modes): the counted peak misses it, so the memory evidence cannot be read. Reported once, with where."""
+        if self.counter is None or self.blind_sent or (forward and not torch.is_grad_enabled()):
+            return
+        if fsdp_memory.counting_here():
+            return
+        self.blind += 1
+        if self.blind == 1:
+            self.blind_where = type(module).__name__ if module is not None else "backward"
+        if self.blind >= 2:  # one event could be the harness's own; two are the script's
+            self.blind_sent = True
+            self.stream.send({"type": "fsdp_blind", "step": self.steps, "where": self.blind_where[:80]})
 
     def trained_roots(self) -> list[int]:
         """The roots that trained: took a DataLoader batch and had a backward through their outputs;

@@ -21,7 +21,8 @@ import threading
 import weakref
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass
+from torch.utils._python_dispatch import (TorchDispatchMode, _get_current_dispatch_mode_stack,
+                                          is_traceable_wrapper_subclass)
 from torch.utils._pytree import tree_leaves
 
 
@@ -113,6 +114,18 @@ def _enter_here() -> None:
     if _active is not None and not getattr(_entered, "mode", None):
         _entered.mode = _ThreadMode(_active)
         _entered.mode.__enter__()
+
+
+def counting_here() -> bool:
+    """Is a mode feeding the counter on this thread's dispatch-mode stack now? A script that pops the modes
+    (``_disable_current_modes``) allocates where nothing counts."""
+    if _active is None:
+        return True
+    try:
+        stack = _get_current_dispatch_mode_stack()
+    except Exception:  # the private API moved: nothing can be said
+        return True
+    return any(isinstance(m, _ThreadMode) and m.counter is _active for m in stack)
 
 
 def _counted(start_new_thread):
