@@ -302,6 +302,11 @@ def check_progress(run, min_drop: float) -> Finding:
                  and abs(end["sum_after"] - end["sum_before"]) > 1e-9 * max(abs(end["sum_before"]), 1.0))
     if opt["model_params"] and (opt["in_model"] == 0 or opt["with_grad"] == 0) and not moved:
         return Finding(CheckStatus.FAIL, "stale_optimizer", params, ev)
+    stale = _count(end.get("stale")) if end else 0
+    if stale:  # part of the model never trained: an optimizer that lacks it (built before fully_shard replaced it)
+        names = [n for n in end.get("stale_names") or [] if isinstance(n, str)][:8]
+        params.update(stale=stale, checked=_count(end.get("checked")), names=", ".join(n[:80] for n in names) or "?")
+        return Finding(CheckStatus.FAIL, "partly_stale", params, ev)
     if end and end.get("sum_before") is not None and end.get("sum_after") is not None:
         before, after = end["sum_before"], end["sum_after"]
         if abs(after - before) <= 1e-9 * max(abs(before), 1.0):

@@ -236,6 +236,18 @@ def test_progress():
     assert same.key == "unchanged"
 
 
+def test_progress_fails_when_part_of_the_model_never_trained():
+    """An optimizer built before fully_shard(model): 96 of 100 tensors are the model's, the other 4 never change."""
+    opt = {"type": "fsdp_optimizer", "params": 100, "in_model": 96, "with_grad": 96, "model_params": 100}
+    end = {"type": "fsdp_end", "sum_before": 10.0, "sum_after": 11.0, "stale": 4, "checked": 100,
+           "stale_names": ["tok.weight", "pos.weight", "ln.weight", "ln.bias"]}
+    f = fsdp.check_progress(make_run({0: [opt, steps([7, 6.5, 4, 3]), end]}), 0.05)
+    assert (f.status, f.key) == (CheckStatus.FAIL, "partly_stale")
+    msg = render("train.progress", f)
+    assert "not in the optimizer" in msg["message"]["en"] and "tok.weight" in msg["message"]["zh"]
+    assert "fully_shard" in msg["hint"]["en"]
+
+
 def test_every_optimizer_counts_and_a_model_updated_by_hand_trained():
     """A decoy's optimizer steps first and holds none of the model's parameters; the model changed anyway."""
     decoy_opt = {"type": "fsdp_optimizer", "params": 100, "in_model": 0, "with_grad": 100, "model_params": 100}

@@ -112,3 +112,67 @@ def test_observer_in_a_one_rank_fsdp2_job(tmp_path: Path) -> None:
     end = recs["fsdp_end"][0]
     assert end["sum_before"] != end["sum_after"]
     assert recs["fsdp_save"][0]["bytes"] == 40 and recs["fsdp_save"][0]["devices"] == ["cpu"]
+
+
+TRAINED = r"""
+import json, os, sys
+sys.path.insert(0, os.environ["STARTER"])
+from distgrade_harness import fsdp
+import torch
+from torch.utils.data import DataLoader
+from torch.utils._python_dispatch import _disable_current_modes
+
+class Stream:
+    pid = os.getpid()
+    def __init__(self): self.records = []
+    def send(self, r): self.records.append(r)
+
+stream = Stream()
+obs = fsdp.install(stream, 0)
+import torch.distributed as dist
+from torch.distributed.fsdp import fully_shard
+import model as starter
+dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+torch.manual_seed(0)
+decoy = starter.build_model("tiny")  # sharded, called twice per step on one token
+for b in decoy.blocks:
+    fully_shard(b)
+fully_shard(decoy)
+decoy_opt = torch.optim.AdamW(decoy.parameters(), lr=1e-4)
+m = starter.build_model("tiny")  # plain: the model that takes the batches
+frozen = m.pos.weight
+opt = torch.optim.AdamW([p for p in m.parameters() if p is not frozen], lr=3e-3)  # one parameter left out
+loss_fn = torch.nn.CrossEntropyLoss()  # a parameterless root of its own: passed through
+tok = torch.zeros(1, 1, dtype=torch.long)
+loader = DataLoader(starter.make_dataset("tiny"), batch_size=2)
+for step, (x, y) in zip(range(3), loader):
+    aux = decoy(tok, tok) + decoy(tok, tok)
+    logits = m(x)
+    loss = loss_fn(logits.flatten(0, 1), y.flatten())
+    (loss + 1e-6 * aux).backward()
+    decoy_opt.step(); decoy_opt.zero_grad()
+    opt.step(); opt.zero_grad()
+with _disable_current_modes():  # the memory counter switched off
+    m(x, y).backward()
+    m(x, y).backward()
+obs.at_exit()
+print(json.dumps(stream.records))
+"""
+
+
+def test_the_model_that_trained_took_the_batches_and_the_counter_saw_it(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "graders/harness"), "OMP_NUM_THREADS": "1", "TMP": str(tmp_path),
+           "STARTER": str(ROOT / "assignments/fsdp_fit/starter"), "DISTGRADE_MODE": "cpu"}
+    env.pop("DISTGRADE_CHANNEL", None)
+    proc = subprocess.run([sys.executable, "-c", TRAINED], env=env, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    recs: dict[str, list] = {}
+    for r in json.loads(proc.stdout.strip().splitlines()[-1]):
+        recs.setdefault(r["type"], []).append(r)
+    roots = {r["root"]: r for r in recs["fsdp_model"]}
+    assert len(roots) == 2 and not roots[1]["fsdp2_units"]  # the loss module is no root
+    assert {m["root"] for m in recs["fsdp_mem"]} == {1}  # the plain model took the batches, not the busier decoy
+    assert recs["fsdp_mem"][-1]["trained"] == [1]
+    assert recs["fsdp_blind"][0]["where"] == "GPT"
+    end = recs["fsdp_end"][0]
+    assert end["stale"] == 1 and end["stale_names"] == ["pos.weight"]

@@ -140,6 +140,8 @@ class FsdpObserver:
         self.last_states: dict = {}
         self.capacity = int(os.environ.get("DISTGRADE_CAPACITY_BYTES", "0") or 0)
         self.device = int(os.environ.get("LOCAL_RANK", "0"))
+        self.first_params: list = []  # (name, parameter) of the trained model at the first step
+        self.first_sums: list | None = None
         self.blind = 0  # forwards and backwards seen with the memory counter switched off
         self.blind_sent = False
         self.blind_where = ""
@@ -323,6 +325,10 @@ class FsdpObserver:
                               "model_params": len(model_ids)})
         if self.sum_before is None and self.roots:
             self.sum_before = self._param_sum()
+            index = self.trained_root()
+            if index is not None:
+                self.first_params = list(self.roots[index].named_parameters())
+                self.first_sums = self._each_sum([p for _, p in self.first_params])
 
     def states(self) -> dict:
         """Local bytes of parameters, gradients and optimizer states now."""
@@ -410,6 +416,32 @@ class FsdpObserver:
             return fn(*args, **kwargs)
         return wrapped
 
+    @staticmethod
+    def _each_sum(params) -> list[float] | None:
+        """Each parameter's local |sum| in float64 (None for an empty shard), or None without room to compute it."""
+        try:
+            with torch.no_grad():
+                sums = []
+                for p in params:
+                    local = p.detach().to_local() if hasattr(p, "to_local") else p.detach()
+                    sums.append(local.abs().sum(dtype=torch.float64) if local.numel() else None)
+                return [None if x is None else float(x) for x in sums]
+        except torch.OutOfMemoryError:
+            return None
+
+    def _stale(self) -> dict:
+        """The trained model's parameters that never changed from the first step to the end and that no
+        optimizer holds: what an optimizer built before ``fully_shard`` replaced them leaves untrained."""
+        if not self.first_params or self.first_sums is None:
+            return {}
+        after = self._each_sum([p for _, p in self.first_params])
+        if after is None:
+            return {}
+        held = {id(p) for o in self.optimizers for g in o.param_groups for p in g["params"]}
+        stale = [name for (name, p), a, b in zip(self.first_params, self.first_sums, after)
+                 if a is not None and a == b and id(p) not in held]
+        return {"stale": len(stale), "stale_names": [n[:80] for n in stale[:8]], "checked": len(self.first_params)}
+
     # -- the end ----------------------------------------------------------------
     def _on_oom(self, exc) -> None:
         rec = {"type": "fsdp_oom", "step": self.steps, "message": str(exc)[:600], "capacity": self.capacity}
@@ -426,7 +458,7 @@ class FsdpObserver:
             return
         after = self._param_sum() if self.roots else None
         self.stream.send({"type": "fsdp_end", "steps": self.steps, "sum_before": self.sum_before,
-                          "sum_after": after})
+                          "sum_after": after, **self._stale()})
 
 
 def install(stream, rank: int):
