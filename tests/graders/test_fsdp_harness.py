@@ -176,3 +176,36 @@ def test_the_model_that_trained_took_the_batches_and_the_counter_saw_it(tmp_path
     assert recs["fsdp_blind"][0]["where"] == "GPT"
     end = recs["fsdp_end"][0]
     assert end["stale"] == 1 and end["stale_names"] == ["pos.weight"]
+
+
+IMPOSTOR = r"""
+import json
+from distgrade_harness import fsdp_memory
+import torch
+from torch.utils._python_dispatch import _disable_current_modes
+
+class Silent(fsdp_memory._ThreadMode):  # a subclass of the counting mode that counts nothing
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+counter = fsdp_memory.start()
+out = {"on": fsdp_memory.counting_here()}
+with _disable_current_modes():
+    out["off"] = fsdp_memory.counting_here()
+    with Silent(counter):
+        before = counter.live
+        t = torch.zeros(250_000)
+        out["impostor_counted"] = counter.live - before
+        out["impostor"] = fsdp_memory.counting_here()
+print(json.dumps(out))
+"""
+
+
+def test_only_the_counting_mode_itself_counts_as_on() -> None:
+    """A subclass of the counting mode, holding the same counter, pushed where the real one was popped: it
+    counts nothing, so the counter is off there (an isinstance test would have called it on)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "graders/harness"), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-c", IMPOSTOR], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out == {"on": True, "off": False, "impostor_counted": 0, "impostor": False}

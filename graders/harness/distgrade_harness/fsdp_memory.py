@@ -125,7 +125,8 @@ def counting_here() -> bool:
         stack = _get_current_dispatch_mode_stack()
     except Exception:  # the private API moved: nothing can be said
         return True
-    return any(isinstance(m, _ThreadMode) and m.counter is _active for m in stack)
+    # the class itself: a subclass that counts nothing would otherwise stand in for it
+    return any(type(m) is _ThreadMode and m.counter is _active for m in stack)
 
 
 def _counted(start_new_thread):
