@@ -125,7 +125,7 @@ def test_service_refuses_forged_replayed_and_guessed_sign_ins(tmp_path):
         # counted in the embedded Redis (over its unix socket), shared by both gunicorn processes
         import redis
 
-        from server.auth.devices import key as storage_key
+        from server.auth.counters import key as storage_key
 
         keys = redis.Redis(unix_socket_path=str(var / "redis.sock")).keys("*login*")
         assert b"LIMITS:" + storage_key("account", "account:bob").encode() in keys, keys  # the name hashed, not as typed
