@@ -209,3 +209,33 @@ def test_only_the_counting_mode_itself_counts_as_on() -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out == {"on": True, "off": False, "impostor_counted": 0, "impostor": False}
+
+
+SILENCED = r"""
+import json
+from distgrade_harness import fsdp_memory
+import torch
+
+counter = fsdp_memory.start()
+out = {"on": fsdp_memory.counting_here()}
+with torch._C._DisableTorchDispatch():  # the mode stays on the stack; the Python key that reaches it is excluded
+    before = counter.live
+    t = torch.zeros(250_000)
+    out["silenced_counted"] = counter.live - before
+    out["silenced"] = fsdp_memory.counting_here()
+keys = torch._C.DispatchKeySet(torch._C.DispatchKey.Python)
+with torch._C._ExcludeDispatchKeyGuard(keys):
+    out["excluded"] = fsdp_memory.counting_here()
+out["after"] = fsdp_memory.counting_here()
+print(json.dumps(out))
+"""
+
+
+def test_a_counter_left_on_the_stack_but_excluded_from_dispatch_is_off() -> None:
+    """``torch._C._DisableTorchDispatch()`` keeps the counting mode on the stack and sends no op to it: the
+    counter is off there, as where the modes were popped."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "graders/harness"), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-c", SILENCED], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out == {"on": True, "silenced_counted": 0, "silenced": False, "excluded": False, "after": True}

@@ -117,12 +117,16 @@ def _enter_here() -> None:
 
 
 def counting_here() -> bool:
-    """Is a mode feeding the counter on this thread's dispatch-mode stack now? A script that pops the modes
-    (``_disable_current_modes``) allocates where nothing counts."""
+    """Is a mode feeding the counter on this thread's dispatch-mode stack now, with the Python dispatch key
+    that reaches it not excluded? A script that pops the modes (``_disable_current_modes``), or leaves them
+    on the stack and excludes the key (``torch._C._DisableTorchDispatch()``, an ``_ExcludeDispatchKeyGuard``),
+    allocates where nothing counts."""
     if _active is None:
         return True
     try:
         stack = _get_current_dispatch_mode_stack()
+        if torch._C._dispatch_tls_is_dispatch_key_excluded(torch._C.DispatchKey.Python):
+            return False  # the mode is on the stack, but no op reaches it
     except Exception:  # the private API moved: nothing can be said
         return True
     # the class itself: a subclass that counts nothing would otherwise stand in for it
