@@ -656,25 +656,23 @@ RESTS_ON = {
 }
 
 
-def _sourced(check_id: str, finding: Finding) -> Finding:
-    """``finding`` with what its check rests on (a copy: some findings are shared constants)."""
-    return dataclasses.replace(finding, evidence={**finding.evidence, "rests_on": RESTS_ON[check_id]})
+CHECKS.rests_on.update(RESTS_ON)  # every finding of these checks says what it rests on
 
 
 # -- the registry: each id of homework 1's assignment.json and the code that judges it -----------------
 @CHECKS.check("run.single")
 def _run_single(ctx: Context) -> Finding:
-    return _sourced("run.single", check_run(ctx.run1))
+    return check_run(ctx.run1)
 
 
 @CHECKS.check("run.distributed")
 def _run_distributed(ctx: Context) -> Finding:
-    return _sourced("run.distributed", check_run(ctx.run_n))
+    return check_run(ctx.run_n)
 
 
 @CHECKS.check("sampler.disjoint")
 def _sampler_disjoint(ctx: Context) -> Finding:
-    return _sourced("sampler.disjoint", check_disjoint(ctx.run_n))
+    return check_disjoint(ctx.run_n)
 
 
 @CHECKS.check("sampler.coverage")
@@ -682,22 +680,22 @@ def _sampler_coverage(ctx: Context) -> Finding:
     finding = check_coverage(ctx.run_n, ctx.epochs)
     if finding.status == CheckStatus.PASS:  # every run the grader made must cover the data, not only the N-process one
         finding = check_coverage_alone(ctx.run1, ctx.run_n.nproc, ctx.epochs) or finding
-    return _sourced("sampler.coverage", finding)
+    return finding
 
 
 @CHECKS.check("sampler.reshuffle")
 def _sampler_reshuffle(ctx: Context) -> Finding:
-    return _sourced("sampler.reshuffle", check_reshuffle(ctx.run_n))
+    return check_reshuffle(ctx.run_n)
 
 
 @CHECKS.check("ddp.grad_sync")
 def _grad_sync(ctx: Context) -> Finding:
-    return _sourced("ddp.grad_sync", check_grad_sync(ctx.run_n))
+    return check_grad_sync(ctx.run_n)
 
 
 @CHECKS.check("io.rank0_only")
 def _rank0_io(ctx: Context) -> Finding:
-    return _sourced("io.rank0_only", check_rank0_io(ctx.run_n, ctx.epochs, int(ctx.cfg["checks"]["io.rank0_only"]["extra_prints"])))
+    return check_rank0_io(ctx.run_n, ctx.epochs, int(ctx.cfg["checks"]["io.rank0_only"]["extra_prints"]))
 
 
 @CHECKS.check("ddp.syncbn")
@@ -712,14 +710,14 @@ def _syncbn(ctx: Context) -> Finding:
     if finding.key == "plain_bn" and guarded:  # a GPU condition that, with the script's defaults, is false there too
         finding = Finding(CheckStatus.WARN, "gpu_guard_off", {**finding.params, "line": guarded[0]},
                           {**finding.evidence, "gpu_guarded_lines": guarded}, fallback="plain_bn")
-    return _sourced("ddp.syncbn", finding)
+    return finding
 
 
 @CHECKS.check("ddp.no_sync")
 def _no_sync(ctx: Context) -> Finding:
-    return _sourced("ddp.no_sync", check_no_sync(ctx.run_n))
+    return check_no_sync(ctx.run_n)
 
 
 @CHECKS.check("batch.global")
 def _batch_global(ctx: Context) -> Finding:
-    return _sourced("batch.global", batch_info(ctx.run1, ctx.run_n) if trained(ctx.run_n) else untrained(ctx.run_n))
+    return batch_info(ctx.run1, ctx.run_n) if trained(ctx.run_n) else untrained(ctx.run_n)

@@ -2,10 +2,13 @@
 
 A grader builds a ``Context`` once and asks its registry for the finding of every id listed
 in ``assignment.json``'s ``checks`` (the one list of ids); ``missing`` names ids without code
-and code without an id, which a unit test keeps empty.
+and code without an id, which a unit test keeps empty. Where a registry says what each check rests
+on (``rests_on``: id -> words), every finding of that check carries it in its evidence.
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,11 +30,24 @@ class Context:
 class Registry(dict):
     """check id -> function(Context) -> Finding."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.rests_on: dict[str, Any] = {}
+
     def check(self, check_id: str) -> Callable[[Callable], Callable]:
         def register(fn: Callable) -> Callable:
             if check_id in self:
                 raise ValueError(f"two checks registered as {check_id}")
-            self[check_id] = fn
+
+            @functools.wraps(fn)
+            def sourced(ctx: Context) -> Any:
+                finding = fn(ctx)
+                if check_id not in self.rests_on:
+                    return finding
+                # a copy: some findings are shared constants
+                return dataclasses.replace(finding, evidence={**finding.evidence, "rests_on": self.rests_on[check_id]})
+
+            self[check_id] = sourced
             return fn
         return register
 

@@ -351,3 +351,19 @@ def test_a_view_is_covered_against_its_own_length_and_a_different_split_per_rank
     _views(run, {0: train[0::2], 1: other[1::2]}, 80, {0: "ab" * 8, 1: "cd" * 8})
     f = ddp.check_disjoint(run)
     assert (f.status, f.key) == (CheckStatus.FAIL, "overlap_views_differ")
+
+
+def test_every_finding_of_a_check_says_what_it_rests_on_without_touching_shared_findings():
+    """The registry adds ``rests_on`` to each finding of a check that names one (homework 1's names
+    every check but the speed-up), on a copy: a shared constant finding stays as it was."""
+    from graders.checks.registry import Context, Registry
+    from graders.checks.ddp import Finding
+
+    shared = Finding(CheckStatus.PASS, "ok", {}, {"seen": 1})
+    checks = Registry()
+    checks.rests_on["a"] = "words"
+    checks.check("a")(lambda ctx: shared)
+    checks.check("b")(lambda ctx: shared)
+    assert checks["a"](Context(cfg={})).evidence == {"seen": 1, "rests_on": "words"}
+    assert checks["b"](Context(cfg={})).evidence == {"seen": 1} and shared.evidence == {"seen": 1}
+    assert set(ddp.CHECKS.rests_on) == set(ddp.CHECKS) - {"speedup"}
