@@ -7,7 +7,7 @@ reference's N-process throughput, measured on the same host not long before.
 * **When.** ``refresh_due()`` measures whatever is missing or older than
   ``calibration.max_age_hours``; the worker calls it at start-up and between jobs
   (``python -m graders.calibration`` does the same from cron). A grading never measures and
-  never waits for a measurement (issue 26 item 3): ``current()`` gives it the accepted value,
+  never waits for a measurement: ``current()`` gives it the accepted value,
   or None, and its speed is then "pending calibration", re-scored when a value lands.
 * **Quiet host, gradings first.** Calibration holds the host lock exclusively and only while no
   grading holds or wants it (``graders.host_lock``); a grading that arrives stops the current
@@ -152,7 +152,7 @@ def host_key(cfg: dict, mode: str) -> dict[str, Any]:
 def current(cfg: dict, mode: str) -> dict[str, Any] | None:
     """The accepted reference value a grading judges against now, or None ("pending calibration").
 
-    Never measures: gradings do not wait for a calibration (issue 26 item 3). A value past
+    Never measures: gradings do not wait for a calibration. A value past
     ``max_age_hours`` is due for a refresh but stands until one lands, up to ``max_stale_hours``.
     """
     ccfg = settings(cfg)

@@ -38,8 +38,8 @@ def synthetic_seed() -> int:
 
 def data_dir(job: Path, mode: str, cfg: dict) -> tuple[Path, dict | None]:
     """(data folder, the synthetic set's parameters or None): the real CIFAR-10 on a GPU host that has
-    it, else synthetic data in the job, its classes drawn from a seed secret to this job (issue 27:
-    with the repository's seed, weights fitted offline passed the grader's model evaluation). The
+    it, else synthetic data in the job, its classes drawn from a seed secret to this job (with
+    the repository's seed, weights fitted offline passed the grader's model evaluation). The
     parameters go to ``graders.evidence.model``, which draws the held-out set from the same seed."""
     real = os.environ.get("DISTGRADE_CIFAR_DIR")
     if mode == "gpu" and real and (Path(real) / cifar.FOLDER).is_dir():

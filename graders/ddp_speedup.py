@@ -72,14 +72,14 @@ def grade(assignment: Assignment, job: Path, files: list[Path], mode: str = "cpu
                             stop_when=stop_when)
 
     # The reference is measured between jobs (graders.calibration), never inside this one: without
-    # an accepted value speed is "pending calibration" and re-scored when one lands (issue 26 item 3).
+    # an accepted value speed is "pending calibration" and re-scored when one lands.
     ref = calibration.current(cfg, mode) if do_single and do_multi and not fast_mode() else None
     stop_cfg = cfg.get("early_stop", {})
     min_steps, max_steps = int(stop_cfg.get("min_steps", 0)), int(stop_cfg.get("max_steps", 200))
     extra: list = []
     with calibration.host_shared(on_wait=_calibration_yielding):
         # N processes first: a script that is not distributed is stopped once that is clear, and
-        # its 1-process run is then bounded the same way (issue 26 item 2).
+        # its 1-process run is then bounded the same way.
         run_n = launch(nproc, "distributed", early_stop.either(early_stop.not_distributed(nproc, min_steps, max_steps),
                                                                early_stop.not_synchronised(nproc, min_steps, max_steps))
                        if min_steps else None) if do_multi else None

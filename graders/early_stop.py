@@ -2,7 +2,7 @@
 
 Early in a homework most uploads are the single-card starter: launched with N processes it trains
 the whole data set N times over, and every check but the two run checks is already zeroed by "not
-distributed" (issue 26 item 2). These predicates are handed to ``graders.torchrun.run`` as
+distributed". These predicates are handed to ``graders.torchrun.run`` as
 ``stop_when``: they read the records received so far (untrusted: only counts and a world size are
 read, every value type-checked) and return a reason once the evidence is in, or None.
 

@@ -1,7 +1,7 @@
 """The grading host's lock between gradings (shared) and the reference's calibration (exclusive).
 
 A calibration measures the reference solution's speed with the host to itself, but it never holds
-a student's job hostage (issue 26 item 3): it runs only while no grading holds or wants the host,
+a student's job hostage: it runs only while no grading holds or wants the host,
 and gives way within half a second when one arrives (``graders.calibration`` stops its current run).
 Lock files live in ``<var>/calibration/``.
 """
@@ -31,7 +31,7 @@ def host_shared(on_wait: Callable[[], None] | None = None) -> Iterator[None]:
 
     ``grading.lock`` (shared) says a grading wants the host: a running calibration sees it within
     half a second, ends its current run and lets go of ``host.lock``. ``on_wait`` is called once if
-    the grading has to wait for that (seconds, never a whole calibration: issue 26 item 3).
+    the grading has to wait for that (seconds, never a whole calibration).
     """
     want_path, host_path = _lock_files()
     with open(want_path, "a") as want, open(host_path, "a") as host:

@@ -1,4 +1,4 @@
-"""Speed judged only where it means something, from repeated interleaved runs (issue 27 item 6).
+"""Speed judged only where it means something, from repeated interleaved runs.
 
 Three decisions, all pure:
 

@@ -346,7 +346,7 @@ def nbgrader_templates(tmp_path_factory):
 
 @pytest.fixture
 def annotation_readings_trusted(monkeypatch):
-    """Homework 2 as graded where every field's reading has earned the teachers' trust (issue 23):
+    """Homework 2 as graded where every field's reading has earned the teachers' trust:
     the worker names the trusted fields in ``DISTGRADE_TRUSTED_READINGS``; this names them all, for
     every kind of verdict, so a note's points (full, partial or zero) count at once as they did before
     trust existed. For tests of flows that come after trust (asking about a counted field, part C of the notebook); the shipped default, where nothing

@@ -1,4 +1,4 @@
-"""Similarity between students' submissions of one homework (issue 25).
+"""Similarity between students' submissions of one homework.
 
 Pure functions, no Flask, no student code run: ``extract`` turns an uploaded file into the text
 that is compared (Python code, a notebook's code cells, a config's annotations), ``fingerprint``

@@ -1,4 +1,4 @@
-"""What reached the model: the synthetic samples each rank's training forwards carried (issue 27, item 4).
+"""What reached the model: the synthetic samples each rank's training forwards carried.
 
 The grader marks every synthetic image (``graders.cifar``); the harness reads the marks of each
 training batch where it enters the model (``distgrade_harness.marks``) and sends them with each

@@ -1,4 +1,4 @@
-"""Right notes the rule reader used to fail at full confidence (issue 37), on examples written for
+"""Right notes the rule reader used to fail at full confidence, on examples written for
 this test (not from the issue or the answer sets). Each class failed before its fix:
 
 - a ``false`` / ``none`` value explained as what it means (no overlap, pageable memory);

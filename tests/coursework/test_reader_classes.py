@@ -1,4 +1,4 @@
-"""The rule readers' classes of misjudgement named in issue 23, on examples written for this test
+"""The rule readers' classes of misjudgement seen before, on examples written for this test
 (not from the answer sets): each failed before its fix.
 
 - a negation in a consequence clause ("so no GPU holds a full copy") is not a denial of the items;

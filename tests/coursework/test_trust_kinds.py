@@ -1,4 +1,4 @@
-"""Trust per kind of verdict (issue 37): a reader's full marks, partial shares and zeros each earn
+"""Trust per kind of verdict: a reader's full marks, partial shares and zeros each earn
 trust on their own labels, so a reader that is right about good answers but fails right answers
 in unfamiliar words is trusted for its full marks and never for its zeros."""
 from __future__ import annotations

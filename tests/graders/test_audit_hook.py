@@ -54,7 +54,7 @@ HONEST = {
     "multiprocessing_pool": ("import multiprocessing as mp\nif __name__ == '__main__':\n"
                              "    with mp.get_context('fork').Pool(2) as p:\n        p.map(abs, [1, -2])\n"),
     "warnings": "import warnings\nwarnings.warn('deprecated')\n",
-    # issue 27's honest idioms that need no torch (the corpus samples run the rest under the whole harness)
+    # the honest idioms that need no torch (the corpus samples run the rest under the whole harness)
     "gc_collect_freeze": "import gc\ngc.collect()\ngc.freeze()\ngc.unfreeze()\ngc.disable()\ngc.enable()\n",
     "faulthandler_signal_atexit": ("import atexit, faulthandler, signal\nfaulthandler.enable()\n"
                                    "signal.signal(signal.SIGTERM, lambda s, f: None)\natexit.register(print, 'bye')\n"),

@@ -95,7 +95,7 @@ def test_pairs_measured_on_a_busy_host_are_discarded():
     assert not calibration.quiet_enough(15.0, cpus=2, nproc=2, slack=1.0)  # other gradings running beside it
 
 
-# -- issue 26 item 3: calibration never holds a student's job hostage ------------------------------
+# -- calibration never holds a student's job hostage ------------------------------
 def _cfg():
     from coursework import assignments
     a = assignments.load("ddp_speedup")

@@ -1,4 +1,4 @@
-"""Homework 3's card memory read from outside the student's processes (issue 27 item 8).
+"""Homework 3's card memory read from outside the student's processes.
 
 On a GPU host the harness limits each rank to the simulated card with a per-process memory
 fraction and reads torch's allocator statistics, all inside the student's interpreter: a script

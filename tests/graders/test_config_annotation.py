@@ -295,7 +295,7 @@ def test_unweighted_fields_answer_set_agreement_with_a_teacher() -> None:
     """The 28 fields graded at the default weight (UNWEIGHTED_GRADED_FIELDS), measured on every
     batch; the floors are today's numbers, a ratchet, not the target: raise them as the rules improve.
 
-    Issue 12's target (>= 97% fair among auto-graded, no wrong answer at full marks, <= 15% to the
+    The target (>= 97% fair among auto-graded, no wrong answer at full marks, <= 15% to the
     teacher) is met on the tuning half only. On answers nobody tuned on it is NOT met, and the blind
     batches say by how much. Each was written by someone who never ran the grader, measured once,
     and only then looked at and fixed as classes:
@@ -355,7 +355,7 @@ def test_every_weighted_field_has_a_bilingual_answer_set_with_a_held_out_half(fi
 
 
 # the fields the catalogue grades without a weight in assignment.json (default weight 1): each has
-# its own answer set too (issue 12 asks for >= 20 per homework-2 field, zh and en)
+# its own answer set too (>= 20 per homework-2 field, zh and en)
 UNWEIGHTED_GRADED_FIELDS = [
     "train_micro_batch_size_per_gpu", "gradient_clipping", "zero_allow_untested_optimizer",
     "zero_optimization.offload_optimizer.pin_memory", "zero_optimization.offload_param.pin_memory",

@@ -1,4 +1,4 @@
-"""A student asked a teacher to look at an auto-graded annotation (issue 12, "I think this is
+"""A student asked a teacher to look at an auto-graded annotation ("I think this is
 right"): the teacher's decision REPLACES the field's automatic points (never added on top), on the
 report's own scale; on the notebook route, whose field points are counted inside part C, it replaces
 the field's share of part C, and a field whose part C counted nothing cannot be asked."""

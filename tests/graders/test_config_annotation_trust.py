@@ -1,7 +1,7 @@
-"""Homework 2 under ``fields.confirm_full_marks: untrusted`` (issue 23): a note's points count at once
+"""Homework 2 under ``fields.confirm_full_marks: untrusted``: a note's points count at once
 only on fields whose reading earned trust from teachers' decisions (named by the worker in
-``DISTGRADE_TRUSTED_READINGS``); elsewhere they are provisional and wait for a teacher. Issue 37:
-the same holds in the other direction. A note read as worth nothing (or part) counts at once only
+``DISTGRADE_TRUSTED_READINGS``); elsewhere they are provisional and wait for a teacher.
+The same holds in the other direction. A note read as worth nothing (or part) counts at once only
 where the reading earned trust for verdicts of that kind; elsewhere the student is told the reading
 *suggests* the note may be wrong, and a teacher confirms."""
 from __future__ import annotations
@@ -83,7 +83,7 @@ def test_the_worker_names_the_fields_whose_reading_earned_trust(app) -> None:
 
 
 def test_the_shipped_assignment_holds_notes_whose_field_earned_no_trust(monkeypatch) -> None:
-    """Issue 23: with no teacher's decisions yet, no note counts more than a teacher confirmed. The
+    """With no teacher's decisions yet, no note counts more than a teacher confirmed. The
     policy shipped in assignment.json is ``untrusted`` (it was ``none``: every note counted at once,
     27 wrong notes at full points on the blind set)."""
     monkeypatch.delenv(core.TRUSTED_ENV, raising=False)

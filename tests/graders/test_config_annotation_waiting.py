@@ -161,7 +161,7 @@ def test_where_the_course_confirms_full_marks_the_reference_config_waits_on_its_
 
 
 def test_with_no_trust_earned_a_fully_right_config_waits_and_is_never_failed(monkeypatch) -> None:
-    """The shipped default (issue 23): before teachers' decisions, part C of a fully right notebook
+    """The shipped default: before teachers' decisions, part C of a fully right notebook
     counts nothing yet and says it waits for the teacher: never "fail", and every point is waiting."""
     monkeypatch.delenv(core.TRUSTED_ENV)
     c = _part_c(_reference_config())

@@ -221,7 +221,7 @@ def test_calibration_settles_on_the_tightest_pairs(speedups, expected):
     assert got == (pytest.approx(expected) if expected is not None else None)
 
 
-# -- issue 16 part B: score semantics, the not-distributed script, unusual but correct scripts ------------
+# -- score semantics, the not-distributed script, unusual but correct scripts ------------
 def test_equal_parameters_without_any_synchronisation_fail_grad_sync():
     """The starter on 2 processes: equal digests from equal seeds and data, no process group, no DDP."""
     starter = _run(pg=False, sync=None)
@@ -341,7 +341,7 @@ def _views(run, halves: dict[int, list[int]], base: int, digests: dict[int, str]
 
 
 def test_a_view_is_covered_against_its_own_length_and_a_different_split_per_rank_is_named():
-    """minGPT's train half of a random_split (issue 27): coverage is of the half; an unseeded split differs per rank."""
+    """minGPT's train half of a random_split: coverage is of the half; an unseeded split differs per rank."""
     run = _run(steps=10)
     train = list(range(0, 80, 10)) + [i for i in range(80) if i % 10]  # 72 of 80 base samples, 8 held out for test
     _views(run, {0: train[0::2], 1: train[1::2]}, 80, {0: "ab" * 8, 1: "ab" * 8})

@@ -1,4 +1,4 @@
-"""graders.early_stop: a run is stopped only once every rank shows it is not distributed (issue 26 item 2).
+"""graders.early_stop: a run is stopped only once every rank shows it is not distributed.
 
 The real-grader side is the ``starter_not_distributed`` sample (its summary must say the run was
 stopped) and the correct samples (never stopped: they form a process group before their first step).

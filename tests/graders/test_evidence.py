@@ -1,4 +1,4 @@
-"""graders.evidence: outside evidence of a run, and the checks that rest on it (issue 27)."""
+"""graders.evidence: outside evidence of a run, and the checks that rest on it."""
 from __future__ import annotations
 
 import json

@@ -307,7 +307,7 @@ def test_fmt_bytes():
 
 def test_the_simulated_card_is_named_in_each_messages_language():
     """The card's English label ("T4 (15 GiB, scaled to small)") was formatted into the Chinese
-    messages too (issue 22)."""
+    messages too."""
     from graders.checks.ddp import Finding
     from graders.checks.render import render
 

@@ -1,4 +1,4 @@
-"""The honest-idiom corpus: what honest scripts do must cost their authors nothing (issue 27).
+"""The honest-idiom corpus: what honest scripts do must cost their authors nothing.
 
 The corpus is a handful of sample submissions, ``assignments/*/samples/correct_idioms_*``, each
 grouping several idioms that stay honest together (every script is otherwise a correct solution),

@@ -1,4 +1,4 @@
-"""What reached the model (issue 27, item 4): the marks in the synthetic images, read whatever the
+"""What reached the model: the marks in the synthetic images, read whatever the
 script did to its batches, and the sampler checks judged from them."""
 from __future__ import annotations
 

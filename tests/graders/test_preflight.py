@@ -71,7 +71,7 @@ def test_detail_probe_is_cached_per_torch_version(tmp_path):
 
 # hang_rank1_extra_barrier is not run here (it costs the whole pre-flight wall clock): without DETAIL
 # (torch 2.13 and 2.14.1 SIGSEGV DDP under it) its pre-flight is a timeout, which test_verdict shows
-# is not final; it passed as not final on 2.13 by hand (see the issue 14 closing note).
+# is not final; it passed as not final on 2.13 by hand (that session's closing note).
 SAMPLES = ["crash_rank1_epoch1", "error_syntax", "bug_never_trains"]
 
 

@@ -185,7 +185,7 @@ def grade(folder: Path, var_dir: Path, share: HostShare) -> subprocess.Completed
            "DISTGRADE_VAR_DIR": str(var_dir), PINNED_SEED_ENV: SAMPLE_SEED}
     env.pop("DISTGRADE_PROGRESS_FILE", None)
     env.pop(TRUSTED_ENV, None)  # homework 2 as shipped: no field's reading has earned trust yet ...
-    if expected.get("trusted") == "all":  # ... unless the sample is about the reading itself (issue 23)
+    if expected.get("trusted") == "all":  # ... unless the sample is about the reading itself
         from coursework.config_annotation import catalogue
         cat = catalogue.load()
         from coursework.trust import KINDS

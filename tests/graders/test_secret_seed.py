@@ -1,4 +1,4 @@
-"""Homework 1's synthetic data is drawn per job from a secret (issue 27 item 3).
+"""Homework 1's synthetic data is drawn per job from a secret.
 
 The class patterns were a function of a seed in the repository, so weights fitted offline to that
 seed's classes scored well on the grader's held-out data of every job although the script learned

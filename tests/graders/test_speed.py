@@ -1,6 +1,6 @@
 """Pure decisions of graders.speed: whether this host can judge speed, and the speed score.
 
-Issue 27 item 6: on a 2-core host the reference reached 1.01x, and the score was noise (a correct
+Seen before: on a 2-core host the reference reached 1.01x, and the score was noise (a correct
 script at 0.98x got 5/10, one without a DistributedSampler at 0.79x got 9.15/10). A host whose
 reference cannot show a real speedup does not grade speed; where speed is graded the score never
 falls as the speedup rises, nothing below 1.0x earns more than 1.0x, and a score rests on the
@@ -116,7 +116,7 @@ def test_the_assignment_moves_all_of_the_speed_points():
     assert scfg["repeat"]["pairs"] >= 3
 
 
-# -- re-scoring a grading left "pending calibration" (issue 26 item 3), through the real grader code --
+# -- re-scoring a grading left "pending calibration", through the real grader code --
 def _pending_report(ratio: float) -> dict:
     from coursework.report import GradeReport
     from graders import checks_runner, ddp_speedup

@@ -1,4 +1,4 @@
-"""Speed through the real grader (issue 27 item 6): the reference solution graded in full mode on this
+"""Speed through the real grader: the reference solution graded in full mode on this
 host against a calibration the test writes (the calibration itself is tested in test_calibration.py).
 
 * The issue's 2-core host (reference 1.01x): speed is "not graded on this host", its 10 points move

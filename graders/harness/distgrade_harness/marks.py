@@ -1,4 +1,4 @@
-"""Which synthetic samples reached the model (issue 27, item 4).
+"""Which synthetic samples reached the model.
 
 The grader writes every synthetic CIFAR image with a mark of its own (``graders.cifar``): a few
 faint waves along the rows and a few along the columns, added to every channel. Which 4 of 8

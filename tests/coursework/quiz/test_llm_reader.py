@@ -1,5 +1,5 @@
-"""The language-model reader against a real local server speaking the chat-completions protocol
-(issue 23): schema-valid replies are read, malformed replies, quotes not in the answer, server
+"""The language-model reader against a real local server speaking the chat-completions protocol:
+schema-valid replies are read, malformed replies, quotes not in the answer, server
 errors and timeouts are no reading (the answer stays provisional), readings are cached by answer,
 only the answer text is sent, and nothing changes when the reader is not configured."""
 from __future__ import annotations

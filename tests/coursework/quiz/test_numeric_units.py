@@ -1,4 +1,4 @@
-"""Units in numeric answers (issue 22): the all-reduce question asks "约需多少秒" yet refused a bare
+"""Units in numeric answers: the all-reduce question asks "约需多少秒" yet refused a bare
 "0.56" with "请带上单位", and its list of units left out 秒. A question that fixes its unit takes a
 bare number; a wrong unit is answered with the kind of quantity and every spelling that works."""
 from __future__ import annotations

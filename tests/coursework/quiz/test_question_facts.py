@@ -1,4 +1,4 @@
-"""Questions whose facts or wording were wrong or ambiguous (issue 12, item 3), checked against the
+"""Questions whose facts or wording were wrong or ambiguous, checked against the
 chapter digest and DeepSpeed's / PyTorch's documentation."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The shared reading of short answers (coursework/quiz/textmatch.py) and the rubric's failure
-classes from issue 12, as pure functions."""
+classes seen in earlier terms, as pure functions."""
 from __future__ import annotations
 
 import pytest

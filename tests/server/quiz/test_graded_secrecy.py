@@ -1,4 +1,4 @@
-"""The graded quiz stays secret (issue 22): no practice attempt and no earlier graded attempt
+"""The graded quiz stays secret: no practice attempt and no earlier graded attempt
 shows a graded attempt's variants, and no reference answer of a graded question is shown before
 the quiz closes (``reference_answers`` in the quiz file: after_close / never / at_once)."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Review groups settle as many answers per decision as the reading truthfully allows (issue 37):
+"""Review groups settle as many answers per decision as the reading truthfully allows:
 answers share a group when the reading is the same (items met, missing, contradicted), whatever
 words they use; a different reading, or no reading at all, never joins them."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The language-model reader end to end (issue 23): a graded free-text answer is read by the rule
+"""The language-model reader end to end: a graded free-text answer is read by the rule
 reader and by the course's model behind a local chat-completions server; where the two disagree
 or the model gives no reading the answer waits for the teacher; the teacher's decision is a label
 for both readers, so the agreement table shows both; the model earns trust like the rule reader."""

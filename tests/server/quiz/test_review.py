@@ -1,4 +1,4 @@
-"""Free-text answers a teacher confirms (issue 12): an unsure reading waits for the teacher and
+"""Free-text answers a teacher confirms: an unsure reading waits for the teacher and
 scores nothing; similar answers of several students are one group and one decision grades them
 all, their attempts and the gradebook; a student may ask for a review of an auto-graded answer once."""
 from __future__ import annotations
@@ -282,7 +282,7 @@ def test_unsure_practice_answers_reach_the_queue_only_a_few_at_a_time(app, clien
         if body["status"] == "graded":
             assert "Waiting for the teacher" not in body["card_html"] and "teacher will confirm" not in body["card_html"]
         client.post(f"/quiz/attempt/{attempt_id}/finish")
-    # practice never waits (issue 23), so none of them reaches the teachers' queue
+    # practice never waits, so none of them reaches the teachers' queue
     assert states == ["graded", "graded", "graded", "graded"]
     with app.app_context():
         course = db.session.scalar(db.select(Course).where(Course.code == "DIST101"))

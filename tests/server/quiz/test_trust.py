@@ -1,4 +1,4 @@
-"""Earned trust (issue 23): a free-text verdict in a graded quiz counts without a teacher only where
+"""Earned trust: a free-text verdict in a graded quiz counts without a teacher only where
 its reader earned it from teachers' decisions; elsewhere it is provisional (the student sees the
 suggestion at once, marked provisional; the gradebook counts it once a teacher confirms and shows
 what waits), unless the course counts unconfirmed verdicts, marked so. Practice never waits."""
@@ -81,7 +81,7 @@ def test_earned_trust_counts_at_once_and_a_known_answer_is_decided_as_before(app
 
 
 def test_trust_in_full_marks_does_not_let_a_zero_count(app, client, auth, monkeypatch) -> None:
-    """Issue 37: a reader trusted for its full marks fails an answer: that zero is provisional, said as
+    """A reader trusted for its full marks fails an answer: that zero is provisional, said as
     a suggestion; it counts at once only once the reader earned trust for its zeros too."""
     reversed_answer = "Data parallelism solves capacity, model parallelism solves throughput"
     with app.app_context():
