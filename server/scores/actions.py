@@ -97,9 +97,8 @@ def _clear_regrade_decisions(sub: Submission, actor_id: int) -> None:
     are not added to a new score they were never meant for. The caller commits."""
     for cell in db.session.scalars(db.select(ManualCellScore).where(
             ManualCellScore.submission_id == sub.id, ManualCellScore.cell_id.like(REGRADE_CELL_PREFIX + "%"))):
-        db.session.add(AuditEntry(course_id=sub.course_id, user_id=sub.user_id, target=f"sub:{sub.id}/{cell.cell_id}",
-                                  old=cell.score, new=None, reason="regrade: the check is graded again",
-                                  actor_id=actor_id))
+        _audit(sub.course_id, sub.user_id, f"sub:{sub.id}/{cell.cell_id}", cell.score, None,
+               "regrade: the check is graded again", actor_id)
         db.session.delete(cell)
 
 

@@ -34,7 +34,6 @@ from server.models import Submission, SubmissionStatus, User, utcnow
 from server.scores.models import REGRADE_CELL_PREFIX, AuditEntry, ManualCellScore
 
 MAX_REASON = 1000
-CELL_PREFIX = REGRADE_CELL_PREFIX
 
 
 class RequestState(str, Enum):
@@ -167,7 +166,7 @@ def answer_with_score(course_id: int, request_id: int, points: Any, reply: Any, 
     reply = reply.strip() if isinstance(reply, str) else ""
     if not reply or len(reply) > MAX_REASON:
         raise RequestError("bad_reply")
-    cell = CELL_PREFIX + row.check_id
+    cell = REGRADE_CELL_PREFIX + row.check_id
     db.session.add(ManualCellScore(submission_id=row.submission_id, cell_id=cell, score=round(new - row.auto_points, 4),
                                    max_points=row.max_points, comment=reply, graded_by=actor_id))
     db.session.add(AuditEntry(course_id=course_id, user_id=row.user_id, target=f"sub:{row.submission_id}/{cell}",
