@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from coursework import assignments
 from graders import cifar, cli, torchrun  # noqa: E402
-from graders import calibration  # noqa: E402
+from graders.ddp_speedup import calibration  # noqa: E402
 
 
 # PyTorch has SyncBatchNorm only for accelerators: without the harness's CPU version the

@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 
 from coursework import assignments, settings
-from graders import cli, fsdp_fit, torchrun
+from graders import cli, torchrun
+from graders.fsdp_fit import grader as fsdp_fit
 
 SOLUTION = settings.assignments_dir() / "fsdp_fit" / "solution" / "train_fsdp.py"
 

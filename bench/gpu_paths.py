@@ -276,8 +276,8 @@ def run_unsharded(size: str, tmp: Path, card_bytes: int = T4, lift: bool = False
 def hw3_memory(env: Env) -> Row:
     """The 1b model unsharded on the simulated T4 is a CUDA OOM graded 'does not fit'; small fits."""
     from coursework import assignments
-    from graders import fsdp_fit
-    from graders.checks import fsdp
+    from graders.fsdp_fit import grader as fsdp_fit
+    from graders.fsdp_fit import checks as fsdp
 
     cfg = assignments.load("fsdp_fit").raw
     big = run_unsharded("1b", env.tmp / "hw3")
@@ -427,7 +427,8 @@ print("the hung collective returned", flush=True)
 def flight_recorder(env: Env) -> Row:
     """A collective that cannot finish: the NCCL watchdog's timeout ends the rank well before the
     wall clock, and the flight recorder dumps its trace into the channel folder."""
-    from graders import torchrun, untrusted
+    from graders import torchrun
+    from graders.sandbox import untrusted
 
     code = _code_dir(env, "hang", {"hang.py": HANG})
     run = torchrun.run(code / "hang.py", 1, root=code.parent / "n1", data_dir=code, epochs=0, script_args=[],

@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from coursework import assignments  # noqa: E402
-from graders import calibration, cli  # noqa: E402
+from graders import cli  # noqa: E402
+from graders.ddp_speedup import calibration  # noqa: E402
 
 SCRIPTS = {"starter": "starter/train.py", "no_sampler": "samples/bug_no_distributed_sampler",
            "reference": "solution/train.py"}

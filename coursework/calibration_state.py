@@ -1,6 +1,6 @@
 """The calibration state the worker writes and the web app reads (the instructor's calibration page).
 
-``graders.calibration`` measures the reference solution on the grading host and writes one JSON file
+``graders.ddp_speedup.calibration`` measures the reference solution on the grading host and writes one JSON file
 per assignment and mode under ``<var>/calibration``; this module is the shared, measurement-free part:
 where the files are, how to read one, which assignments are calibrated, and the speed a reference
 must reach for the host to judge speed at all. The web app imports this, never ``graders``.

@@ -1,15 +1,8 @@
-"""Everything the grading worker runs: workspace, sandbox, runners, harness and checks.
+"""Everything the grading worker runs.
 
-Nothing in this package imports Flask; the web app talks to graders only through
-``GradeReport`` JSON and the ``python -m graders`` command line.
+The machinery every homework shares sits here (workspace, sandbox, torchrun runner, harness,
+evidence, the shared checks in ``checks``); each homework's own code is a package named by its
+``assignment.json``'s ``grader``: ``ddp_speedup`` (homework 1), ``config_annotation`` (homework 2),
+``fsdp_fit`` (homework 3). Nothing in this package imports Flask; the web app talks to graders only
+through ``GradeReport`` JSON and the ``python -m graders`` command line.
 """
-
-from typing import Any
-
-
-def __getattr__(name: str) -> Any:
-    """``from graders import untrusted, cgroups``: these modules moved into ``graders.sandbox``."""
-    if name in ("untrusted", "cgroups"):
-        import importlib
-        return importlib.import_module(f"graders.sandbox.{name}")
-    raise AttributeError(name)

@@ -2,7 +2,7 @@
 
 A calibration measures the reference solution's speed with the host to itself, but it never holds
 a student's job hostage: it runs only while no grading holds or wants the host,
-and gives way within half a second when one arrives (``graders.calibration`` stops its current run).
+and gives way within half a second when one arrives (``graders.ddp_speedup.calibration`` stops its current run).
 Lock files live in ``<var>/calibration/``.
 """
 from __future__ import annotations

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from coursework.progress import report_progress
-from graders import integrity, sandbox, untrusted
+from graders import integrity, sandbox
+from graders.sandbox import untrusted
 from graders.exceptions import InfrastructureError
 from graders.evidence import cards as evidence_cards
 from graders.evidence import host as evidence_host
@@ -532,7 +533,7 @@ def validate(server: ChannelServer, nproc: int, window: tuple[float, float]) -> 
 def read_stacks(chan: Path, nproc: int) -> dict[str, str]:
     """The head of each rank's (and rank child's) faulthandler dump in the channel folder.
 
-    Student processes create these files, so they are read through ``graders.untrusted``:
+    Student processes create these files, so they are read through ``graders.sandbox.untrusted``:
     no symlinks, FIFOs or hard links, a bounded size, a bounded number of files.
     """
     stacks = {}

@@ -1,5 +1,5 @@
 """What the harness recorded in a rank, read as rows: the epochs of the training loader and the
-optimizer steps. Shared by the checks (``graders.checks.ddp``, ``graders.checks.fsdp``) and the timing
+optimizer steps. Shared by the checks (``graders.checks.ddp``, ``graders.fsdp_fit.checks``) and the timing
 (``graders.checks.timing``); pure functions over ``graders.torchrun`` streams and runs.
 """
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """How fast a rank trained, from its step records: throughput, its own time and idle time, the loss.
 
-Used by the speed measurement (``graders.ddp_speedup``, ``graders.calibration``) and the reports'
-loss charts; the speed verdict itself is ``graders.speed``.
+Used by the speed measurement (``graders.ddp_speedup.grader``, ``graders.ddp_speedup.calibration``) and the reports'
+loss charts; the speed verdict itself is ``graders.ddp_speedup.speed``.
 """
 from __future__ import annotations
 

@@ -92,7 +92,7 @@ def _sha256(path: Path) -> str:
 def evaluate(runs: list, job: Path, cfg: dict, synthetic: dict | bool | None = True) -> None:
     """Score rank 0's model of each run (one sandboxed process for all) into ``run.evidence["model"]``.
 
-    ``synthetic``: the job's synthetic set's parameters (``graders.ddp_job.data_dir``: its secret seed),
+    ``synthetic``: the job's synthetic set's parameters (``graders.ddp_speedup.job.data_dir``: its secret seed),
     True for the assignment's own, None or False for the real CIFAR-10.
 
     Only on the grader's synthetic data: for the real CIFAR-10 the grader has no sample the script
@@ -189,7 +189,7 @@ def below_floor(run) -> bool:
 @contextlib.contextmanager
 def floor_set_aside() -> Iterator[None]:
     """Inside: ``learned_nothing`` is False, so a check judges the run on its own evidence. Only to say what a
-    check saw under the floor (``graders.checks.floor``); its points still follow ``below_floor``."""
+    check saw under the floor (``graders.ddp_speedup.floor``); its points still follow ``below_floor``."""
     token = _SET_ASIDE.set(True)
     try:
         yield

@@ -1,6 +1,6 @@
 """The instructor's calibration page: the reference speed this host judges against, and its history.
 
-Speed is judged against the reference solution measured on the grading host (``graders.calibration``, which writes
+Speed is judged against the reference solution measured on the grading host (``graders.ddp_speedup.calibration``, which writes
 the state files read here through ``coursework.calibration_state``).
 Staff see, per calibrated assignment and mode: the accepted value and whether it lets this host grade
 speed at all (the reference must reach ``calibration_state.host_bar``: a bar from this host's own

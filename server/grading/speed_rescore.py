@@ -3,7 +3,7 @@
 A grading never waits for the reference solution to be measured: without an
 accepted calibration its speed check is "pending calibration" and keeps the measured pairs. When
 the worker's calibration thread accepts a value, ``rescore_pending`` recomputes that one check
-(``graders.ddp_speedup.rescore``) for every such report of the assignment on this host's mode; the
+(``graders.ddp_speedup.grader.rescore``) for every such report of the assignment on this host's mode; the
 student's code does not run again. Each write is a compare-and-set on the row's ``finished_at``,
 so a regrading stored meanwhile is never overwritten by the re-score of its predecessor.
 """
@@ -24,7 +24,7 @@ MARK = '"pending_calibration"'  # the speed check's key in a stored report await
 
 def rescore_pending(assignment_id: str, mode: str, ref: dict[str, Any]) -> int:
     """Re-score every graded report of ``assignment_id`` in ``mode`` whose speed awaits calibration; returns how many."""
-    from graders.ddp_speedup import rescore
+    from graders.ddp_speedup.grader import rescore
 
     assignment = load(assignment_id)
     rows = db.session.execute(

@@ -37,7 +37,8 @@ from flask import Flask, current_app
 from coursework.assignments import load
 from coursework.exceptions import AssignmentNotFound
 from coursework.progress import read_progress
-from graders import ddp_job, gpu_slots, preflight, workspace
+from graders import gpu_slots, preflight, workspace
+from graders.ddp_speedup import job as ddp_job
 from server.extensions import db
 from server.scores import events
 from server.grading import lifecycle

@@ -1,7 +1,7 @@
 """``python -m server.grading.worker``: an RQ worker for this host's queues plus a reconciler thread.
 
 It also measures the reference solutions' speed at start-up and between jobs when it is due
-(``graders.calibration``); a student's job never waits for it (the calibration gives way), and
+(``graders.ddp_speedup.calibration``); a student's job never waits for it (the calibration gives way), and
 gradings left "pending calibration" are re-scored when a value lands. ``DISTGRADE_CALIBRATE=0``
 turns that off (the tests do).
 
@@ -123,7 +123,7 @@ def rescore_after(app):
 def refuse_pinned_seed() -> None:
     """Fail closed: a worker started with the sample runner's pinned synthetic seed would grade every
     homework-1 job on data anyone can regenerate (weights fitted offline pass the model evaluation)."""
-    from graders.ddp_job import PINNED_SEED_ENV
+    from graders.ddp_speedup.job import PINNED_SEED_ENV
 
     if os.environ.get(PINNED_SEED_ENV):
         raise SystemExit(f"{PINNED_SEED_ENV} is set: it pins homework 1's synthetic data to a known seed, for the "
@@ -147,7 +147,7 @@ def main() -> None:
     stop = threading.Event()
     threading.Thread(target=reconcile_forever, args=(stop,), daemon=True).start()
     if os.environ.get("DISTGRADE_CALIBRATE", "1") != "0":  # the reference's speed, measured outside any student's job
-        from graders.calibration import calibrate_forever
+        from graders.ddp_speedup.calibration import calibrate_forever
         mode = "gpu" if app.config["WORKER_GPUS"] or app.config["GRADER_MODE"] == "gpu" else "cpu"
         threading.Thread(target=calibrate_forever, args=(stop, mode), kwargs={"on_landed": rescore_after(app)},
                          daemon=True).start()

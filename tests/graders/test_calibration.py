@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from graders import calibration
+from graders.ddp_speedup import calibration
 
 
 def _pairs(*speedups, t1=1000.0):
@@ -162,7 +162,7 @@ def test_a_grading_on_a_busy_uncalibrated_host_starts_within_a_minute(tmp_path):
         assert state_file.exists(), "the calibration never started"
         time.sleep(3)  # its first reference run is under way
         progress = tmp_path / "progress.json"
-        starter = Path(calibration.__file__).parents[1] / "assignments" / "ddp_speedup" / "starter" / "train.py"
+        starter = Path(calibration.__file__).parents[2] / "assignments" / "ddp_speedup" / "starter" / "train.py"
         env = {**os.environ, "DISTGRADE_VAR_DIR": str(var), "DISTGRADE_PROGRESS_FILE": str(progress)}
         env.pop("DISTGRADE_FAST", None)
         submitted = time.monotonic()

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from coursework.report import CheckStatus
-from graders.checks import fsdp
+from graders.fsdp_fit import checks as fsdp
 from graders.evidence import cards
 
 from tests.graders.test_fsdp_fit import make_run, mem, render

@@ -12,7 +12,8 @@ from coursework.report import CheckStatus
 from graders import cifar
 from graders.checks import ddp, stacks, timing
 from graders.checks.render import render as _result
-from graders.ddp_speedup import gpu_plan
+from graders.ddp_speedup.checks import CHECKS
+from graders.ddp_speedup.grader import gpu_plan
 from graders.sandbox import SandboxResult
 from graders.torchrun import RankStream, TorchrunRun, failed_ranks
 
@@ -215,7 +216,7 @@ def test_logging_on_a_nonzero_rank_counts_like_printing():
     ([1.5, 1.6], None),  # fewer than the pairs asked for
 ])
 def test_calibration_settles_on_the_tightest_pairs(speedups, expected):
-    from graders.calibration import settled_speedup
+    from graders.ddp_speedup.calibration import settled_speedup
 
     got = settled_speedup(speedups, pairs=3, max_spread=1.3)
     assert got == (pytest.approx(expected) if expected is not None else None)
@@ -302,15 +303,15 @@ def test_waiting_for_a_busy_cpu_is_not_the_scripts_time():
 
 
 def test_every_check_id_of_the_assignment_has_one_home():
-    import graders.ddp_speedup  # noqa: F401  (registers "speedup")
-    no_code, no_id = ddp.CHECKS.missing(assignments.load("ddp_speedup").raw["checks"])
+    import graders.ddp_speedup.grader  # noqa: F401  (registers "speedup")
+    no_code, no_id = CHECKS.missing(assignments.load("ddp_speedup").raw["checks"])
     assert no_code == [] and no_id == []
     with pytest.raises(ValueError):
-        ddp.CHECKS.check("sampler.disjoint")(lambda ctx: None)
+        CHECKS.check("sampler.disjoint")(lambda ctx: None)
 
 
 def test_torch_compile_gets_extra_wall_time_not_the_others(tmp_path):
-    from graders.ddp_speedup import wall_limits
+    from graders.ddp_speedup.grader import wall_limits
     script = tmp_path / "train.py"
     script.write_text("model = torch.compile(model)\n")
     base = assignments.load("ddp_speedup").limits["cpu"]
@@ -366,4 +367,4 @@ def test_every_finding_of_a_check_says_what_it_rests_on_without_touching_shared_
     checks.check("b")(lambda ctx: shared)
     assert checks["a"](Context(cfg={})).evidence == {"seen": 1, "rests_on": "words"}
     assert checks["b"](Context(cfg={})).evidence == {"seen": 1} and shared.evidence == {"seen": 1}
-    assert set(ddp.CHECKS.rests_on) == set(ddp.CHECKS) - {"speedup"}
+    assert set(CHECKS.rests_on) == set(CHECKS) - {"speedup"}

@@ -383,7 +383,7 @@ def test_under_the_model_floor_each_check_keeps_its_own_cause_and_earns_nothing(
     """Below the floor nothing earns points, but a check that fails by its own evidence still says why and how
     to fix it (the cause first), and one whose own part looked right says so and that it earns nothing."""
     from coursework import assignments
-    from graders import ddp_speedup
+    from graders.ddp_speedup import grader as ddp_speedup
     from graders.checks.render import render
     cfg = assignments.load("ddp_speedup").raw
     run1, run_n = _under_floor_runs()

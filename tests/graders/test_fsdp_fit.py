@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import pytest
 
 from coursework.report import CheckStatus
-from graders import fsdp_fit
-from graders.checks import fsdp
+from graders.fsdp_fit import grader as fsdp_fit
+from graders.fsdp_fit import checks as fsdp
 from graders.torchrun import RankStream, TorchrunRun
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,8 +14,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from bench.gpu_paths import run_unsharded  # noqa: E402
-from graders import fsdp_fit  # noqa: E402
-from graders.checks import fsdp  # noqa: E402
+from graders.fsdp_fit import grader as fsdp_fit  # noqa: E402
+from graders.fsdp_fit import checks as fsdp  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]

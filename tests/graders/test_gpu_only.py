@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from graders.checks.gpu_only import judge, syncbn_lines
+from graders.ddp_speedup.gpu_only import judge, syncbn_lines
 
 
 @pytest.mark.parametrize("source, lines", [

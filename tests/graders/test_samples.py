@@ -37,7 +37,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 TRUSTED_ENV = "DISTGRADE_TRUSTED_READINGS"  # graders.config_annotation.core.TRUSTED_ENV
-PINNED_SEED_ENV = "DISTGRADE_SYNTHETIC_SEED"  # graders.ddp_job.PINNED_SEED_ENV
+PINNED_SEED_ENV = "DISTGRADE_SYNTHETIC_SEED"  # graders.ddp_speedup.job.PINNED_SEED_ENV
 # Homework 1's synthetic data for every sample: a worker draws a secret seed per job, and a sample that learns
 # near the model floor would then pass or fail it by chance; pinned, a verdict is the same on every run.
 SAMPLE_SEED = "7301"

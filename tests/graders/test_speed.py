@@ -1,4 +1,4 @@
-"""Pure decisions of graders.speed: whether this host can judge speed, and the speed score.
+"""Pure decisions of graders.ddp_speedup.speed: whether this host can judge speed, and the speed score.
 
 Seen before: on a 2-core host the reference reached 1.01x, and the score was noise (a correct
 script at 0.98x got 5/10, one without a DistributedSampler at 0.79x got 9.15/10). A host whose
@@ -12,7 +12,7 @@ import pytest
 
 from coursework import assignments
 from coursework.report import CheckResult, CheckStatus, text
-from graders import speed
+from graders.ddp_speedup import speed
 
 BANDS = {"pass": 0.8, "fail_below": 0.5, "min_raw": 1.0, "max_efficiency": 1.25, "single_ratio": 0.6}
 GATE = {"min_reference_speedup": 1.3}
@@ -119,7 +119,8 @@ def test_the_assignment_moves_all_of_the_speed_points():
 # -- re-scoring a grading left "pending calibration", through the real grader code --
 def _pending_report(ratio: float) -> dict:
     from coursework.report import GradeReport
-    from graders import checks_runner, ddp_speedup
+    from graders import checks_runner
+    from graders.ddp_speedup import grader as ddp_speedup
     from graders.checks.render import render
     a = assignments.load("ddp_speedup")
     cfg = {**a.raw, "_path": str(a.path), "_id": a.id}
@@ -145,7 +146,7 @@ def test_a_pending_grading_says_so_and_keeps_its_pairs():
 
 
 def test_rescore_when_the_calibration_lands_without_rerunning():
-    from graders import ddp_speedup
+    from graders.ddp_speedup import grader as ddp_speedup
     a = assignments.load("ddp_speedup")
     graded = ddp_speedup.rescore(_pending_report(1.75), a, {"t1": 1000.0, "tn": 1800.0, "speedup": 1.8, "at": 1.0})
     check = next(c for c in graded["checks"] if c["id"] == "speedup")

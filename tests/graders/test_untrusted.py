@@ -1,10 +1,10 @@
-"""Reading student-writable folders as root: graders.untrusted and the torchrun runner's readers."""
+"""Reading student-writable folders as root: graders.sandbox.untrusted and the torchrun runner's readers."""
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from graders import untrusted
+from graders.sandbox import untrusted
 from graders.sandbox import SandboxResult
 from graders.torchrun import LOG_TAIL, read_logs, read_stacks
 

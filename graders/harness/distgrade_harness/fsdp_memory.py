@@ -13,7 +13,7 @@ a ``threading.Thread`` (that run "peaked at 0 B"). So the counter is one ``LiveB
 process, and every thread runs under a mode of its own that feeds it: the main thread from ``start``,
 every thread started afterwards (``threading`` or ``_thread``) from its first instruction. A thread
 that escapes anyway still leaves its states live at the step, and the grader holds a peak below
-them as a contradiction (``graders.checks.fsdp``).
+them as a contradiction (``graders.fsdp_fit.checks``).
 """
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from graders import calibration
+from graders.ddp_speedup import calibration
 
 
 def _state(tmp_path, monkeypatch):

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from graders import ddp_job
+from graders.ddp_speedup import job as ddp_job
 from server.grading import worker
 
 

@@ -71,7 +71,7 @@ def test_homework3_says_one_memory_unit_in_its_texts_and_its_chart():
     """Homework 3's READMEs said 168 MB while its chart showed MiB (160.0): one unit, the chart's."""
     from pathlib import Path
 
-    from graders.fsdp_fit import capacity_bytes
+    from graders.fsdp_fit.grader import capacity_bytes
     from tests.server.ui.pages_seed import card_report
 
     folder = Path(__file__).resolve().parents[3] / "assignments" / "fsdp_fit"

@@ -47,7 +47,8 @@ def _outside_keys(tree: ast.AST) -> set[str]:
 
 
 def grader_evidence_keys() -> set[str]:
-    files = [*REPO.glob("graders/*.py"), *REPO.glob("graders/checks/*.py"), *REPO.glob("graders/config_annotation/*.py")]
+    files = [*REPO.glob("graders/*.py"), *REPO.glob("graders/checks/*.py"), *REPO.glob("graders/config_annotation/*.py"),
+             *REPO.glob("graders/ddp_speedup/*.py"), *REPO.glob("graders/fsdp_fit/*.py")]
     outside = [f for f in REPO.glob("graders/evidence/*.py") if f.name != "evaluate_model.py"]
     return set().union(*(_keys_in(ast.parse(f.read_text(encoding="utf-8"))) for f in files),
                        *(_outside_keys(ast.parse(f.read_text(encoding="utf-8"))) for f in outside))
@@ -106,7 +107,8 @@ def _english_prose(tree: ast.AST) -> list[str]:
 def test_outside_evidence_reads_in_the_pages_language():
     """The outside evidence said where it came from in English on Chinese pages: "outside",
     "inside, cross-checked", "each rank's stdout/stderr as torchrun captured it"."""
-    files = [f for f in [*REPO.glob("graders/evidence/*.py"), *REPO.glob("graders/checks/*.py")]
+    files = [f for f in [*REPO.glob("graders/evidence/*.py"), *REPO.glob("graders/checks/*.py"),
+                         *REPO.glob("graders/ddp_speedup/*.py"), *REPO.glob("graders/fsdp_fit/*.py")]
              if f.name != "evaluate_model.py"]  # the sandboxed evaluator's reasons: graders.evidence.model reads them
     prose = {f.name: got for f in files if (got := _english_prose(ast.parse(f.read_text(encoding="utf-8"))))}
     assert not prose, f"write these as coursework.report.text(zh, en): {prose}"

@@ -13,7 +13,7 @@ import re
 import pytest
 
 from coursework.assignments import load
-from graders import ddp_speedup
+from graders.ddp_speedup import grader as ddp_speedup
 from graders.checks import render
 from tests.server.ui_seed import ddp_report
 

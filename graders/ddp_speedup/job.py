@@ -1,6 +1,6 @@
 """What one homework-1 run needs on disk, shared by the grader and the calibration.
 
-``graders.ddp_speedup`` (a student's job) and ``graders.calibration`` (the reference solution
+``graders.ddp_speedup.grader`` (a student's job) and ``graders.ddp_speedup.calibration`` (the reference solution
 between jobs) both stage a script and a data folder the same way; keeping that here lets
 each import it without importing the other.
 """

@@ -4,7 +4,7 @@ Entry point ``grade(assignment, job, files, mode)`` (named in ``assignment.json`
 Environment: ``DISTGRADE_FAST=1`` trains ``fast_epochs`` and does not judge speed
 against the reference (the samples test; a held-back 1-process run still fails);
 ``DISTGRADE_LIMITS`` is a JSON object overriding sandbox limits (per-sample ``limits`` in
-``expected.json``); ``DISTGRADE_VAR_DIR`` holds calibrations (``graders.calibration``).
+``expected.json``); ``DISTGRADE_VAR_DIR`` holds calibrations (``graders.ddp_speedup.calibration``).
 
 Every id of ``assignment.json``'s ``checks`` gets a result (``graders.checks.registry``), so the
 report is always out of the assignment's total. Speed is compared like with like against the
@@ -22,12 +22,13 @@ from typing import Any
 from coursework.assignments import Assignment
 from coursework.progress import report_progress
 from coursework.report import CheckResult, CheckStatus, GradeReport, ReportStatus, text
-from graders import (calibration, checks_runner, cifar, ddp_job, early_stop, gpu_slots, host_modules, integrity, speed,
-                     torchrun)
-from graders.checks import ddp, floor, gpu_only, sync, timing
+from graders import checks_runner, cifar, early_stop, gpu_slots, host_modules, integrity, torchrun
+from graders.checks import ddp, sync, timing
 from graders.checks.registry import Context
-from graders.evidence import model as evidence_model
 from graders.checks.render import not_graded_here, render
+from graders.ddp_speedup import calibration, checks, floor, gpu_only, speed
+from graders.ddp_speedup import job as ddp_job
+from graders.evidence import model as evidence_model
 
 
 # Skipped for a reason that is no one's fault -> the check that gets its points: random draws have no
@@ -71,7 +72,7 @@ def grade(assignment: Assignment, job: Path, files: list[Path], mode: str = "cpu
                             gpus=gpu_slots.assigned(n) if mode == "gpu" else None, progress=f"run.{tag}",
                             stop_when=stop_when)
 
-    # The reference is measured between jobs (graders.calibration), never inside this one: without
+    # The reference is measured between jobs (graders.ddp_speedup.calibration), never inside this one: without
     # an accepted value speed is "pending calibration" and re-scored when one lands.
     ref = calibration.current(cfg, mode) if do_single and do_multi and not fast_mode() else None
     stop_cfg = cfg.get("early_stop", {})
@@ -95,7 +96,7 @@ def grade(assignment: Assignment, job: Path, files: list[Path], mode: str = "cpu
         for r in (run1, run_n):
             if r:
                 r.evidence["inputs"] = {"train_size": cifar.train_size(data_dir)}
-    if run_n is not None:  # a SyncBatchNorm conversion that only runs with a GPU (graders.checks.gpu_only)
+    if run_n is not None:  # a SyncBatchNorm conversion that only runs with a GPU (graders.ddp_speedup.gpu_only)
         judged = gpu_only.judge(script.read_text(encoding="utf-8", errors="replace"), run_n.nproc)
         run_n.evidence["syncbn_gpu_only"], run_n.evidence["syncbn_gpu_guarded"] = judged["exempt"], judged["guarded"]
     findings = _findings(cfg, run1, run_n, epochs, skip_reason, mode, ref, extra)
@@ -247,7 +248,7 @@ def _findings(cfg, run1, run_n, epochs, skip_reason, mode, ref=None, extra=()) -
     out: dict[str, ddp.Finding] = {}
     for check_id in cfg["checks"]:
         needed = run1 if check_id == "run.single" else run_n
-        judge = floor.judged(check_id, ddp.CHECKS[check_id])  # below the model floor: its own cause, 0 points
+        judge = floor.judged(check_id, checks.CHECKS[check_id])  # below the model floor: its own cause, 0 points
         out[check_id] = (checks_runner.run_check(judge, ctx, finding_cls=ddp.Finding)  # isolated
                          if needed is not None else skipped)
     if run_n is not None and run_n.stopped == early_stop.NO_PROCESS_GROUP:
@@ -269,7 +270,7 @@ def _say_stopped_unsynced(out: dict[str, ddp.Finding], run1, run_n) -> None:
                                            "diff": f"{float(bad.get('diff') or 0):.2e}", "step": bad.get("step")},
                                            {"stopped": run_n.stopped, "compared_steps": during.get("compared", [])[:16],
                                             "differ_at_step": bad.get("step"), "sync": None,
-                                            "rests_on": ddp.RESTS_ON["ddp.grad_sync"]}, fallback="no_ddp")
+                                            "rests_on": checks.RESTS_ON["ddp.grad_sync"]}, fallback="no_ddp")
     f = out.get("run.distributed")
     if f is not None and f.key == "ok":
         out["run.distributed"] = ddp.Finding(f.status, "ok_stopped", {**f.params, "steps": steps},
@@ -296,7 +297,7 @@ def _say_stopped(out: dict[str, ddp.Finding], run1, run_n) -> None:
                                         {**f.evidence, "stopped": run1.stopped})
 
 
-@ddp.CHECKS.check("speedup")
+@checks.CHECKS.check("speedup")
 def _speedup_check(ctx: Context) -> ddp.Finding:
     return _speedup(ctx.cfg, ctx.run1, ctx.run_n, ctx.ref, ctx.mode, ctx.extra.get("speed_pairs", []))
 

@@ -6,7 +6,7 @@ reference's N-process throughput, measured on the same host not long before.
 
 * **When.** ``refresh_due()`` measures whatever is missing or older than
   ``calibration.max_age_hours``; the worker calls it at start-up and between jobs
-  (``python -m graders.calibration`` does the same from cron). A grading never measures and
+  (``python -m graders.ddp_speedup.calibration`` does the same from cron). A grading never measures and
   never waits for a measurement: ``current()`` gives it the accepted value,
   or None, and its speed is then "pending calibration", re-scored when a value lands.
 * **Quiet host, gradings first.** Calibration holds the host lock exclusively and only while no
@@ -39,7 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from coursework import calibration_state
-from graders import ddp_job, gpu_slots
+from graders import gpu_slots
+from graders.ddp_speedup import job as ddp_job
 from graders.host_lock import HostBusy, grading_wants_host, host_exclusive, host_shared  # noqa: F401 (re-exported)
 
 DEFAULTS = {"pairs": 3, "max_pairs": 6, "max_spread": 1.3, "max_age_hours": 6, "max_drift": 1.5,
@@ -355,7 +356,7 @@ def calibrate_forever(stop, mode: str = "cpu", every_s: float = 600.0, retry_s: 
 
 def main(argv: list[str] | None = None) -> int:
     import argparse
-    parser = argparse.ArgumentParser(prog="python -m graders.calibration",
+    parser = argparse.ArgumentParser(prog="python -m graders.ddp_speedup.calibration",
                                      description="measure the reference solutions' speed on this host")
     parser.add_argument("--mode", choices=["cpu", "gpu"], default=os.environ.get("GRADER_MODE", "cpu"))
     parser.add_argument("--force", action="store_true", help="measure even if the stored value is fresh")

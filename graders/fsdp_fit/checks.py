@@ -4,7 +4,7 @@ Records come from ``distgrade_harness.fsdp`` (``fsdp_model``, ``fsdp_optimizer``
 ``fsdp_mem``, ``fsdp_save``, ``fsdp_dcp``, ``fsdp_state_dict``, ``fsdp_oom``,
 ``fsdp_end``) plus the generic ``steps``/``exception``/``finished`` records. Each
 ``check_*`` returns a ``graders.checks.ddp.Finding`` (status, message key, numbers,
-evidence); ``graders.fsdp_fit`` turns them into bilingual results with points from
+evidence); ``graders.fsdp_fit.grader`` turns them into bilingual results with points from
 ``assignment.json``. Byte numbers in messages are pre-formatted with ``fmt_bytes``.
 """
 from __future__ import annotations

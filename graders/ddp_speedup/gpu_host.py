@@ -1,6 +1,6 @@
 """What a script's own conditions come to with its defaults on a GPU host, read from its source.
 
-``graders.checks.gpu_only`` exempts a SyncBatchNorm conversion that sits under a GPU condition on a
+``graders.ddp_speedup.gpu_only`` exempts a SyncBatchNorm conversion that sits under a GPU condition on a
 CPU host, because there the branch cannot run. The exemption is fair only if, run as the grader runs
 it (no extra flags, no extra environment) on a GPU host, the branch *would* run: ``if args.sync_bn
 and use_cuda:`` with ``--sync-bn`` off by default converts on no host at all, and neither does a

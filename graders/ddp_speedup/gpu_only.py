@@ -13,7 +13,7 @@ cuda, a GPU, an accelerator or a device, or names a variable assigned such a yes
 anywhere in the script (``convert = args.sync_bn == "auto" and device.type == "cuda"`` then ``if
 convert:``; one step, not a chain; a dict or a call that merely mentions a device is not a
 question). What the condition computes is not evaluated: ``if torch.cuda.is_available() and False``
-passes the first test; the second (``graders.checks.gpu_host``) then asks whether, with the script's
+passes the first test; the second (``graders.ddp_speedup.gpu_host``) then asks whether, with the script's
 defaults, the conversion would run on a GPU host: every condition around it evaluated there, its
 function called. ``if args.sync_bn and use_cuda:`` with the flag off by default, an opt-in environment
 variable, a helper nothing calls, or a condition the grader cannot evaluate exempt nothing: the script
@@ -24,7 +24,7 @@ from __future__ import annotations
 import ast
 import re
 
-from graders.checks.gpu_host import Script
+from graders.ddp_speedup.gpu_host import Script
 
 _NAMES = {"convert_sync_batchnorm", "SyncBatchNorm"}
 _GPU_WORDS = re.compile(r"cuda|gpu|accelerat|device", re.IGNORECASE)

@@ -26,7 +26,7 @@ from coursework.assignments import Assignment
 from coursework.progress import report_progress
 from coursework.report import CheckStatus, GradeReport, text
 from graders import checks_runner, gpu_slots, torchrun
-from graders.checks import fsdp as fsdp_checks
+from graders.fsdp_fit import checks as fsdp_checks
 from graders.checks.ddp import Finding
 from graders.checks.timing import loss_series
 from graders.checks.render import render as result_of  # one Finding -> CheckResult rendering for all graders
