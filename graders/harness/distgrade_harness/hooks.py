@@ -285,6 +285,8 @@ class Observer:
                           "complete": complete, "batches": len(consumed),
                           "batch_size": max((len(b) for b in consumed), default=0),
                           "indices": [i for b in consumed for i in b], **ep.meta})
+        if complete and ep.key == self.last_key:  # the training epoch ended: its steps leave now, not at exit,
+            self._flush_steps(settle=False)       # which a rank SIGTERMed after a peer's crash never reaches
 
     def _hook_ddp(self) -> None:
         obs, init = self, DistributedDataParallel.__init__
@@ -425,11 +427,15 @@ class Observer:
             self.pending = pending
         self.hand_digest = digest
 
-    def _flush_steps(self) -> None:
-        self._settle_step()
-        if not self.steps:
+    def _flush_steps(self, settle: bool = True) -> None:
+        """Send the recorded steps. ``settle=False`` keeps back the step whose span is still open (it is settled
+        and sent later), for a flush between an optimizer's step and the next forward."""
+        if settle:
+            self._settle_step()
+        keep = [self.open_row] if self.open_row is not None and self.steps and self.steps[-1] is self.open_row else []
+        rows, self.steps = self.steps[:len(self.steps) - len(keep)], keep
+        if not rows:
             return
-        rows, self.steps = self.steps, []
         losses = [r[2] for r in rows]
         if any(isinstance(x, torch.Tensor) for x in losses):
             losses = [float(x) if isinstance(x, torch.Tensor) else x for x in losses]
