@@ -519,9 +519,11 @@ def check_rank0_io(run, epochs: int, extra_prints: int) -> Finding:
                        {**ev, "unclaimed": unclaimed[:10]}, fallback="files")
     # A line a rank prints while it trains (once per epoch, say) is output repeated once per process,
     # however few epochs the run had; a line before its first step or after its last is not.
-    # The launcher's capture says the same whichever function wrote it (sys.stdout.write, os.write): stdout
-    # lines of one shape that comes back ("epoch 0: ...", "epoch 1: ...") recur, a banner and a last line do not.
-    recurring = {r: max(n, (outside.get(r) or {}).get("stdout_recurring", 0)) for r, n in training.items()}
+    # The launcher's capture says the same whichever function wrote it (sys.stdout.write, os.write) to whichever
+    # descriptor: lines of one shape that comes back ("epoch 0: ...", "epoch 1: ...") recur, a banner and a last
+    # line do not (on stderr, a library's warning raised again repeats its text and is not counted).
+    recurring = {r: max(n, (outside.get(r) or {}).get("stdout_recurring", 0),
+                        (outside.get(r) or {}).get("stderr_recurring", 0)) for r, n in training.items()}
     recurring = {r: n for r, n in recurring.items() if n}
     if noisy or recurring:
         r = next(iter(noisy or recurring))

@@ -201,7 +201,8 @@ def rank_output(run) -> dict[int, dict[str, Any]]:
         left += named
         out[r] = {**{f"{kind}_{what}": _count(o.get(f"{kind}_{what}")) for kind in ("stdout", "stderr")
                      for what in ("lines", "redraws", "bytes")},
-                  "stdout_recurring": _count(o.get("stdout_recurring")),  # lines of a shape that comes back
+                  **{f"{kind}_recurring": _count(o.get(f"{kind}_recurring"))  # lines of a shape that comes back
+                     for kind in ("stdout", "stderr")},
                   "files": [f for f in left if f in saved or f.lower().endswith(CHECKPOINT_SUFFIXES)],
                   "other_files": [f for f in left if not (f in saved or f.lower().endswith(CHECKPOINT_SUFFIXES))]}
     return out

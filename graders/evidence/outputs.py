@@ -8,10 +8,18 @@ called. The files are in a student-writable folder: they are read as untrusted a
 A progress bar (tqdm, or a hand-written ``\r`` line) redraws one line in place: a terminal shows one
 line, but each redraw is output the rank wrote, so a ``\r`` not followed by ``\n`` counts as a
 ``redraw``. Lines and redraws can both be dodged (one endless line, or none at all), bytes cannot.
+
+A line per epoch is output whichever descriptor it went to (``sys.stderr.write``, ``os.write(2, ...)``,
+``print(file=open("/dev/stderr", "w"))``), so stderr is read for recurring lines as well. Libraries write
+there too, and a warning raised again (a DataLoader worker's, each epoch) repeats one text; a log line
+repeats its shape with other numbers. So on stderr a shape counts only where its lines differ once the
+prefix a logger puts before them (``[W1207 10:38:19.56 812 file.cpp:12]``, ``[rank1]:``) is set aside:
+that prefix carries a clock, the rest of a warning raised twice does not.
 """
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -23,6 +31,9 @@ MAX_READ = 64 * 1024 * 1024  # per file; beyond it lines are estimated from the 
 MAX_SHAPES = 4096  # distinct line shapes remembered per file (a bounded dictionary whatever the rank wrote)
 SHAPE_CHARS = 160  # characters of a line that decide its shape
 _DIGITS = bytes.maketrans(b"0123456789", b"##########")
+# What loggers put before a line (glog's "[W1207 10:38:19.567 812 file.cpp:12] ", torch's "[rank1]:", Python
+# logging's "W1207 10:38:19.567000 812 torch/_dynamo/utils.py:1] "): a clock and a pid that differ on every line.
+_LOGGER_PREFIX = re.compile(rb"^(?:\s*(?:\[[^\]\n]{0,200}\]:?|[IWEF]\d{4} [\d:.]+ +\d+ [^\]\n]{0,200}\]))+")
 
 
 def _shape(line: bytes) -> bytes:
@@ -30,9 +41,11 @@ def _shape(line: bytes) -> bytes:
     return line[:SHAPE_CHARS].translate(_DIGITS).strip()
 
 
-def recurring(path_fd: int | None, name: str) -> int:
+def recurring(path_fd: int | None, name: str, varied: bool = False) -> int:
     """Lines of one captured file whose shape comes back (a line per epoch or per step, whichever function
-    wrote it); a start-up banner and a closing line have shapes of their own. 0 when absent or unreadable."""
+    wrote it); a start-up banner and a closing line have shapes of their own. ``varied``: only shapes whose
+    lines differ past a logger's prefix (a warning raised again repeats its text; a log line its shape with
+    other numbers). 0 when absent or unreadable."""
     if path_fd is None:
         return 0
     try:
@@ -40,6 +53,7 @@ def recurring(path_fd: int | None, name: str) -> int:
     except OSError:
         return 0
     shapes: dict[bytes, int] = {}
+    texts: dict[bytes, set[bytes]] = {}  # shape -> up to two distinct texts past the prefix
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return 0
@@ -52,14 +66,18 @@ def recurring(path_fd: int | None, name: str) -> int:
             *lines, rest = (rest + chunk).split(b"\n")
             rest = rest[-SHAPE_CHARS:]
             for line in lines:
-                key = _shape(line.rsplit(b"\r", 1)[-1])
+                last = line.rsplit(b"\r", 1)[-1]
+                key = _shape(last)
                 if key and (key in shapes or len(shapes) < MAX_SHAPES):
                     shapes[key] = shapes.get(key, 0) + 1
+                    seen = texts.setdefault(key, set())
+                    if len(seen) < 2:
+                        seen.add(_LOGGER_PREFIX.sub(b"", last[:SHAPE_CHARS]).strip())
     except OSError:
         pass
     finally:
         os.close(fd)
-    return sum(n for n in shapes.values() if n > 1)
+    return sum(n for key, n in shapes.items() if n > 1 and (not varied or len(texts[key]) > 1))
 
 
 def count(path_fd: int | None, name: str) -> tuple[int, int, int]:
@@ -94,9 +112,10 @@ def count(path_fd: int | None, name: str) -> tuple[int, int, int]:
 
 
 def rank_outputs(logs: Path, nproc: int) -> dict:
-    """``{"source", "ranks": {rank: {"stdout_lines", "stdout_redraws", "stdout_bytes", "stderr_lines", ...}}}``."""
+    """``{"source", "ranks": {rank: {"stdout_lines", "stdout_redraws", "stdout_bytes", "stderr_lines", ...,
+    "stdout_recurring", "stderr_recurring"}}}``."""
     ranks: dict[int, dict[str, int]] = {r: {f"{kind}_{what}": 0 for kind in ("stdout", "stderr")
-                                            for what in ("lines", "redraws", "bytes")} | {"stdout_recurring": 0}
+                                            for what in ("lines", "redraws", "bytes")} | {"stdout_recurring": 0, "stderr_recurring": 0}
              for r in range(nproc)}
     with untrusted.open_dir(logs) as fd:
         run_ids = untrusted.list_names(fd, 8) if fd is not None else []
@@ -111,6 +130,7 @@ def rank_outputs(logs: Path, nproc: int) -> dict:
                             ranks[r][f"{kind}_redraws"] += redraws
                             ranks[r][f"{kind}_bytes"] += size
                         ranks[r]["stdout_recurring"] += recurring(rfd, "stdout.log")
+                        ranks[r]["stderr_recurring"] += recurring(rfd, "stderr.log", varied=True)
     return {"source": SOURCE_OUTSIDE, "what": text("torchrun 截获的各 rank 标准输出与标准错误", "each rank's stdout/stderr as torchrun captured it"), "ranks": ranks}
 
 

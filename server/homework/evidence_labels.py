@@ -215,6 +215,7 @@ LABELS: dict[str, tuple[str, str, str]] = {
     "stdout_redraws": ("标准输出上原地重画（\\r）的次数", "Redraws on stdout (\\r)", "plain"),
     "stdout_recurring": ("标准输出中形状重复（只有数字不同）的行数", "Lines on stdout of a recurring shape (only the numbers differ)", "plain"),
     "stderr_redraws": ("标准错误上原地重画（\\r）的次数", "Redraws on stderr (\\r)", "plain"),
+    "stderr_recurring": ("标准错误中形状重复、文字不同（只有数字不同）的行数", "Lines on stderr of a recurring shape whose numbers differ (a warning raised again does not count)", "plain"),
     "evaluated": ("评估了吗", "Evaluated", "plain"),
     "accuracy": ("评分程序测得的准确率", "Accuracy the grader measured", "pct"),
     "chance": ("随机猜测的准确率", "Accuracy of guessing", "pct"),

@@ -106,7 +106,8 @@ def test_rank_outputs_counts_lines_and_bytes_per_rank(tmp_path):
     got = outputs.rank_outputs(tmp_path, 2)
     assert got["source"] == SOURCE_OUTSIDE
     assert got["ranks"][0] == {"stdout_lines": 2, "stdout_redraws": 0, "stdout_bytes": 4,
-                               "stderr_lines": 1, "stderr_redraws": 0, "stderr_bytes": 5, "stdout_recurring": 0}
+                               "stderr_lines": 1, "stderr_redraws": 0, "stderr_bytes": 5, "stdout_recurring": 0,
+                               "stderr_recurring": 0}
     assert got["ranks"][1]["stdout_lines"] == 40
     assert got["ranks"][1]["stdout_recurring"] == 40
 
@@ -120,6 +121,24 @@ def test_rank_outputs_count_lines_of_a_recurring_shape(tmp_path):
     assert outputs.rank_outputs(tmp_path, 2)["ranks"][1]["stdout_recurring"] == 2
     (d / "stdout.log").write_text("rank 1/2 ready on cpu\nrank 1 done\n")
     assert outputs.rank_outputs(tmp_path, 2)["ranks"][1]["stdout_recurring"] == 0
+
+
+def test_rank_outputs_count_recurring_lines_on_stderr_whose_numbers_differ(tmp_path):
+    """A line per epoch written to stderr (sys.stderr.write, os.write(2, ...)) recurs with other numbers; a
+    library's warning raised again each epoch (a DataLoader worker's) repeats its text, and a logger's prefix
+    (a clock, a pid) does not make two raisings of one warning differ."""
+    d = tmp_path / "run-1" / "attempt_0" / "1"
+    d.mkdir(parents=True)
+    warning = "/usr/lib/python3/site-packages/x.py:12: UserWarning: 3 workers is many\n  warnings.warn(\n"
+    glog = "".join(f"[W1207 10:38:{s:02d}.{s * 7919:06d} {812 + s} ProcessGroupGloo.cpp:514] Warning: slow\n"
+                   for s in range(3))
+    (d / "stderr.log").write_text(warning * 4 + glog)
+    got = outputs.rank_outputs(tmp_path, 2)["ranks"][1]
+    assert (got["stderr_lines"], got["stderr_recurring"]) == (11, 0)
+    (d / "stderr.log").write_text(warning + "[rank 1] epoch 0: loss 2.1034\n[rank 1] epoch 1: loss 1.8821\n" + glog)
+    assert outputs.rank_outputs(tmp_path, 2)["ranks"][1]["stderr_recurring"] == 2
+    (d / "stdout.log").write_text(warning * 2)  # stdout is read as before: a repeated line is a recurring one
+    assert outputs.rank_outputs(tmp_path, 2)["ranks"][1]["stdout_recurring"] == 4
 
 
 def test_rank_outputs_count_progress_bar_redraws(tmp_path):
@@ -176,6 +195,9 @@ def test_rank0_io_judged_from_outside_evidence():
     assert ddp.check_rank0_io(_run(recs, cache), 2, 3).status == CheckStatus.PASS  # neither a log nor a checkpoint
     epochs = {"outputs": {"ranks": {1: {"stdout_lines": 2, "stdout_recurring": 2}}}, "files": {"ranks": {1: []}}}
     got = ddp.check_rank0_io(_run(recs, epochs), 2, 3)  # a line per epoch, whatever wrote it
+    assert (got.status, got.key, got.params["recurring"]) == (CheckStatus.WARN, "prints_recurring", 2)
+    on_stderr = {"outputs": {"ranks": {1: {"stderr_lines": 3, "stderr_recurring": 2}}}, "files": {"ranks": {1: []}}}
+    got = ddp.check_rank0_io(_run(recs, on_stderr), 2, 3)  # sys.stderr.write each epoch: the same mistake
     assert (got.status, got.key, got.params["recurring"]) == (CheckStatus.WARN, "prints_recurring", 2)
     saved = {"outputs": {"ranks": {}}, "files": {"ranks": {1: ["checkpoint-rank1.pt"]}}}
     got = ddp.check_rank0_io(_run(recs, saved), 2, 3)
