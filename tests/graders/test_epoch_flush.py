@@ -6,30 +6,10 @@ epoch 0 (fewer than 25 steps) was lost, so the sample that proves epoch 0's spli
 The step still open when the epoch ends is kept back: it settles at the next forward, as before."""
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
-HARNESS_DIR = ROOT / "graders" / "harness"
+from tests.graders import observed
 
 SCRIPT = r'''
-import json, os, sys
-sys.path.insert(0, sys.argv[1])
-import torch
 from torch.utils.data import DataLoader, TensorDataset
-from distgrade_harness import hooks
-
-class S:
-    pid = os.getpid()
-    def __init__(self): self.recs = []
-    def send(self, r): self.recs.append(r)
-    def close(self): pass
-
-stream = S()
-obs = hooks.Observer(stream, 0)
-obs.install()
 torch.manual_seed(0)
 model = torch.nn.Linear(4, 2)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -50,12 +30,7 @@ print(json.dumps({"steps": obs.step_count, "sent": sent, "kept": len(obs.steps),
 
 
 def _observe(tmp_path, case: str) -> dict:
-    script = tmp_path / "epoch.py"
-    script.write_text(SCRIPT)
-    out = subprocess.run([sys.executable, str(script), str(HARNESS_DIR), case], capture_output=True, text=True,
-                         timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return observed.last_json(tmp_path, SCRIPT, case)
 
 
 def test_a_finished_training_epoch_sends_its_settled_steps(tmp_path):

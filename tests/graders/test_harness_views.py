@@ -11,6 +11,8 @@ torch = pytest.importorskip("torch")
 sys.path.insert(0, str(HARNESS_DIR))
 from distgrade_harness.hooks import global_view  # noqa: E402
 
+from tests.graders import observed  # noqa: E402
+
 from torch.utils.data import Subset, TensorDataset  # noqa: E402
 
 
@@ -61,20 +63,7 @@ def test_label_lists_and_plain_data_sets_keep_their_own_numbering():
 
 
 HAND_REDUCE = r'''
-import os, sys, tempfile
-sys.path.insert(0, sys.argv[1])
-import torch, torch.distributed as dist
-from distgrade_harness import hooks
-
-class S:
-    pid = os.getpid()
-    def __init__(self): self.recs = []
-    def send(self, r): self.recs.append(r)
-    def close(self): pass
-
-stream = S()
-obs = hooks.Observer(stream, 0)
-obs.install()
+import torch.distributed as dist
 hooks.STEP_FLUSH = 1000  # every row stays in obs.steps to be read below
 dist.init_process_group("gloo", init_method=f"file://{tempfile.mktemp()}", rank=0, world_size=1)
 model = torch.nn.Linear(20, 5)
@@ -127,10 +116,7 @@ def test_gradients_all_reduced_by_hand_are_seen_and_a_dummy_buffer_is_not(tmp_pa
     tensor does not.
 
     Runs in a subprocess: installing the observer patches torch for the whole interpreter."""
-    import subprocess
-    script = tmp_path / "hand.py"
-    script.write_text(HAND_REDUCE)
-    out = subprocess.run([sys.executable, str(script), str(HARNESS_DIR)], capture_output=True, text=True, timeout=120)
+    out = observed.run(tmp_path, HAND_REDUCE)
     lines = dict(line.split(" ", 1) for line in out.stdout.splitlines() if line.split(" ", 1)[0] in
                  ("per_param", "flat", "flat_async", "dummy", "dummy_async", "none", "params_after"))
     assert lines == {"per_param": "[1.0, 1.0, 1.0, 1.0]", "flat": "[1.0, 1.0, 1.0, 1.0]",

@@ -7,28 +7,10 @@ a backward inside the outer span (a training loop inside a step, or an outer ste
 Each case runs in a subprocess: installing the observer patches torch for the whole interpreter."""
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
-HARNESS_DIR = ROOT / "graders" / "harness"
+from tests.graders import observed
 
 SCRIPT = r'''
-import json, os, sys
-sys.path.insert(0, sys.argv[1])
-import torch
-from distgrade_harness import hooks, witness
-
-class S:
-    pid = os.getpid()
-    def __init__(self): self.recs = []
-    def send(self, r): self.recs.append(r)
-    def close(self): pass
-
-obs = hooks.Observer(S(), 0)
-obs.install()
+from distgrade_harness import witness
 torch.manual_seed(0)
 model = torch.nn.Linear(4, 2)
 inner = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -78,12 +60,7 @@ print(json.dumps({"steps": obs.step_count, "digests": [r[13] for r in obs.steps]
 
 
 def _observe(tmp_path, case: str) -> dict:
-    script = tmp_path / "nested.py"
-    script.write_text(SCRIPT)
-    out = subprocess.run([sys.executable, str(script), str(HARNESS_DIR), case], capture_output=True, text=True,
-                         timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return observed.last_json(tmp_path, SCRIPT, case)
 
 
 def test_a_wrappers_inner_step_is_digested_after_the_wrapper_returns(tmp_path):

@@ -3,29 +3,10 @@
 Each case runs in a subprocess: installing the observer patches torch for the whole interpreter."""
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
-HARNESS_DIR = ROOT / "graders" / "harness"
+from tests.graders import observed
 
 SCRIPT = r'''
-import json, os, sys, tempfile
-sys.path.insert(0, sys.argv[1])
-import torch, torch.distributed as dist
-from distgrade_harness import hooks
-
-class S:
-    pid = os.getpid()
-    def __init__(self): self.recs = []
-    def send(self, r): self.recs.append(r)
-    def close(self): pass
-
-stream = S()
-obs = hooks.Observer(stream, 0)
-obs.install()
+import torch.distributed as dist
 dist.init_process_group("gloo", init_method=f"file://{tempfile.mktemp()}", rank=0, world_size=1)
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3072, 10), torch.nn.BatchNorm1d(10))
@@ -62,12 +43,7 @@ print(json.dumps({"steps": obs.step_count, "hand": [r[7] for r in obs.steps], "n
 
 
 def _observe(tmp_path, case: str) -> dict:
-    script = tmp_path / "trained.py"
-    script.write_text(SCRIPT)
-    out = subprocess.run([sys.executable, str(script), str(HARNESS_DIR), case], capture_output=True, text=True, cwd=tmp_path,
-                         timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return observed.last_json(tmp_path, SCRIPT, case)
 
 
 def test_steps_by_hand_without_an_optimizer_are_steps(tmp_path):
