@@ -489,10 +489,10 @@ def run(script: Path, nproc: int, *, root: Path, data_dir: Path, epochs: int, li
 
 def gather_evidence(run: TorchrunRun, root: Path, sampler) -> dict[str, Any]:
     """What the grader saw of the run from outside the ranks (``graders.evidence``)."""
-    from graders.evidence import files, model, outputs
+    from graders.evidence import dcp, files, model, outputs
     left = files.scan(root / "work")
     return {"host": sampler.evidence(run.result.wall_s), "outputs": outputs.rank_outputs(root / "logs", run.nproc),
-            "files": files.created_files(run, root / "work"),
+            "files": files.created_files(run, root / "work"), "dcp": dcp.checkpoints(left, root / "work"),
             "_candidates": model.candidates(root / "chan", root / "work", left, run.ranks.get(0))}
 
 

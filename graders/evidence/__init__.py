@@ -7,6 +7,8 @@ grader's own processes and the kernel, each piece labelled with its ``source``:
 * ``outputs``  each rank's stdout/stderr as torchrun captured it (line and byte counts);
 * ``files``    the files left in the job's work folder after the run, joined with the paths
                each rank opened for writing (the harness's audit hook: inside, cross-checked);
+* ``dcp``      the keys and tensor shapes in each distributed checkpoint's ``.metadata`` (read with inert
+               stand-ins for every class the pickle names: nothing of the student's runs in the grader);
 * ``host``     the launcher's wall clock, and, sampled from ``/proc`` of each rank's process
                (its pid from the kernel's ``SO_PEERCRED`` on the channel socket): CPU time and
                the loopback bytes of the job's own network namespace (gloo's traffic);

@@ -112,6 +112,7 @@ def created_files(run, work: Path) -> dict:
     """``{"source", "left": n, "ranks": {rank: [relative paths that rank wrote and the run left]},
     "checkpoints": {rank: [those of them that are checkpoints by name or content]},
     "unclaimed": [[relative path, rank its name gives or None], ...]} (checkpoints no rank claimed),
+    "sizes": {relative path: bytes} of those checkpoints, claimed or not,
     "loose": [[relative path, bytes, rank that wrote it or None, rank its name gives or None], ...]}``:
     the other files rank 0 did not write, which the check judges by size against the evaluated model
     (a writer in C leaves weights that start like nothing in particular: raw floats, a database)."""
@@ -134,5 +135,9 @@ def created_files(run, work: Path) -> dict:
             loose.append([rel, left[p], writer.get(p), rank_in_name(rel, run.nproc)])
     named = [f for f in loose if f[3]]  # a name with a non-zero rank counts whatever its size
     loose = named[:MAX_LOOSE] + [f for f in loose if not f[3]][:MAX_LOOSE]
+    unclaimed = sorted(unclaimed)[:20]
+    rel_size = {os.path.relpath(p, work)[:200]: n for p, n in left.items()}
+    listed = {f for files in saved.values() for f in files} | {f for f, _ in unclaimed}
     return {"source": SOURCE_CROSS_CHECKED, "what": text("工作目录里留下的文件，按打开它们的 rank 分", "files left in the work folder, by the rank that opened them"),
-            "left": len(left), "ranks": ranks, "checkpoints": saved, "unclaimed": sorted(unclaimed)[:20], "loose": loose}
+            "left": len(left), "ranks": ranks, "checkpoints": saved, "unclaimed": unclaimed, "loose": loose,
+            "sizes": {f: rel_size[f] for f in sorted(listed) if f in rel_size}}

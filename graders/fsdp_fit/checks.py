@@ -14,7 +14,7 @@ import statistics
 from typing import Any
 
 from coursework.report import CheckStatus, text
-from graders.checks import ddp, timing
+from graders.checks import ddp
 from graders.checks.ddp import Finding
 from graders.evidence import cards
 
@@ -227,8 +227,26 @@ def outside_memory(run, baseline=None) -> dict[str, Any]:
                         "a CPU run has no card to read")}
 
 
-def check_fit(run, capacity: float, card: str | dict[str, str], baseline=None) -> Finding:
-    """Does every rank's peak stay under the simulated card? ``baseline``: the 1-card run."""
+SIZE_TOLERANCE = 0.999  # the starter's sizes are exact parameter counts; a larger model (an untied head) is fine
+
+
+def wrong_size(run, requested: dict | None) -> dict | None:
+    """The model that trained, where it is smaller than the size the grader asked for (``requested``: ``size``
+    and ``params``, the grader's own numbers): the card is scaled to the requested model, so a smaller one fitting
+    it shows nothing. An unknown model (no described root that trained) counts as not shown."""
+    if not requested:
+        return None
+    model = model_record(run)
+    trained = _count(model.get("global_params")) if model else None
+    if trained is not None and trained >= SIZE_TOLERANCE * requested["params"]:
+        return None
+    return {"size": requested["size"], "requested": f"{requested['params']:,}",
+            "trained": f"{trained:,}" if trained is not None else "?", "known": trained is not None}
+
+
+def check_fit(run, capacity: float, card: str | dict[str, str], baseline=None, requested: dict | None = None) -> Finding:
+    """Does every rank's peak stay under the simulated card? ``baseline``: the 1-card run; ``requested``: the
+    size the grader passed (``size``, ``params``), which the model that trained must be."""
     found = oom_of(run)
     ranks = peaks(run)
     base = max(peaks(baseline).values(), key=lambda p: p["peak"], default=None) if baseline else None
@@ -243,6 +261,11 @@ def check_fit(run, capacity: float, card: str | dict[str, str], baseline=None) -
         r, rec = found
         params.update(rank=r, peak=fmt_bytes(rec.get("allocated")), step=rec.get("step", 0))
         return Finding(CheckStatus.FAIL, "oom" + suffix, params, ev)
+    small = wrong_size(run, requested) if ranks else None
+    if small:  # whatever its peak, the run did not train the model the card is scaled to
+        params.update(small)
+        return Finding(CheckStatus.FAIL, "wrong_size" if small["known"] else "unknown_size", params,
+                       {**ev, "requested": requested, "trained_params": small["trained"]})
     card_ev = (getattr(run, "evidence", None) or {}).get("cards") if run is not None else None
     if card_ev:
         ev["outside"]["cards"] = card_ev
@@ -275,13 +298,29 @@ def check_fit(run, capacity: float, card: str | dict[str, str], baseline=None) -
     return Finding(CheckStatus.PASS, "fits" + suffix, params, ev)
 
 
+def model_losses(run, rank: int) -> list[float | None]:
+    """Per optimizer step of one rank: the mean loss the trained model itself gave for that step's forwards (the
+    harness reads the model's output, ``fsdp_mem.model_loss``), never the loss the script handed to backward or
+    printed; None for a step with no reading."""
+    s = run.ranks.get(rank) if run else None
+    out = []
+    for m in s.of("fsdp_mem") if s else []:
+        v = m.get("model_loss")
+        out.append(float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v else None)
+    return out
+
+
 def mean_loss(run, first: bool, k: int = 2) -> float | None:
-    """Mean over ranks of the first (or last) ``k`` step losses."""
+    """Mean over ranks of the model's own loss at the first (or last) ``k`` steps; None where a rank stepped
+    ``2k`` times but some of those steps have no reading."""
     values = []
     for r in sorted(run.ranks):
-        losses = timing.loss_series(run, r)
+        losses = model_losses(run, r)
         if len(losses) >= 2 * k:
-            values.extend(losses[:k] if first else losses[-k:])
+            chosen = losses[:k] if first else losses[-k:]
+            if any(v is None for v in chosen):
+                return None
+            values.extend(chosen)
     return statistics.mean(values) if values else None
 
 
@@ -311,9 +350,12 @@ def check_progress(run, min_drop: float) -> Finding:
         before, after = end["sum_before"], end["sum_after"]
         if abs(after - before) <= 1e-9 * max(abs(before), 1.0):
             return Finding(CheckStatus.FAIL, "unchanged", params, ev)
-    first, last = mean_loss(run, True), mean_loss(run, False)
-    if first is None or last is None:
+    counts = [len(model_losses(run, r)) for r in sorted(run.ranks)]
+    if max(counts, default=0) < 4:
         return Finding(CheckStatus.SKIP, "too_short", params, ev)
+    first, last = mean_loss(run, True), mean_loss(run, False)
+    if first is None or last is None:  # the model's own loss could not be read: the script's is no stand-in
+        return Finding(CheckStatus.FAIL, "no_model_loss", params, ev)
     params.update(first=f"{first:.3f}", last=f"{last:.3f}", drop=f"{100 * (1 - last / first):.0f}%")
     ev.update(first_loss=first, last_loss=last)
     if last > first * (1 - min_drop):
@@ -322,16 +364,21 @@ def check_progress(run, min_drop: float) -> Finding:
 
 
 def check_checkpoint(run, global_param_bytes: float, mode: str) -> Finding:
-    """How the checkpoint was written: distributed, rank-0 full on CPU, or full copies everywhere."""
+    """How the checkpoint was written: distributed, rank-0 full on CPU, or full copies everywhere. A full copy is
+    judged against the model that trained (``global_param_bytes``, the requested size's, only where no model
+    was described); a distributed checkpoint by what its ``.metadata`` lists."""
     if not run or not run.ranks:
         return Finding(CheckStatus.SKIP, "no_data")
     left = _left_checkpoints(run)
+    model = model_record(run)
+    if model and _count(model.get("global_params")):
+        global_param_bytes = _count(model.get("global_params")) * max(_count(model.get("element_size")), 1)
     if any(s.first("fsdp_dcp") for s in run.ranks.values()):
-        if any(f.rsplit("/", 1)[-1] == ".metadata" for files in left.values() for f in files):
-            return Finding(CheckStatus.PASS, "dcp")
-        return Finding(CheckStatus.FAIL, "dcp_no_metadata", {}, {"left": left})  # no finished DCP checkpoint
+        return _check_dcp(run, model, left)
     full = {r: [x for x in s.of("fsdp_save") if not x["sharded"] and x["bytes"] >= 0.9 * global_param_bytes]
             for r, s in run.ranks.items()}
+    for r, files in _full_files(run, global_param_bytes).items():  # a copy no torch.save of the rank's explains
+        full.setdefault(r, []).extend({"bytes": n, "devices": ["cpu"], "file": f} for f, n in files)
     full = {r: v for r, v in full.items() if v}
     saves = {r: len(s.of("fsdp_save")) for r, s in run.ranks.items()}
     ev = {"full_saves": {r: [x["bytes"] for x in v] for r, v in full.items()}, "saves": saves}
@@ -366,6 +413,58 @@ def check_checkpoint(run, global_param_bytes: float, mode: str) -> Finding:
         return Finding(CheckStatus.FAIL, "shards_lost", {"ranks": ", ".join(map(str, savers)),
                        "lost": ", ".join(map(str, lost))}, ev)
     return Finding(CheckStatus.PASS, "shards", {"n": len([r for r, n in saves.items() if n])}, ev)
+
+
+def _check_dcp(run, model: dict | None, left: dict[int, list[str]]) -> Finding:
+    """A distributed checkpoint passes when a ``.metadata`` it left (read by the grader) lists every parameter of
+    the model that trained, by name and global shape; a step counter or part of the model is no checkpoint."""
+    read = ((getattr(run, "evidence", None) or {}).get("dcp") or {}).get("checkpoints") or {}
+    ev: dict[str, Any] = {"left": left, "dcp": {k: {"tensors": len((v or {}).get("tensors") or {}),
+                                                     "error": (v or {}).get("error")} for k, v in read.items()}}
+    if not read:
+        return Finding(CheckStatus.FAIL, "dcp_no_metadata", {}, ev)  # no finished DCP checkpoint
+    shapes = [x for x in (model or {}).get("param_shapes") or [] if isinstance(x, list) and len(x) == 2
+              and isinstance(x[0], str) and isinstance(x[1], list)]
+    if not shapes:  # the model that trained is unknown: what the checkpoint should hold cannot be shown
+        return Finding(CheckStatus.FAIL, "dcp_unchecked", {}, ev)
+    from graders.evidence import dcp
+    best = min(((path, *dcp.holds(meta, shapes)) for path, meta in read.items()), key=lambda t: len(t[1]))
+    path, missing, wanted = best
+    if not missing:
+        return Finding(CheckStatus.PASS, "dcp", {}, {**ev, "checked": wanted, "metadata": path})
+    errors = [v.get("error") for v in read.values() if isinstance(v, dict) and v.get("error")]
+    ev.update(missing=missing[:20], checked=wanted, metadata=path, errors=errors[:4])
+    return Finding(CheckStatus.FAIL, "dcp_incomplete", {"missing": len(missing), "total": wanted,
+                   "names": ", ".join(n[:60] for n in missing[:5]), "file": path[:120]}, ev)
+
+
+def _full_files(run, model_bytes: float) -> dict[int, list[tuple[str, int]]]:
+    """rank -> files (path, bytes) a rank other than 0 left, by the harness's record of its writes or by the rank
+    its name gives, that are as large as the whole model and that no sharded ``torch.save`` of that rank wrote:
+    a full copy written with pickle, NumPy or raw bytes, which the ``torch.save`` hook never saw."""
+    files = (getattr(run, "evidence", None) or {}).get("files") or {}
+    sizes = files.get("sizes") if isinstance(files.get("sizes"), dict) else {}
+    owned: dict[int, dict[str, int]] = {}
+    for r, paths in _left_checkpoints(run).items():
+        for f in paths:
+            if isinstance(sizes.get(f), int):
+                owned.setdefault(r, {})[f] = sizes[f]
+    for item in files.get("loose") or []:
+        if isinstance(item, (list, tuple)) and len(item) == 4 and isinstance(item[0], str) and isinstance(item[1], int):
+            r = item[2] if isinstance(item[2], int) else item[3]
+            if isinstance(r, int) and not isinstance(r, bool):
+                owned.setdefault(r, {})[item[0]] = item[1]
+    out: dict[int, list[tuple[str, int]]] = {}
+    for r, found in owned.items():
+        if r <= 0 or r >= run.nproc:
+            continue
+        sharded = [x.get("path") for x in (run.ranks[r].of("fsdp_save") if r in run.ranks else [])
+                   if x.get("sharded") and isinstance(x.get("path"), str)]
+        big = [(f, n) for f, n in sorted(found.items()) if n >= 0.9 * model_bytes
+               and not any(p == f or p.endswith("/" + f) for p in sharded)]
+        if big:
+            out[r] = big[:4]
+    return out
 
 
 def _left_checkpoints(run) -> dict[int, list[str]]:

@@ -102,7 +102,7 @@ def grade(assignment: Assignment, job: Path, files: list[Path], mode: str = "cpu
         base = launch(1, int(cfg["baseline"]["steps"]), "baseline")
     est = estimates(size_params, nproc, cfg["precision"], cfg["optimizer"])
     card = card_label(cfg["card"], size)
-    findings = _findings(cfg, run, base, nproc, capacity, card, est, mode, plan["reason"])
+    findings = _findings(cfg, run, base, nproc, capacity, card, est, mode, plan["reason"], size)
     for check_id in cfg["checks"]:  # every check of assignment.json: the report is out of its total
         finding = findings.get(check_id) or Finding(CheckStatus.ERROR, "error")
         report.add(checks_runner.render(result_of, cfg["checks"][check_id], check_id, finding))  # isolated
@@ -132,16 +132,17 @@ def _stage(src: Path, job: Path, starter: Path) -> Path:
     return script
 
 
-def _findings(cfg, run, base, nproc, capacity, card, est, mode, reason) -> dict[str, Finding]:
+def _findings(cfg, run, base, nproc, capacity, card, est, mode, reason, size) -> dict[str, Finding]:
     if run is None:
         skipped = Finding(CheckStatus.SKIP, "host", {"reason": reason or ""})
         return {cid: skipped for cid in CHECKS}
     ccfg = cfg["checks"]
+    size_params = int(cfg["size_params"][size])
     fsdp = checks_runner.isolated(fsdp_checks)  # one check's exception is that check's error
     out = {"run.distributed": fsdp.check_run(run, card),
            "fsdp.sharded": fsdp.check_sharded(run, nproc, est),
            "fsdp.wrap_units": fsdp.check_wrap_units(run, float(ccfg["fsdp.wrap_units"]["max_unit_fraction"])),
-           "memory.fit": fsdp.check_fit(run, capacity, card, base)}
+           "memory.fit": fsdp.check_fit(run, capacity, card, base, requested={"size": size, "params": size_params})}
     if run.all_finished:
         global_bytes = est[0]["params_bytes"]
         out["train.progress"] = fsdp.check_progress(run, float(ccfg["train.progress"]["min_loss_drop"]))

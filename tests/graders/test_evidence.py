@@ -11,7 +11,7 @@ import pytest
 
 from coursework.report import CheckStatus
 from graders.checks import ddp, sync
-from graders.evidence import SOURCE_OUTSIDE, files, host, model, outputs
+from graders.evidence import SOURCE_OUTSIDE, dcp, files, host, model, outputs
 from graders.sandbox import SandboxResult
 from graders.torchrun import RankStream, TorchrunRun
 
@@ -167,6 +167,45 @@ def test_unclaimed_checkpoints_judged_by_content_and_name(tmp_path):
     by_rank = sync.rank_output(_run({0: [], 1: []}, {"files": got}))
     assert by_rank[1]["files"] == ["model_rank1.pt", "state.rank-1"]
     assert sync.unclaimed_checkpoints(_run({0: [], 1: []}, {"files": got})) == ["ckpt_epoch1.pt", "weights"]
+
+
+def test_created_files_gives_the_size_of_every_checkpoint_it_lists(tmp_path):
+    (tmp_path / "ckpt_rank1.pkl").write_bytes(b"\x80\x04" + b"\0" * 998)
+    (tmp_path / "model_rank1.pt").write_bytes(b"PK\x03\x04" + b"\0" * 96)
+    writes = {"type": "writes", "paths": [[str(tmp_path / "ckpt_rank1.pkl"), 1]], "more": 0}
+    got = files.created_files(_run({0: [], 1: [writes]}), tmp_path)
+    assert got["sizes"] == {"ckpt_rank1.pkl": 1000, "model_rank1.pt": 100}
+
+
+def test_a_distributed_checkpoints_metadata_is_read_without_running_its_pickle(tmp_path):
+    """Keys and global shapes of a real dcp.save, nested {"model", "optim"}; a .metadata that names os.system is
+    read as inert stand-ins (nothing runs), and a broken one is unreadable."""
+    import torch
+    import torch.distributed.checkpoint as torch_dcp
+    state = {"model": {"tok.weight": torch.zeros(8, 4), "ln.bias": torch.zeros(4)}, "step": 3,
+             "optim": {"state": {"tok.weight": {"exp_avg": torch.zeros(8, 4)}}, "param_groups": [{"lr": 0.1}]}}
+    with pytest.warns(UserWarning):  # no process group: one process saves alone
+        torch_dcp.save(state, checkpoint_id=tmp_path / "ckpt", no_dist=True)
+    read = dcp.read_metadata(tmp_path / "ckpt" / ".metadata")
+    assert read["tensors"]["model.tok.weight"] == [8, 4] and read["tensors"]["model.ln.bias"] == [4]
+    assert read["tensors"]["optim.state.tok.weight.exp_avg"] == [8, 4] and read["other"] >= 1
+    assert dcp.holds(read, [["tok.weight", [8, 4]], ["ln.bias", [4]]]) == ([], 2)
+    assert dcp.holds(read, [["tok.weight", [4, 8]], ["ln.weight", [4]]]) == (["tok.weight", "ln.weight"], 2)
+    assert dcp.holds({"tensors": {"optim.state.tok.weight.exp_avg": [8, 4]}}, [["tok.weight", [8, 4]]])[0] == ["tok.weight"]
+    left = files.scan(tmp_path)
+    assert list(dcp.checkpoints(left, tmp_path)["checkpoints"]) == ["ckpt/.metadata"]
+
+    class Hostile:
+        def __reduce__(self):
+            return (os.system, (f"touch {tmp_path / 'ran'}",))
+    import pickle
+    (tmp_path / "hostile").write_bytes(pickle.dumps({"state_dict_metadata": Hostile()}))
+    assert dcp.read_metadata(tmp_path / "hostile") == {"error": "no state_dict_metadata"}
+    assert not (tmp_path / "ran").exists()
+    (tmp_path / "broken").write_bytes(b"\x80\x04garbage")
+    assert dcp.read_metadata(tmp_path / "broken")["error"].startswith("unreadable")
+    (tmp_path / "link").symlink_to(tmp_path / "ckpt" / ".metadata")
+    assert "error" in dcp.read_metadata(tmp_path / "link")
 
 
 def test_created_files_keeps_only_what_the_run_left(tmp_path):

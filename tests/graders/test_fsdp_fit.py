@@ -215,25 +215,46 @@ def test_memory_counted_with_the_counter_switched_off_is_unreadable():
     assert fsdp.check_fit(make_run({0: [blind]}), CAP, "T4").key == "blind"
 
 
-def steps(losses):
+def reported(losses):
+    """The loss of each step's last backward, as the generic ``steps`` record has it: the script chooses it."""
     return {"type": "steps", "t": list(range(len(losses))), "samples": [1] * len(losses), "loss": losses,
             "backwards": [1] * len(losses), "buckets": [0] * len(losses), "synced": [0] * len(losses),
             "bucket_bytes": [0] * len(losses)}
 
 
+def steps(losses) -> list[dict]:
+    """One step record per loss the model itself gave (the harness's reading of its output)."""
+    return [{**mem(100 * MB, step=i + 1), "model_loss": v, "model_forwards": 1} for i, v in enumerate(losses)]
+
+
 def test_progress():
     opt_ok = {"type": "fsdp_optimizer", "params": 100, "in_model": 100, "with_grad": 100, "model_params": 100}
     end = {"type": "fsdp_end", "sum_before": 10.0, "sum_after": 11.0}
-    ok = fsdp.check_progress(make_run({0: [opt_ok, steps([7, 6.5, 4, 3]), end], 1: [steps([7, 6, 4, 3])]}), 0.05)
+    ok = fsdp.check_progress(make_run({0: [opt_ok, *steps([7, 6.5, 4, 3]), end], 1: steps([7, 6, 4, 3])}), 0.05)
     assert ok.status == CheckStatus.PASS
     render("train.progress", ok)
     stale = {**opt_ok, "in_model": 0, "with_grad": 0}
-    f = fsdp.check_progress(make_run({0: [stale, steps([7, 7, 7, 7]), {**end, "sum_after": 10.0}]}), 0.05)
+    f = fsdp.check_progress(make_run({0: [stale, *steps([7, 7, 7, 7]), {**end, "sum_after": 10.0}]}), 0.05)
     assert f.key == "stale_optimizer" and "before wrapping" in render("train.progress", f)["message"]["en"]
-    flat = fsdp.check_progress(make_run({0: [opt_ok, steps([7, 7, 7, 6.9]), end]}), 0.05)
+    flat = fsdp.check_progress(make_run({0: [opt_ok, *steps([7, 7, 7, 6.9]), end]}), 0.05)
     assert flat.key == "flat"
-    same = fsdp.check_progress(make_run({0: [opt_ok, steps([7, 6, 5, 4]), {**end, "sum_after": 10.0}]}), 0.05)
+    same = fsdp.check_progress(make_run({0: [opt_ok, *steps([7, 6, 5, 4]), {**end, "sum_after": 10.0}]}), 0.05)
     assert same.key == "unchanged"
+
+
+def test_progress_reads_the_models_own_loss_not_the_scripts():
+    """lr 1e-6 and the loss handed to backward scaled by 0.5^step: the script's loss halves every step, the
+    model's own is flat. Steps whose model loss could not be read count against the run."""
+    opt_ok = {"type": "fsdp_optimizer", "params": 100, "in_model": 100, "with_grad": 100, "model_params": 100}
+    end = {"type": "fsdp_end", "sum_before": 10.0, "sum_after": 10.00001}
+    scaled = make_run({0: [opt_ok, reported([6.9, 3.45, 1.7, 0.86]), *steps([6.93, 6.93, 6.93, 6.93]), end]})
+    f = fsdp.check_progress(scaled, 0.05)
+    assert (f.status, f.key, f.params["first"], f.params["last"]) == (CheckStatus.FAIL, "flat", "6.930", "6.930")
+    assert "own loss" in render("train.progress", f)["message"]["en"]
+    unread = make_run({0: [opt_ok, reported([7, 6, 4, 3]), *steps([7, None, None, None]), end]})
+    f = fsdp.check_progress(unread, 0.05)
+    assert (f.status, f.key) == (CheckStatus.FAIL, "no_model_loss")
+    assert "never the number the script prints" in render("train.progress", f)["message"]["en"]
 
 
 def test_progress_fails_when_part_of_the_model_never_trained():
@@ -241,7 +262,7 @@ def test_progress_fails_when_part_of_the_model_never_trained():
     opt = {"type": "fsdp_optimizer", "params": 100, "in_model": 96, "with_grad": 96, "model_params": 100}
     end = {"type": "fsdp_end", "sum_before": 10.0, "sum_after": 11.0, "stale": 4, "checked": 100,
            "stale_names": ["tok.weight", "pos.weight", "ln.weight", "ln.bias"]}
-    f = fsdp.check_progress(make_run({0: [opt, steps([7, 6.5, 4, 3]), end]}), 0.05)
+    f = fsdp.check_progress(make_run({0: [opt, *steps([7, 6.5, 4, 3]), end]}), 0.05)
     assert (f.status, f.key) == (CheckStatus.FAIL, "partly_stale")
     msg = render("train.progress", f)
     assert "not in the optimizer" in msg["message"]["en"] and "tok.weight" in msg["message"]["zh"]
@@ -252,10 +273,10 @@ def test_every_optimizer_counts_and_a_model_updated_by_hand_trained():
     """A decoy's optimizer steps first and holds none of the model's parameters; the model changed anyway."""
     decoy_opt = {"type": "fsdp_optimizer", "params": 100, "in_model": 0, "with_grad": 100, "model_params": 100}
     end = {"type": "fsdp_end", "sum_before": 10.0, "sum_after": 11.0, "stale": 0, "checked": 100}
-    f = fsdp.check_progress(make_run({0: [decoy_opt, steps([7, 6.5, 4, 3]), end]}), 0.05)
+    f = fsdp.check_progress(make_run({0: [decoy_opt, *steps([7, 6.5, 4, 3]), end]}), 0.05)
     assert f.status == CheckStatus.PASS
     real = {**decoy_opt, "in_model": 100}
-    assert fsdp.check_progress(make_run({0: [decoy_opt, real, steps([7, 6.5, 4, 3]), end]}), 0.05).params["in_model"] == 100
+    assert fsdp.check_progress(make_run({0: [decoy_opt, real, *steps([7, 6.5, 4, 3]), end]}), 0.05).params["in_model"] == 100
 
 
 def save(nbytes, devices=("cpu",), sharded=0):
@@ -284,8 +305,6 @@ def left(ranks: dict[int, list[str]], unclaimed=()) -> dict:
     (SHARDS, "cpu", left({0: ["ckpt.pt"], 1: ["ckpt.pt"]}), CheckStatus.FAIL, "shards_lost"),
     (SHARDS, "cpu", {}, CheckStatus.FAIL, "shards_lost"),  # saved, then removed (or nothing listed)
     ({0: [save(24 * MB, sharded=100)], 1: []}, "cpu", left({0: ["ckpt.pt"]}), CheckStatus.FAIL, "shards_lost"),
-    (DCP, "cpu", left({0: ["ckpt.dcp/.metadata", "ckpt.dcp/__0_0.distcp"], 1: ["ckpt.dcp/__1_0.distcp"]}),
-     CheckStatus.PASS, "dcp"),
     (DCP, "cpu", left({0: ["ckpt.dcp/__0_0.distcp"], 1: ["ckpt.dcp/__1_0.distcp"]}), CheckStatus.FAIL,
      "dcp_no_metadata"),
     ({0: [], 1: []}, "cpu", {}, CheckStatus.WARN, "none"),
@@ -298,6 +317,106 @@ def test_checkpoint(per_rank, mode, files, status, key):
     result = render("ckpt.save", f)
     assert result["points"] == {CheckStatus.PASS: 10, CheckStatus.WARN: 5, CheckStatus.FAIL: 0}[status]
     assert result["message"]["zh"] and result["message"]["en"]
+
+
+SHAPES = [["tok.weight", [1024, 256]], ["blocks.0.qkv.weight", [768, 256]], ["ln.bias", [256]]]
+TRAINED = [{**model_rec(per_block(), global_params=12_000_000), "root": 0, "param_shapes": SHAPES},
+           {**mem(100 * MB), "root": 0}]
+
+
+def dcp_read(tensors: dict | None = None, error: str | None = None) -> dict:
+    """The grader's reading of a .metadata (``graders.evidence.dcp.read_metadata``)."""
+    meta = {"error": error} if error else {"tensors": tensors or {}, "other": 0}
+    return {"dcp": {"checkpoints": {"ckpt.dcp/.metadata": meta}}}
+
+
+NESTED = {"model.tok.weight": [1024, 256], "model.blocks.0.qkv.weight": [768, 256], "model.ln.bias": [256],
+          "optim.state.tok.weight.exp_avg": [1024, 256], "optim.state.tok.weight.step": []}
+
+
+@pytest.mark.parametrize("tensors,error,status,key", [
+    (NESTED, None, CheckStatus.PASS, "dcp"),  # {"model": ..., "optim": ...}: keys under a prefix
+    ({k.removeprefix("model."): v for k, v in NESTED.items() if k.startswith("model.")}, None, CheckStatus.PASS, "dcp"),
+    ({"step": []}, None, CheckStatus.FAIL, "dcp_incomplete"),  # a step counter: no weight at all
+    ({**NESTED, "model.tok.weight": [8, 8]}, None, CheckStatus.FAIL, "dcp_incomplete"),  # the name, not the tensor
+    ({"optim.state.tok.weight.exp_avg": [1024, 256], "optim.state.ln.bias.exp_avg": [256],
+      "optim.state.blocks.0.qkv.weight.exp_avg": [768, 256]}, None, CheckStatus.FAIL, "dcp_incomplete"),  # states only
+    (None, "unreadable: UnpicklingError", CheckStatus.FAIL, "dcp_incomplete"),
+])
+def test_a_distributed_checkpoint_is_judged_by_what_its_metadata_lists(tensors, error, status, key):
+    run = make_run({0: [*TRAINED, *DCP[0]], 1: DCP[1]})
+    run.evidence.update(left({0: ["ckpt.dcp/.metadata", "ckpt.dcp/__0_0.distcp"], 1: ["ckpt.dcp/__1_0.distcp"]}))
+    run.evidence.update(dcp_read(tensors, error))
+    f = fsdp.check_checkpoint(run, 48.9 * MB, "cpu")
+    assert (f.status, f.key) == (status, key)
+    msg = render("ckpt.save", f)["message"]
+    assert msg["zh"] and msg["en"]
+    if key == "dcp_incomplete":
+        assert "missing" in msg["en"] and "of the 3 parameters" in msg["en"]
+
+
+def test_a_distributed_checkpoint_of_an_unknown_model_or_without_metadata_fails():
+    unknown = make_run({0: DCP[0], 1: DCP[1]})
+    unknown.evidence.update(dcp_read(NESTED))
+    assert fsdp.check_checkpoint(unknown, 48.9 * MB, "cpu").key == "dcp_unchecked"
+    unread = make_run({0: [*TRAINED, *DCP[0]], 1: DCP[1]})
+    unread.evidence.update(left({0: ["ckpt.dcp/.metadata"]}))  # listed, but the grader read no .metadata
+    assert fsdp.check_checkpoint(unread, 48.9 * MB, "cpu").key == "dcp_no_metadata"
+
+
+def files_of(ranks: dict[int, list[str]], sizes: dict[str, int], loose=()) -> dict:
+    return {"files": {"ranks": ranks, "checkpoints": ranks, "unclaimed": [], "sizes": sizes, "loose": list(loose)}}
+
+
+def test_a_full_copy_another_rank_left_counts_whatever_wrote_it():
+    """Rank 1 pickled its full copy (no torch.save), or wrote raw bytes under a name that says nothing."""
+    pickled = make_run({0: [*TRAINED, save(49 * MB)], 1: []})
+    pickled.evidence.update(files_of({0: ["ckpt.pt"], 1: ["ckpt_rank1.pkl"]}, {"ckpt.pt": 49 * MB, "ckpt_rank1.pkl": 48 * MB}))
+    f = fsdp.check_checkpoint(pickled, 48.9 * MB, "cpu")
+    assert (f.status, f.key, f.params["ranks"]) == (CheckStatus.WARN, "every_rank", "0, 1")
+    raw = make_run({0: [*TRAINED, save(49 * MB)], 1: []})
+    raw.evidence.update(files_of({0: ["ckpt.pt"]}, {"ckpt.pt": 49 * MB}, loose=[["backup.dat", 48 * MB, 1, None]]))
+    assert fsdp.check_checkpoint(raw, 48.9 * MB, "cpu").key == "every_rank"
+    # a shard with its optimizer states is as large as the model, but the rank's torch.save says it is a shard
+    shard = {**save(60 * MB, sharded=100), "path": "/tmp/job/n2/work/ckpt.pt.rank1"}
+    shards = make_run({0: [*TRAINED, {**save(60 * MB, sharded=100), "path": "/tmp/job/n2/work/ckpt.pt.rank0"}],
+                       1: [shard]})
+    shards.evidence.update(files_of({0: ["ckpt.pt.rank0"], 1: ["ckpt.pt.rank1"]},
+                                    {"ckpt.pt.rank0": 60 * MB, "ckpt.pt.rank1": 60 * MB}))
+    assert fsdp.check_checkpoint(shards, 48.9 * MB, "cpu").key == "shards"
+    # a small file of rank 1 (a log, a loss curve) is no copy of the model
+    small = make_run({0: [*TRAINED, save(49 * MB)], 1: []})
+    small.evidence.update(files_of({0: ["ckpt.pt"], 1: ["loss_rank1.npy"]}, {"ckpt.pt": 49 * MB, "loss_rank1.npy": 800}))
+    assert fsdp.check_checkpoint(small, 48.9 * MB, "cpu").key == "rank0_cpu"
+
+
+def test_a_full_save_is_measured_against_the_model_that_trained():
+    """A 3.4M-parameter model saved whole by rank 0 is its full state dict, though the requested size is larger."""
+    smaller = [{**TRAINED[0], "global_params": 3_425_792}, TRAINED[1]]
+    f = fsdp.check_checkpoint(make_run({0: [*smaller, save(13.7 * MB)], 1: []}), 26.3 * MB, "cpu")
+    assert (f.status, f.key) == (CheckStatus.PASS, "rank0_cpu")
+
+
+def test_the_model_that_trained_must_be_the_requested_size():
+    tiny = {"size": "tiny", "params": 6_584_832}
+    fits = [mem(130 * MB)]
+    right = make_run({0: [{**TRAINED[0], "global_params": 6_584_832}, *fits], 1: fits})
+    assert fsdp.check_fit(right, CAP, "T4", requested=tiny).key == "fits"
+    untied = make_run({0: [{**TRAINED[0], "global_params": 6_847_000}, *fits], 1: fits})  # larger is fine
+    assert fsdp.check_fit(untied, CAP, "T4", requested=tiny).key == "fits"
+    small = make_run({0: [{**TRAINED[0], "global_params": 3_425_792}, *fits], 1: fits})
+    f = fsdp.check_fit(small, CAP, "T4", requested=tiny)
+    assert (f.status, f.key, f.params["trained"], f.params["requested"]) == (CheckStatus.FAIL, "wrong_size",
+                                                                             "3,425,792", "6,584,832")
+    msg = render("memory.fit", f)
+    assert "--model-size tiny" in msg["message"]["en"] and "3,425,792" in msg["message"]["zh"]
+    assert "build_model(args.model_size)" in msg["hint"]["en"]
+    # two roots and no step naming either: which one trained is unknown, and that is not shown to fit
+    unknown = make_run({0: [{**TRAINED[0], "root": 0}, {**TRAINED[0], "root": 1}, {k: v for k, v in fits[0].items()}],
+                        1: fits})
+    f = fsdp.check_fit(unknown, CAP, "T4", requested=tiny)
+    assert (f.status, f.key) == (CheckStatus.FAIL, "unknown_size")
+    assert render("memory.fit", f)["message"]["zh"]
 
 
 def test_fmt_bytes():

@@ -74,8 +74,10 @@ for b in m.blocks:
     fully_shard(b)
 fully_shard(m)
 opt = torch.optim.AdamW(m.parameters(), lr=3e-3)
-for _ in range(2):
-    m(x[None], y[None]).backward()
+for i in range(2):
+    loss = m(x[None], y[None])
+    stream.send({"type": "script_loss", "loss": float(loss)})
+    (loss * 0.5 ** i).backward()  # what the script hands to backward is scaled; the model's own loss is not
     opt.step()
     opt.zero_grad()
 obs.at_exit()
@@ -109,6 +111,9 @@ def test_observer_in_a_one_rank_fsdp2_job(tmp_path: Path) -> None:
     assert step["params"] == psi_bytes and step["grads"] == psi_bytes  # one rank: its shard is everything
     assert 2 * psi_bytes <= step["optimizer"] <= 2 * psi_bytes + 1000  # two AdamW moments and step counters
     assert step["peak"] >= step["params"] + step["grads"] + step["optimizer"] == step["measured"]
+    assert [round(m["model_loss"], 5) for m in recs["fsdp_mem"]] == [round(r["loss"], 5) for r in recs["script_loss"]]
+    assert len(model["param_shapes"]) == 100 and ["tok.weight", [1024, 256]] in model["param_shapes"]
+    assert ["blocks.7.qkv.weight", [768, 256]] in model["param_shapes"]  # global shapes, not the shards
     end = recs["fsdp_end"][0]
     assert end["sum_before"] != end["sum_after"]
     assert recs["fsdp_save"][0]["bytes"] == 40 and recs["fsdp_save"][0]["devices"] == ["cpu"]
@@ -149,6 +154,7 @@ for step, (x, y) in zip(range(3), loader):
     aux = decoy(tok, tok) + decoy(tok, tok)
     logits = m(x)
     loss = loss_fn(logits.flatten(0, 1), y.flatten())
+    stream.send({"type": "script_loss", "loss": float(loss)})
     (loss + 1e-6 * aux).backward()
     decoy_opt.step(); decoy_opt.zero_grad()
     opt.step(); opt.zero_grad()
@@ -173,6 +179,9 @@ def test_the_model_that_trained_took_the_batches_and_the_counter_saw_it(tmp_path
     assert len(roots) == 2 and not roots[1]["fsdp2_units"]  # the loss module is no root
     assert {m["root"] for m in recs["fsdp_mem"]} == {1}  # the plain model took the batches, not the busier decoy
     assert recs["fsdp_mem"][-1]["trained"] == [1]
+    # the model returned logits: the harness's cross-entropy against the batch's labels is the script's loss
+    assert [round(m["model_loss"], 4) for m in recs["fsdp_mem"]] == [round(r["loss"], 4) for r in recs["script_loss"]]
+    assert [m["model_forwards"] for m in recs["fsdp_mem"]] == [1, 1, 1]
     assert recs["fsdp_blind"][0]["where"] == "GPT"
     end = recs["fsdp_end"][0]
     assert end["stale"] == 1 and end["stale_names"] == ["pos.weight"]

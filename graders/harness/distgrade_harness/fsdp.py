@@ -89,6 +89,32 @@ def _global_numel(root: nn.Module, fsdp1: list[dict]) -> int:
     return sum(p.numel() for p in root.parameters())  # a DTensor's numel() is the global one
 
 
+_WRAPPER_NAMES = ("_fsdp_wrapped_module", "_checkpoint_wrapped_module", "_orig_mod", "module")
+MAX_SHAPES = 1024  # named parameters listed per model (the 1b model has 268)
+
+
+def clean_name(name: str) -> str:
+    """A parameter's name as a state dict names it: without the FSDP1, activation-checkpointing,
+    torch.compile and DDP wrappers' segments."""
+    return ".".join(part for part in name.split(".") if part and part not in _WRAPPER_NAMES)
+
+
+def param_shapes(root: nn.Module) -> list[list]:
+    """``[[name, [global dims]], ...]`` of the model's parameters, as a checkpoint of it must hold them: FSDP2's
+    DTensors give their global shape; FSDP1's flat parameters list the names and shapes they flatten."""
+    from torch.distributed.fsdp import FullyShardedDataParallel
+    out: list[list] = []
+    for unit, m in root.named_modules():
+        flat = getattr(m, "_flat_param", None) if isinstance(m, FullyShardedDataParallel) else None
+        if flat is not None and getattr(flat, "_fqns", None) is not None:
+            prefix = clean_name(unit)
+            out += [[f"{prefix}.{fqn}" if prefix else clean_name(fqn), list(shape)]
+                    for fqn, shape in zip(flat._fqns, flat._shapes)]
+    if not out:  # FSDP2, DDP or a plain module: the parameters are the model's own
+        out = [[clean_name(name), list(p.shape)] for name, p in root.named_parameters()]
+    return [[clean_name(n)[:200], [int(d) for d in shape]] for n, shape in out[:MAX_SHAPES]]
+
+
 def describe(root: nn.Module) -> dict:
     """The wrapping of a model as the grader needs it (before FSDP's lazy init)."""
     from torch.nn.parallel import DistributedDataParallel
@@ -100,7 +126,7 @@ def describe(root: nn.Module) -> dict:
             "ddp": isinstance(root, DistributedDataParallel)
             or any(isinstance(m, DistributedDataParallel) for m in root.modules()),
             "global_params": _global_numel(root, fsdp1), "element_size": torch.empty((), dtype=dtype).element_size(),
-            "local_param_bytes": _unique_bytes(params, set())}
+            "local_param_bytes": _unique_bytes(params, set()), "param_shapes": param_shapes(root)}
 
 
 def _summarise(obj, out: dict, depth: int = 0) -> None:
@@ -133,6 +159,7 @@ class FsdpObserver:
         self.batch: list[torch.Tensor] = []  # the tensors of the DataLoader's latest batch
         self.batch_number = 0
         self.fed_batch: list[int] = []  # per root: the batch number it last took
+        self.losses: dict[int, list[float]] = {}  # per root: its own losses since the last step (``loss_of``)
         self.optimizers: list[torch.optim.Optimizer] = []
         self.local = threading.local()  # forward depth: a model in another thread is a root of its own
         self.steps = 0
@@ -245,6 +272,37 @@ class FsdpObserver:
             index = next((i for i, m in enumerate(self.roots) if m is module), None)
             if index is not None:
                 self._watch_backward(index, output)
+                loss = self.loss_of(args, output)
+                if loss is not None:
+                    self.losses.setdefault(index, []).append(loss)
+
+    def loss_of(self, args, output) -> float | None:
+        """The loss of one forward as the model itself gave it, whatever the script does with it afterwards
+        (scales it, averages it for printing): the model's own scalar output (the starter model returns the
+        mean cross-entropy when handed the labels), or the cross-entropy of its logits against the labels of
+        the DataLoader's latest batch (the batch tensor of the logits' shape that was not the model's input).
+        None where neither can be read: the check counts that against the run."""
+        try:
+            with torch.no_grad():
+                if not isinstance(output, torch.Tensor) or not output.is_floating_point():
+                    return None
+                if output.dim() == 0:
+                    value = float(output.detach())
+                    return value if value == value else None
+                if output.dim() < 2:
+                    return None
+                given = [t for t in tree_leaves(args) if isinstance(t, torch.Tensor)][:8]
+                for labels in self.batch:
+                    if labels.dtype != torch.long or tuple(labels.shape) != tuple(output.shape[:-1]):
+                        continue
+                    if any(t.shape == labels.shape and torch.equal(t.detach().cpu(), labels.cpu()) for t in given):
+                        continue  # the input ids, not the labels
+                    value = float(torch.nn.functional.cross_entropy(
+                        output.detach().flatten(0, -2).float(), labels.to(output.device).flatten()))
+                    return value if value == value else None
+        except Exception:  # an OOM on a full card, an odd tensor: no reading for this forward
+            return None
+        return None
 
     def _watch_backward(self, index: int, output) -> None:
         """Count a backward through this root's outputs (once per output tensor that carries a gradient)."""
@@ -354,8 +412,12 @@ class FsdpObserver:
             torch.cuda.reset_peak_memory_stats(self.device)
         else:
             peak, live = self.counter.reset_peak(), self.counter.live
-        self.last_states = {**states, "peak": peak, "live": live, "step": self.steps, "root": self.trained_root(),
-                            "trained": self.trained_roots()[:MAX_ROOTS]}
+        root = self.trained_root()
+        losses = self.losses.get(root, []) if root is not None else []
+        self.losses = {}
+        self.last_states = {**states, "peak": peak, "live": live, "step": self.steps, "root": root,
+                            "trained": self.trained_roots()[:MAX_ROOTS],
+                            "model_loss": sum(losses) / len(losses) if losses else None, "model_forwards": len(losses)}
         self.stream.send({"type": "fsdp_mem", **self.last_states})
 
     # -- checkpoints --------------------------------------------------------------
@@ -387,7 +449,13 @@ class FsdpObserver:
         def hooked_save(obj, f, *args, **kwargs):
             out = {"tensors": 0, "bytes": 0, "sharded": 0, "devices": set()}
             _summarise(obj, out)
-            obs.stream.send({"type": "fsdp_save", "step": obs.steps, **out, "devices": sorted(out["devices"])})
+            try:  # where it went: the grader matches a rank's sharded save to the file it left
+                named = os.fspath(f) if isinstance(f, (str, os.PathLike)) else None
+                path = os.path.abspath(named)[:300] if isinstance(named, str) else None
+            except (TypeError, ValueError):
+                path = None
+            obs.stream.send({"type": "fsdp_save", "step": obs.steps, **out, "devices": sorted(out["devices"]),
+                             "path": path})
             return save(obj, f, *args, **kwargs)
         torch.save = hooked_save
         try:

@@ -1,0 +1,124 @@
+"""What a distributed checkpoint (``torch.distributed.checkpoint``) left in the work folder holds, read by the
+grader from its ``.metadata`` file: every entry's key, and for a tensor its global shape.
+
+``dcp.save`` writes ``.metadata`` as a pickle of ``Metadata`` (``state_dict_metadata``: key ->
+``TensorStorageMetadata(properties, size, chunks)`` or ``BytesStorageMetadata``). The file is the student's: a
+pickle can name any callable, so it is never unpickled with the real classes. ``_StubUnpickler`` turns every
+global into an inert stand-in that only records its name, its arguments and its state; nothing of the
+student's choosing runs in the grader. The file is bounded in size and the entries read in count.
+"""
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import stat
+from pathlib import Path
+from typing import Any
+
+from coursework.report import text
+from graders.evidence import SOURCE_OUTSIDE
+
+MAX_METADATA_BYTES = 8 * 1024 * 1024
+MAX_ENTRIES = 4096  # keys read per checkpoint (the 1b model with AdamW states has about 800)
+MAX_CHECKPOINTS = 8
+
+
+class _Stub:
+    """An inert stand-in for whatever class or function the pickle names."""
+
+    qualname = "?"
+
+    def __new__(cls, *args, **kwargs):
+        obj = object.__new__(cls)
+        obj.args, obj.state = args, None
+        return obj
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def __setstate__(self, state):
+        self.state = state
+
+
+class _StubUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str):  # noqa: D102 (pickle's hook)
+        return type("Stub", (_Stub,), dict(qualname=f"{module[:80]}.{name[:80]}"))
+
+
+def _field(obj: Any, name: str) -> Any:
+    state = getattr(obj, "state", None)
+    if isinstance(state, tuple) and len(state) == 2:  # (dict, slots) of a class with __slots__
+        state = state[0] or state[1]
+    return state.get(name) if isinstance(state, dict) else None
+
+
+def _shape(size: Any) -> list[int] | None:
+    """A ``torch.Size`` stand-in's dimensions (``torch.Size((3, 4))`` pickles as a call with one tuple)."""
+    args = getattr(size, "args", None)
+    dims = args[0] if isinstance(args, tuple) and len(args) == 1 else None
+    if isinstance(dims, (tuple, list)) and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims):
+        return [int(d) for d in dims][:16]
+    return None
+
+
+def read_metadata(path: Path) -> dict[str, Any]:
+    """``{"tensors": {key: [dims]}, "other": n}`` (``other``: entries that are no tensor: bytes, a step counter),
+    or ``{"error": why}``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        return {"error": f"unreadable: {type(exc).__name__}"}
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_METADATA_BYTES:
+            return {"error": "not a regular file of a readable size"}
+        data = b""
+        while len(data) < st.st_size:
+            chunk = os.read(fd, st.st_size - len(data))
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(fd)
+    try:
+        meta = _StubUnpickler(io.BytesIO(data)).load()
+    except Exception as exc:  # a broken or hostile pickle: unreadable, and that counts against the run
+        return {"error": f"unreadable: {type(exc).__name__}"}
+    entries = _field(meta, "state_dict_metadata")
+    if not isinstance(entries, dict):
+        return {"error": "no state_dict_metadata"}
+    tensors: dict[str, list[int]] = {}
+    other = 0
+    for key, value in list(entries.items())[:MAX_ENTRIES]:
+        shape = _shape(_field(value, "size")) if isinstance(value, _Stub) else None
+        if isinstance(key, str) and shape is not None:
+            tensors[key[:300]] = shape
+        else:
+            other += 1
+    return {"tensors": tensors, "other": other}
+
+
+def checkpoints(left: dict[str, int], work: Path) -> dict[str, Any]:
+    """Every ``.metadata`` the run left (``left``: ``graders.evidence.files.scan``), read: ``{"source",
+    "checkpoints": {relative path of the .metadata: read_metadata(...)}}``."""
+    found = sorted(p for p in left if os.path.basename(p) == ".metadata")[:MAX_CHECKPOINTS]
+    return {"source": SOURCE_OUTSIDE,
+            "what": text("分布式检查点 .metadata 中的键和张量形状（评分程序读取）",
+                         "the keys and tensor shapes in each distributed checkpoint's .metadata, read by the grader"),
+            "checkpoints": {os.path.relpath(p, work)[:200]: read_metadata(Path(p)) for p in found}}
+
+
+def holds(meta: dict[str, Any], shapes: list[list]) -> tuple[list[str], int]:
+    """Which of the model's parameters (``[[name, dims], ...]``) the checkpoint lacks: no key that is the name
+    or ends with ``.name`` (a nested ``{"model": ...}`` state dict) with the same global shape. Returns the
+    missing names and how many were looked for."""
+    tensors = meta.get("tensors") if isinstance(meta, dict) else None
+    tensors = tensors if isinstance(tensors, dict) else {}
+    by_tail: dict[str, list[list[int]]] = {}
+    for key, dims in tensors.items():
+        parts = key.split(".")
+        for i in range(len(parts)):
+            by_tail.setdefault(".".join(parts[i:]), []).append(dims)
+    missing = [name for name, dims in shapes if list(dims) not in by_tail.get(name, [])]
+    return missing, len(shapes)
