@@ -17,6 +17,7 @@ directly: those are one-off.
 from __future__ import annotations
 
 import threading
+from datetime import datetime
 from functools import lru_cache
 from typing import Any, Callable, Hashable
 
@@ -31,6 +32,7 @@ from coursework.text import score_text
 from server.scores import release
 from server.quiz import attempts as rules
 from server.quiz import reveal, store
+from server.models import utcnow
 from server.quiz.models import AttemptStatus
 
 _SCORE_SLOT, _CARDS_SLOT = "\x00score\x00", "\x00cards\x00"
@@ -174,11 +176,11 @@ def _card_gettext() -> Callable[..., str]:
     return gettext
 
 
-def _held(att: Any, qid: str) -> str:
+def _held(att: Any, qid: str, now: datetime | None = None) -> str:
     """Why an answered card keeps its reference to itself: "" (it does not), "never" (the quiz's
     setting), "graded" (until the quiz closes, or the last attempt) or "practice" (a graded quiz
-    holds the question)."""
-    if reveal.reference_shown(att, qid):
+    holds the question); ``now``: the caller's clock reading (the page takes one for all its cards)."""
+    if reveal.reference_shown(att, qid, now):
         return ""
     if att.mode != "graded":
         return "practice"
@@ -188,10 +190,13 @@ def _held(att: Any, qid: str) -> str:
         return "never"
 
 
-def _answered_key(att: Any, pos: int, answer_id: int, lang: str, state: str = "", hidden: bool = False) -> tuple:
+def _answered_key(att: Any, pos: int, answer_id: int, lang: str, state: str = "", hidden: bool = False,
+                  now: datetime | None = None, ident: tuple | None = None) -> tuple:
     # whether (and why not) the reference is shown is in the key: it changes when the quiz closes,
-    # and so does whether the quiz's results are held back at all
-    return "answered", _ident(att), pos, answer_id, lang, state, _held(att, att.question_ids[pos]), hidden
+    # and so does whether the quiz's results are held back at all. ``now`` and ``ident`` (``_ident``):
+    # the page's, taken once for its 40 cards
+    return ("answered", ident or _ident(att), pos, answer_id, lang, state, _held(att, att.question_ids[pos], now),
+            hidden)
 
 
 @lru_cache(maxsize=4096)
@@ -200,7 +205,8 @@ def _is_text(qid: str) -> bool:
     return load_question(qid).type == "text"
 
 
-def review_form(att: Any, pos: int, state: str, lang: str, secret: str | None = None, hidden: bool = False) -> str:
+def review_form(att: Any, pos: int, state: str, lang: str, secret: str | None = None, hidden: bool = False,
+                ident: tuple | None = None) -> str:
     """The "ask a teacher" form beside an auto-graded free-text answer of a graded attempt not yet
     sent for review and not already fully right (empty otherwise: ``state`` is then "full" or a
     review state; empty too while the quiz's results are held back). Kept apart from the answered
@@ -213,7 +219,7 @@ def review_form(att: Any, pos: int, state: str, lang: str, secret: str | None = 
         template = _fragments().get_template("quiz/_ask_review.html")
         return template.render(pos=pos, attempt_id=att.id, gettext=_card_gettext())
 
-    return _caches()[0].get(("review", _ident(att), pos, lang, secret or csrf_secret()), build)
+    return _caches()[0].get(("review", ident or _ident(att), pos, lang, secret or csrf_secret()), build)
 
 
 def answered_card(att: Any, pos: int, lang: str, answer_id: int, answer: Callable[[], Any], state: str = "",
@@ -225,8 +231,10 @@ def answered_card(att: Any, pos: int, lang: str, answer_id: int, answer: Callabl
                             lambda: render_card(att, pos, lang, answer=answer(), hidden=hidden))
 
 
-def _open_card(att: Any, pos: int, lang: str, secret: str) -> str:
-    return _caches()[0].get(("open", _ident(att), att.status, pos, lang, secret), lambda: render_card(att, pos, lang))
+def _open_card(att: Any, pos: int, lang: str, secret: str, ident: tuple | None = None,
+               cache: FragmentCache | None = None) -> str:
+    return (cache or _caches()[0]).get(("open", ident or _ident(att), att.status, pos, lang, secret),
+                                       lambda: render_card(att, pos, lang))
 
 
 def _page(att: Any, quiz: Quiz, score_html: str, cards_html: str, focus: int | None = None) -> str:
@@ -240,26 +248,27 @@ def attempt_page(att: Any, quiz: Quiz, lang: str, override: tuple[int, str, str]
     hidden = held_back(att)
     score = "—" if hidden else score_text(att.score)
     states = store.answered_states(att)
-    answered = {pos: i for pos, (i, _) in states.items()}
     cached = _caches()[0]
+    # What every card shares, taken once for the page's 40: the attempt's identity (five columns
+    # of the row), the card cache and the clock reading that decides whether references show.
+    ident, now = _ident(att), utcnow()
     # answers this process has not rendered yet (after a restart, or served by another worker)
     # are read in one query, not one per card
-    # each card's key once: it asks whether the reference shows, which reads the clock and the quiz
-    keys = {pos: _answered_key(att, pos, i, lang, st, hidden) for pos, (i, st) in states.items()}
+    keys = {pos: _answered_key(att, pos, i, lang, st, hidden, now, ident) for pos, (i, st) in states.items()}
     missing = store.answer_rows([i for pos, (i, st) in states.items() if keys[pos] not in cached])
     cards = []
     for pos in range(len(att.question_ids)):
         if override and override[0] == pos:
             cards.append(render_card(att, pos, lang, error=override[1], draft=override[2]))
-        elif pos in answered:
-            answer_id = answered[pos]
+        elif pos in states:
+            answer_id, state = states[pos]
             # (read again only if its card was evicted since ``missing`` was taken)
-            cards.append(answered_card(att, pos, lang, answer_id,
-                                       lambda: missing.get(answer_id) or store.answer_rows([answer_id])[answer_id],
-                                       states[pos][1], hidden, key=keys[pos]))
-            cards.append(review_form(att, pos, states[pos][1], lang, secret, hidden))
+            cards.append(cached.get(keys[pos], lambda: render_card(
+                att, pos, lang, hidden=hidden,
+                answer=missing.get(answer_id) or store.answer_rows([answer_id])[answer_id])))
+            cards.append(review_form(att, pos, state, lang, secret, hidden, ident))
         else:
-            cards.append(_open_card(att, pos, lang, secret))
+            cards.append(_open_card(att, pos, lang, secret, ident, cached))
     if override or session.get("_flashes"):
         return _page(att, quiz, score, "".join(cards), override[0] if override else None)
     key = (att.id, att.attempt_no, att.quiz_id, att.status, att.max_score, att.user_id, att.username,
