@@ -196,24 +196,25 @@ def answer(attempt_id: int, pos: int):
     variant = rules.variant_for(att, qid)
     raw = _raw_answer(variant.question.type, variant.option_order)
     lang = lang_key()
+    as_json = _wants_json()  # (the Accept header's best match, worked out once, not at every branch)
     try:
         outcome = rules.answer_question(att, qid, raw, lang, variant)
     except rules.QuizRuleError as err:
-        if _wants_json():
+        if as_json:
             return jsonify({"error": err.code, "message": _messages().get(err.code, err.code)}), 409
         flash(_messages().get(err.code, err.code), "error")
         return redirect(url_for("quiz.attempt", attempt_id=att.id, _anchor=f"q{pos}"))
     result = outcome.result
-    if _wants_json() and outcome.answer is not None and (outcome.answer.get("details_json") or {}).get("unjudged"):
+    if as_json and outcome.answer is not None and (outcome.answer.get("details_json") or {}).get("unjudged"):
         # practice records it without a verdict while the graded quiz holds the question (server.quiz.reveal)
         return jsonify({"status": "recorded", "card_html": pages.answered_card(
             att, pos, lang, outcome.answer["id"], lambda: outcome.answer, ""), "review_html": ""}), 200
-    if _wants_json() and outcome.answer is not None and pages.held_back(att):
+    if as_json and outcome.answer is not None and pages.held_back(att):
         # results held back (server.scores.release): the answer is stored, nothing of its grading goes out
         return jsonify({"status": "recorded", "card_html": pages.answered_card(
             att, pos, lang, outcome.answer["id"], lambda: outcome.answer, outcome.answer.get("review_state") or "",
             hidden=True), "review_html": ""}), 200
-    if _wants_json():
+    if as_json:
         body = {"status": result.status.value, "score": result.score, "max_score": result.max_score,
                 "correct": result.correct, "feedback": result.feedback_text(lang), "attempt_score": outcome.attempt_score}
         if outcome.answer is not None:
