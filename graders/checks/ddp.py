@@ -571,8 +571,15 @@ def check_syncbn(run) -> Finding:
     if ddp is None:
         return NOT_OBSERVED
     ev = {"batchnorm": ddp["batchnorm"], "syncbatchnorm": ddp["syncbatchnorm"]}
+    lone = ddp.get("syncbn_lone") if isinstance(ddp.get("syncbn_lone"), int) else 0
+    if lone > 0:  # counted in batchnorm: a SyncBatchNorm over a group short of every rank syncs with nobody else
+        return Finding(CheckStatus.WARN, "lone_group", {"bn": ddp["batchnorm"], "lone": lone}, {**ev, "syncbn_lone": lone},
+                       fallback="plain_bn")
     if ddp["batchnorm"] and not ddp["syncbatchnorm"]:
         return Finding(CheckStatus.WARN, "plain_bn", {"bn": ddp["batchnorm"]}, ev)
+    if ddp["batchnorm"]:  # some layers converted, some still per rank: those normalise with their own slice
+        return Finding(CheckStatus.WARN, "partly_synced", {"bn": ddp["batchnorm"], "sbn": ddp["syncbatchnorm"]}, ev,
+                       fallback="plain_bn")
     return Finding(CheckStatus.PASS, "ok" if ddp["syncbatchnorm"] else "no_bn", {"sbn": ddp["syncbatchnorm"]}, ev)
 
 

@@ -78,6 +78,7 @@ LABELS: dict[str, tuple[str, str, str]] = {
     "logging": ("日志记录次数", "Log records", "plain"),
     "batchnorm": ("BatchNorm 层", "BatchNorm layers", "plain"),
     "syncbatchnorm": ("SyncBatchNorm 层", "SyncBatchNorm layers", "plain"),
+    "syncbn_lone": ("进程组只含一个 rank 的 SyncBatchNorm 层", "SyncBatchNorm layers over a group short of every rank", "plain"),
     "micro_batches_per_step": ("每步的微批次", "Micro-batches per step", "plain"),
     "synced_per_step": ("每步同步次数", "Gradient syncs per step", "plain"),
     "sync": ("梯度同步方式", "How gradients are synchronised", "id"),

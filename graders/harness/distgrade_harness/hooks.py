@@ -309,8 +309,9 @@ class Observer:
         module = ddp.module
         self.models.append(module)
         bn = [m for m in module.modules() if isinstance(m, _BatchNorm)]
-        sync = sum(isinstance(m, SyncBatchNorm) for m in bn)
-        self.stream.send({"type": "ddp", "batchnorm": len(bn) - sync, "syncbatchnorm": sync,
+        lone = _lone_sync(bn)
+        sync = sum(isinstance(m, SyncBatchNorm) for m in bn) - lone
+        self.stream.send({"type": "ddp", "batchnorm": len(bn) - sync, "syncbatchnorm": sync, "syncbn_lone": lone,
                           "parameters": sum(p.numel() for p in module.parameters()),
                           "device": str(next(module.parameters()).device)})
         slot = self.comm_slots[ddp] = []  # beside the module, not in it: nothing of ours is pickled with it
@@ -553,7 +554,8 @@ class Observer:
         stepped = {id(p) for p in params} | {id(p) for p in witness.stepped_params(self.optimizers)}
         bn = [m for m in list(self.norms) if isinstance(m, _BatchNorm) and (id(m) in inside or (
               getattr(m, "weight", None) is not None and id(m.weight) in stepped))]
-        sync = sum(isinstance(m, SyncBatchNorm) for m in bn)
+        lone = _lone_sync(bn)
+        sync = sum(isinstance(m, SyncBatchNorm) for m in bn) - lone
         # BatchNorm written by hand (F.batch_norm over its own running statistics) is not a _BatchNorm, so
         # convert_sync_batchnorm leaves it alone: its running_mean/running_var buffers still say what it is.
         hand = sum(1 for t in self.trained.modules() for m in t.modules()
@@ -561,7 +563,8 @@ class Observer:
         in_ddp = {id(p) for m in self.models for p in m.parameters()}
         sharded = any(type(p).__name__ in ("DTensor", "FlatParameter") or hasattr(p, "_local_tensor")
                       for p in params)  # FSDP2 DTensors, FSDP1 flat parameters: gradients reduce-scattered
-        self.stream.send({"type": "norms", "batchnorm": len(bn) - sync + hand, "syncbatchnorm": sync, "sharded": sharded,
+        self.stream.send({"type": "norms", "batchnorm": len(bn) - sync + hand, "syncbatchnorm": sync, "syncbn_lone": lone,
+                          "sharded": sharded,
                           "stepped": len(params), "in_ddp": sum(id(p) in in_ddp for p in params),
                           "source": self._source()})
 
@@ -766,6 +769,11 @@ def _running_stats(module) -> bool:
     """Whether ``module`` keeps batch-norm running statistics of its own (its buffers, not a child's)."""
     own = getattr(module, "_buffers", None) or {}
     return isinstance(own.get("running_mean"), torch.Tensor) and isinstance(own.get("running_var"), torch.Tensor)
+
+
+def _lone_sync(layers) -> int:
+    """SyncBatchNorm layers whose process group does not reach every rank: they normalise like plain BatchNorm."""
+    return sum(isinstance(m, SyncBatchNorm) and not _spans_world(getattr(m, "process_group", None)) for m in layers)
 
 
 def _spans_world(group) -> bool:
