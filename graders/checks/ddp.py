@@ -513,6 +513,10 @@ def check_rank0_io(run, epochs: int, extra_prints: int) -> Finding:
             key = "files_and_prints" if noisy else "files"
         return Finding(CheckStatus.FAIL, key, {"rank": r, "saves": n, "prints": noisy.get(r, 0),
                        "paths": ", ".join(outside.get(r, {}).get("files", [])[:3])}, ev, fallback="saves")
+    unlisted = sync.unlisted_folders(run)
+    if unlisted:  # what the grader could not list may hold a rank's checkpoint: not seen counts against the run
+        return Finding(CheckStatus.WARN, "files_unlisted", {"n": len(unlisted), "paths": ", ".join(unlisted[:3])},
+                       {**ev, "unlisted": unlisted[:10]}, fallback="files")
     unclaimed = sync.unclaimed_checkpoints(run)
     if unclaimed:  # a saved model no rank reported writing: who wrote it is unknown, which counts against the run
         return Finding(CheckStatus.WARN, "files_unclaimed", {"n": len(unclaimed), "paths": ", ".join(unclaimed[:3])},
@@ -537,7 +541,8 @@ def check_rank0_io(run, epochs: int, extra_prints: int) -> Finding:
                         "training": training.get(r, 0), "redraws": redraws.get(r, 0), "recurring": recurring.get(r, 0),
                         "bytes": (outside.get(r) or {}).get("stdout_bytes", 0) + (outside.get(r) or {}).get("stderr_bytes", 0)},
                        {**ev, "training": training}, fallback="prints")
-    others = {r: logs for r, o in outside.items() if (logs := [f for f in o["other_files"] if _log_like(f)])}
+    others = {r: logs for r, o in outside.items()
+              if (logs := [f for f in o["other_files"] if _log_like(f) or (f in o["texts"] and not _code(f))])}
     if others:  # a log or metrics file a rank other than 0 left (every rank appending to metrics.csv) is output too
         r, files = next(iter(others.items()))
         return Finding(CheckStatus.WARN, "files_other", {"rank": r, "n": len(files), "paths": ", ".join(files[:3])},
@@ -552,6 +557,14 @@ def _log_like(name: str) -> bool:
     """A file a rank left that reads as a log or metrics (by name): a cache or a compiled module does not."""
     low = name.lower()
     return "__pycache__" not in low and (low.endswith(LOG_SUFFIXES) or "tfevents" in low)
+
+
+CODE_SUFFIXES = (".py", ".pyc", ".c", ".cc", ".cpp", ".h", ".cu", ".so", ".lock")
+
+
+def _code(name: str) -> bool:
+    """Source or a build product a library generates (a compiler's kernel, a lock): text, but not output."""
+    return name.lower().endswith(CODE_SUFFIXES)
 
 
 def _prints_while_training(stream) -> int:

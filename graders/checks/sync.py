@@ -155,11 +155,14 @@ def checkpoint_bytes(run) -> int | None:
 
 def _loose(run) -> list[tuple[str, int | None, int | None]]:
     """``(path, rank that wrote it, rank its name gives)`` of the files rank 0 did not write that count as
-    saved weights although they start like no checkpoint: a non-zero rank in the name, or model-sized."""
+    saved weights although they start like no checkpoint: a non-zero rank in the name, or model-sized. A file
+    that reads as text is a log or metrics file, not weights, whatever its name or size."""
     files = (getattr(run, "evidence", None) or {}).get("files") or {}
     least, out = checkpoint_bytes(run), []
     for item in files.get("loose") or []:
-        if not (isinstance(item, list) and len(item) == 4 and isinstance(item[1], int)):
+        if not (isinstance(item, list) and len(item) in (4, 5) and isinstance(item[1], int)):
+            continue
+        if len(item) == 5 and item[4] is True:
             continue
         path, size, writer, named = str(item[0]), item[1], item[2], item[3]
         writer = writer if isinstance(writer, int) and not isinstance(writer, bool) else None
@@ -176,14 +179,21 @@ def _unclaimed(run) -> list[tuple[str, int | None]]:
     return got + [(f, named) for f, writer, named in _loose(run) if writer is None]
 
 
+def unlisted_folders(run) -> list[str]:
+    """Folders of the work folder the grader's listing could not see (unreadable, past its bounds)."""
+    files = (getattr(run, "evidence", None) or {}).get("files") or {}
+    return [str(f)[:200] for f in (files.get("unlisted") or [])[:20] if isinstance(f, str)]
+
+
 def unclaimed_checkpoints(run) -> list[str]:
     """Checkpoints the run left that no rank reported writing and whose name gives no rank."""
     return [f for f, named in _unclaimed(run) if named is None]
 
 
 def rank_output(run) -> dict[int, dict[str, Any]]:
-    """rank -> stdout/stderr lines, redraws and bytes, the stdout lines whose shape recurs, checkpoint-like ``files`` it wrote that the run left,
-    and ``other_files``."""
+    """rank -> stdout/stderr lines, redraws and bytes, the lines whose shape recurs, checkpoint-like ``files`` it
+    wrote that the run left, ``other_files``, and ``texts``: those of its files that read as text (a log or
+    metrics file, whatever its name)."""
     ev = getattr(run, "evidence", None) or {}
     outs = (ev.get("outputs") or {}).get("ranks") or {}
     made = (ev.get("files") or {}).get("ranks") or {}
@@ -192,6 +202,7 @@ def rank_output(run) -> dict[int, dict[str, Any]]:
     sniffed = (ev.get("files") or {}).get("checkpoints") or {}
     loose = _loose(run)
     weights = {f for f, writer, _ in loose if writer is not None}  # model-sized or rank-named, a rank wrote it
+    texts = _texts(run)
     for r in range(1, run.nproc):
         o = outs.get(r) or {}
         left = [str(f) for f in (made.get(r) or [])]
@@ -199,12 +210,27 @@ def rank_output(run) -> dict[int, dict[str, Any]]:
         named = [str(f) for f, rank in unclaimed if rank == r and str(f) not in left]  # no claim, its name says r
         saved = {str(f) for f in sniffed.get(r) or []} | set(named) | weights  # by first bytes, name or size
         left += named
+        left += [f for f, rank in texts.items() if rank == r and f not in left]  # a log no rank claimed, named r
         out[r] = {**{f"{kind}_{what}": _count(o.get(f"{kind}_{what}")) for kind in ("stdout", "stderr")
                      for what in ("lines", "redraws", "bytes")},
                   **{f"{kind}_recurring": _count(o.get(f"{kind}_recurring"))  # lines of a shape that comes back
                      for kind in ("stdout", "stderr")},
                   "files": [f for f in left if f in saved or f.lower().endswith(CHECKPOINT_SUFFIXES)],
-                  "other_files": [f for f in left if not (f in saved or f.lower().endswith(CHECKPOINT_SUFFIXES))]}
+                  "other_files": [f for f in left if not (f in saved or f.lower().endswith(CHECKPOINT_SUFFIXES))],
+                  "texts": [f for f in left if f in texts and f not in saved]}
+    return out
+
+
+def _texts(run) -> dict[str, int | None]:
+    """Files rank 0 did not write whose first bytes are text -> the rank its name gives where no rank claimed it
+    (``graders.evidence.files``: ``texts``, and ``loose`` entries marked as text)."""
+    files = (getattr(run, "evidence", None) or {}).get("files") or {}
+    out: dict[str, int | None] = {str(f): None for f in files.get("texts") or [] if isinstance(f, str)}
+    for item in files.get("loose") or []:
+        if isinstance(item, list) and len(item) == 5 and item[4] is True and isinstance(item[0], str):
+            writer, named = item[2], item[3]
+            if writer is None and isinstance(named, int) and not isinstance(named, bool):
+                out[item[0]] = named
     return out
 
 

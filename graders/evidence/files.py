@@ -12,7 +12,16 @@ a saved model or state (a zip archive as ``torch.save`` and TorchScript write, a
 safetensors), and a name that carries a rank number (``model_rank1.pt``, ``ckpt-gpu1.pth``) says whose
 it is. ``unclaimed`` lists the checkpoints no rank claimed, with the rank their name gives, if any.
 Weights a C writer leaves can start like anything (raw floats, a database), so ``loose`` keeps the
-size of every other file rank 0 did not write: the check weighs it against the evaluated model.
+size of every other file rank 0 did not write: the check weighs it against the evaluated model. A file
+whose first bytes are text is a log or a metrics file, whatever its name or size, and is called one.
+
+The whole folder is listed, however deep (a run folder ``outputs/<run>/<date>/rank1/checkpoints/`` is as
+much the script's as the top level). Compiler caches (``torchinductor_*``, triton's, ``__pycache__``) are
+listed too, since their names are the script's to choose: what a compiler writes there (source, shared
+objects, its own pickles with no suffix) is left alone, but a saved model found there by its suffix or
+its first bytes (a zip archive, NumPy, HDF5, safetensors: formats no compiler cache writes) counts like
+any other. What the grader could not list (a folder it cannot read, more entries than it lists, or one
+nested past any honest depth) is named in ``unlisted``: the check cannot confirm what it did not see.
 """
 from __future__ import annotations
 
@@ -24,38 +33,60 @@ from pathlib import Path
 from coursework.report import text
 from graders.evidence import SOURCE_CROSS_CHECKED
 
-MAX_ENTRIES = 2000
-MAX_DEPTH = 4
-SKIP_DIRS = {"__pycache__", ".cache", "triton", ".triton"}  # compiler caches, not the script's output
-SKIP_PREFIXES = ("torchinductor_",)
+MAX_ENTRIES = 20000  # a bound on the listing, not a place to hide: past it the listing is incomplete
+MAX_DEPTH = 32  # folders below it are not listed, and named as unlisted
+CACHE_DIRS = {"__pycache__", ".cache", "triton", ".triton"}  # compiler caches, not the script's output ...
+CACHE_PREFIXES = ("torchinductor_",)  # ... unless what is in them is a saved model (``cached_checkpoint``)
+MAX_UNLISTED = 20
 
 
-def scan(work: Path) -> dict[str, int]:
-    """``{absolute path: size}`` of regular files under ``work`` (no symlinks followed, bounded)."""
+def _is_cache(name: str) -> bool:
+    return name in CACHE_DIRS or name.startswith(CACHE_PREFIXES)
+
+
+def walk(work: Path) -> tuple[dict[str, int], dict[str, int], list[str]]:
+    """``({path: size} of regular files, {path: size} of those inside a compiler cache, [folders not
+    listed]``) under ``work``: no symlink followed, bounded in entries and depth, and what the bounds or an
+    unreadable folder kept out is named, never dropped in silence."""
     out: dict[str, int] = {}
-    stack = [(str(work), 0)]
+    cached: dict[str, int] = {}
+    unlisted: list[str] = []
+    stack = [(str(work), 0, False)]
     seen = 0
-    while stack and seen < MAX_ENTRIES:
-        folder, depth = stack.pop()
+    while stack:
+        folder, depth, in_cache = stack.pop()
+        if seen >= MAX_ENTRIES:
+            unlisted.append(folder)
+            continue
         try:
             it = os.scandir(folder)
         except OSError:
+            unlisted.append(folder)
             continue
         with it:
             for entry in it:
                 seen += 1
                 if seen > MAX_ENTRIES:
+                    unlisted.append(folder)
                     break
                 try:
                     st = entry.stat(follow_symlinks=False)
                 except OSError:
+                    unlisted.append(entry.path)
                     continue
                 if stat.S_ISDIR(st.st_mode):
-                    if depth < MAX_DEPTH and entry.name not in SKIP_DIRS and not entry.name.startswith(SKIP_PREFIXES):
-                        stack.append((entry.path, depth + 1))
+                    if depth < MAX_DEPTH:
+                        stack.append((entry.path, depth + 1, in_cache or _is_cache(entry.name)))
+                    else:
+                        unlisted.append(entry.path)
                 elif stat.S_ISREG(st.st_mode):
-                    out[entry.path] = st.st_size
-    return out
+                    (cached if in_cache else out)[entry.path] = st.st_size
+    return out, cached, unlisted
+
+
+def scan(work: Path) -> dict[str, int]:
+    """``{absolute path: size}`` of regular files under ``work`` outside compiler caches (``walk``)."""
+    return walk(work)[0]
 
 
 def rank_writes(stream) -> list[str]:
@@ -76,27 +107,65 @@ MAX_SNIFFED = 200  # files whose first bytes are read
 _RANK_IN_NAME = re.compile(r"(?<![A-Za-z])(?:rank|gpu|proc|worker|device|dev|local|node|cuda|r)[-_. ]?(\d{1,3})(?!\d)", re.IGNORECASE)
 
 
+def _head(path: str, n: int = 512) -> bytes | None:
+    """The first ``n`` bytes of a regular file (no symlink followed), or None where it cannot be read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, n)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _saved_format(head: bytes) -> bool:
+    """Formats of a saved model or array no compiler cache writes: zip (torch.save, TorchScript), NumPy,
+    HDF5, safetensors (an 8-byte header length, then JSON)."""
+    return (head[:4] == b"PK\x03\x04" or head[:6] == b"\x93NUMPY" or head[:4] == b"\x89HDF"
+            or (len(head) >= 10 and head[8:10] == b'{"'))
+
+
 def is_checkpoint(path: str) -> bool:
     """Does the file's name or its first bytes say it holds a saved model or state?"""
     if path.lower().endswith(CHECKPOINT_SUFFIXES):
         return True
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
+    head = _head(path, 16)
+    if not head:
+        return False
+    if _saved_format(head):
+        return True
+    return len(head) >= 2 and head[0] == 0x80 and 2 <= head[1] <= 5  # a pickle, protocol 2 to 5
+
+
+def cached_checkpoint(path: str) -> bool:
+    """A file in a compiler cache that is a saved model all the same: by its suffix, or by a format of saved
+    models (a compiler keeps its own pickles there, so a bare pickle is the cache's)."""
+    if path.lower().endswith(CHECKPOINT_SUFFIXES):
+        return True
+    head = _head(path, 16)
+    return bool(head) and _saved_format(head)
+
+
+_TEXT_BYTES = set(range(32, 127)) | {9, 10, 13, 27}
+
+
+def is_text(path: str) -> bool:
+    """Do the file's first bytes read as text (UTF-8, no NUL, few control bytes): a log or metrics file,
+    never saved weights, whatever its name says."""
+    head = _head(path)
+    if not head or b"\0" in head:
         return False
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if e.start < len(head) - 4:  # a character cut at the end of the head is still text
             return False
-        head = os.read(fd, 16)
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-    if head[:4] == b"PK\x03\x04" or head[:6] == b"\x93NUMPY" or head[:4] == b"\x89HDF":
-        return True
-    if len(head) >= 2 and head[0] == 0x80 and 2 <= head[1] <= 5:  # a pickle, protocol 2 to 5
-        return True
-    return len(head) >= 10 and head[8:10] == b'{"'  # safetensors: 8-byte header length, then JSON
+    return sum(b in _TEXT_BYTES or b >= 0x80 for b in head) >= 0.95 * len(head)
 
 
 def rank_in_name(relative: str, nproc: int) -> int | None:
@@ -113,10 +182,13 @@ def created_files(run, work: Path) -> dict:
     "checkpoints": {rank: [those of them that are checkpoints by name or content]},
     "unclaimed": [[relative path, rank its name gives or None], ...]} (checkpoints no rank claimed),
     "sizes": {relative path: bytes} of those checkpoints, claimed or not,
-    "loose": [[relative path, bytes, rank that wrote it or None, rank its name gives or None], ...]}``:
-    the other files rank 0 did not write, which the check judges by size against the evaluated model
-    (a writer in C leaves weights that start like nothing in particular: raw floats, a database)."""
-    left = scan(work)
+    "loose": [[relative path, bytes, rank that wrote it or None, rank its name gives or None, text?], ...],
+    "texts": [relative paths a rank other than 0 wrote (or that no rank claimed) whose first bytes are text],
+    "unlisted": [relative folders the listing could not see]}``. ``loose`` are the other files rank 0 did not
+    write, which the check judges by size against the evaluated model (a writer in C leaves weights that start
+    like nothing in particular: raw floats, a database), unless they are text."""
+    left, cached, unlisted = walk(work)
+    left.update((p, n) for p, n in sorted(cached.items())[:MAX_SNIFFED] if cached_checkpoint(p))
     ranks, claimed, saved, writer = {}, set(), {}, {}
     for r in range(run.nproc):
         mine = sorted({p for p in rank_writes(run.ranks.get(r)) if p in left})
@@ -126,13 +198,16 @@ def created_files(run, work: Path) -> dict:
         ranks[r] = [os.path.relpath(p, work)[:200] for p in mine][:20]
         saved[r] = [os.path.relpath(p, work)[:200] for p in mine[:MAX_SNIFFED] if is_checkpoint(p)][:20]
     rank0 = set(rank_writes(run.ranks.get(0)))
-    unclaimed, loose = [], []
+    unclaimed, loose, texts = [], [], []
     for p in sorted(set(left) - rank0, key=lambda p: -left[p])[:MAX_SNIFFED]:
         rel = os.path.relpath(p, work)[:200]
-        if p not in claimed and is_checkpoint(p):
+        text_file = not rel.lower().endswith(CHECKPOINT_SUFFIXES) and is_text(p)  # a log, whatever its name
+        if text_file:
+            texts.append(rel)
+        if p not in claimed and not text_file and is_checkpoint(p):
             unclaimed.append([rel, rank_in_name(rel, run.nproc)])
-        elif p not in claimed or not is_checkpoint(p):
-            loose.append([rel, left[p], writer.get(p), rank_in_name(rel, run.nproc)])
+        elif p not in claimed or text_file or not is_checkpoint(p):
+            loose.append([rel, left[p], writer.get(p), rank_in_name(rel, run.nproc), text_file])
     named = [f for f in loose if f[3]]  # a name with a non-zero rank counts whatever its size
     loose = named[:MAX_LOOSE] + [f for f in loose if not f[3]][:MAX_LOOSE]
     unclaimed = sorted(unclaimed)[:20]
@@ -140,4 +215,5 @@ def created_files(run, work: Path) -> dict:
     listed = {f for files in saved.values() for f in files} | {f for f, _ in unclaimed}
     return {"source": SOURCE_CROSS_CHECKED, "what": text("工作目录里留下的文件，按打开它们的 rank 分", "files left in the work folder, by the rank that opened them"),
             "left": len(left), "ranks": ranks, "checkpoints": saved, "unclaimed": unclaimed, "loose": loose,
-            "sizes": {f: rel_size[f] for f in sorted(listed) if f in rel_size}}
+            "sizes": {f: rel_size[f] for f in sorted(listed) if f in rel_size},
+            "texts": sorted(texts)[:MAX_LOOSE], "unlisted": sorted({os.path.relpath(p, work)[:200] for p in unlisted})[:MAX_UNLISTED]}

@@ -450,7 +450,7 @@ def _full_files(run, model_bytes: float) -> dict[int, list[tuple[str, int]]]:
             if isinstance(sizes.get(f), int):
                 owned.setdefault(r, {})[f] = sizes[f]
     for item in files.get("loose") or []:
-        if isinstance(item, (list, tuple)) and len(item) == 4 and isinstance(item[0], str) and isinstance(item[1], int):
+        if isinstance(item, (list, tuple)) and len(item) in (4, 5) and isinstance(item[0], str) and isinstance(item[1], int):
             r = item[2] if isinstance(item[2], int) else item[3]
             if isinstance(r, int) and not isinstance(r, bool):
                 owned.setdefault(r, {})[item[0]] = item[1]

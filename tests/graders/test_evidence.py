@@ -218,6 +218,55 @@ def test_created_files_keeps_only_what_the_run_left(tmp_path):
     assert got["ranks"] == {0: [], 1: ["ckpt-1.pt"]} and got["left"] == 1
 
 
+def test_the_listing_reaches_every_depth_and_into_compiler_caches(tmp_path, monkeypatch):
+    """A run folder five levels deep is the script's as much as the top level; a compiler cache's own files
+    (source, shared objects, its pickles with no suffix) are not, but a saved model put in a folder with a
+    cache's name counts; what the listing cannot reach is named, not dropped."""
+    deep = tmp_path / "outputs" / "ddp_run" / "2026-12-07" / "rank1" / "checkpoints"
+    deep.mkdir(parents=True)
+    (deep / "epoch1.pkl").write_bytes(b"\x80\x04\x95" + b"\0" * 20)
+    inductor = tmp_path / "torchinductor_student" / "fxgraph" / "dh" / "fdh4c"
+    inductor.mkdir(parents=True)
+    (inductor / "fuoi6hebni3nv6").write_bytes(b"\x80\x04\x95" + b"\0" * 200)  # inductor's own pickle
+    (tmp_path / "torchinductor_student" / "kernel.so").write_bytes(b"\x7fELF" + b"\0" * 200)
+    hidden = tmp_path / ".cache" / "run"
+    hidden.mkdir(parents=True)
+    (hidden / "state_r1.pkl").write_bytes(b"\x80\x04\x95" + b"\0" * 20)
+    (hidden / "weights").write_bytes(b"PK\x03\x04" + b"\0" * 20)  # torch.save's zip: no compiler writes one
+    writes = {"type": "writes", "paths": [[str(deep / "epoch1.pkl"), 1], [str(hidden / "state_r1.pkl"), 1],
+                                          [str(inductor / "fuoi6hebni3nv6"), 1]], "more": 0}
+    got = files.created_files(_run({0: [], 1: [writes]}), tmp_path)
+    assert got["ranks"][1] == [".cache/run/state_r1.pkl", "outputs/ddp_run/2026-12-07/rank1/checkpoints/epoch1.pkl"]
+    assert got["checkpoints"][1] == got["ranks"][1]
+    assert got["unclaimed"] == [[".cache/run/weights", None]] and got["unlisted"] == []
+    monkeypatch.setattr(files, "MAX_DEPTH", 3)  # past any depth the grader lists: named as unlisted
+    assert files.created_files(_run({0: [], 1: [writes]}), tmp_path)["unlisted"] == [
+        "outputs/ddp_run/2026-12-07/rank1", "torchinductor_student/fxgraph/dh/fdh4c"]
+    monkeypatch.setattr(files, "MAX_DEPTH", 32)
+    monkeypatch.setattr(files, "MAX_ENTRIES", 3)  # more entries than it lists: the rest is unlisted
+    assert files.created_files(_run({0: [], 1: [writes]}), tmp_path)["unlisted"]
+
+
+def test_a_text_file_is_a_log_whatever_its_name(tmp_path):
+    """metrics_rank1.json is rank 1's metrics, not a checkpoint its name's rank makes it: a warning named for
+    what it is; a log no rank claimed whose name gives rank 1 is rank 1's output."""
+    (tmp_path / "metrics_rank1.json").write_text('{"epoch": 0, "loss": 2.1034}\n')
+    (tmp_path / "progress.r1").write_text("epoch 0 done\n")  # no claim, no log suffix: its content says log
+    w1 = {"type": "writes", "paths": [[str(tmp_path / "metrics_rank1.json"), 1]], "more": 0}
+    got = files.created_files(_run({0: [], 1: [w1]}), tmp_path)
+    assert got["texts"] == ["metrics_rank1.json", "progress.r1"] and got["unclaimed"] == []
+    by_rank = sync.rank_output(_run({0: [], 1: []}, {"files": got}))
+    assert by_rank[1]["files"] == [] and by_rank[1]["other_files"] == ["metrics_rank1.json", "progress.r1"]
+    recs = {r: [{"type": "process_group", "world": 2}, {"type": "steps", "t": [1.0], "samples": [64], "loss": [1.0],
+                                                         "backwards": [1], "buckets": [1], "synced": [1],
+                                                         "bucket_bytes": [4]}] for r in (0, 1)}
+    found = ddp.check_rank0_io(_run(recs, {"files": got, "outputs": {"ranks": {}}}), 2, 3)
+    assert (found.status, found.key, found.params["n"]) == (CheckStatus.WARN, "files_other", 2)
+    unlisted = {"files": {"ranks": {1: []}, "unlisted": ["outputs/deep"]}, "outputs": {"ranks": {}}}
+    found = ddp.check_rank0_io(_run(recs, unlisted), 2, 3)  # not seen counts against the run
+    assert (found.status, found.key, found.params["paths"]) == (CheckStatus.WARN, "files_unlisted", "outputs/deep")
+
+
 def test_rank0_io_judged_from_outside_evidence():
     recs = {r: [{"type": "process_group", "world": 2}, {"type": "steps", "t": [1.0], "samples": [64], "loss": [1.0],
                                                          "backwards": [1], "buckets": [1], "synced": [1],
