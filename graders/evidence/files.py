@@ -174,6 +174,16 @@ def rank_in_name(relative: str, nproc: int) -> int | None:
     return found[-1] if found and 0 <= found[-1] < nproc else None
 
 
+def _found(written: list[str], left: dict[str, int]) -> set[str]:
+    """The listed paths a rank's ``writes`` name. The harness keeps a path's last 300 characters, so a longer
+    one (folders nested to make it long) arrives as a tail, not an absolute path: matched by its ending."""
+    found = {p for p in written if p in left}
+    tails = [p for p in written if not p.startswith("/")][:64]
+    if tails:
+        found.update(q for q in left if q.endswith(tuple(tails)))
+    return found
+
+
 MAX_LOOSE = 20  # files that are no checkpoint by name or content, kept with their size (largest first)
 
 
@@ -188,16 +198,16 @@ def created_files(run, work: Path) -> dict:
     write, which the check judges by size against the evaluated model (a writer in C leaves weights that start
     like nothing in particular: raw floats, a database), unless they are text."""
     left, cached, unlisted = walk(work)
-    left.update((p, n) for p, n in sorted(cached.items())[:MAX_SNIFFED] if cached_checkpoint(p))
+    left.update((p, n) for p, n in cached.items() if cached_checkpoint(p))  # at most MAX_ENTRIES heads of 16 bytes
     ranks, claimed, saved, writer = {}, set(), {}, {}
     for r in range(run.nproc):
-        mine = sorted({p for p in rank_writes(run.ranks.get(r)) if p in left})
+        mine = sorted(_found(rank_writes(run.ranks.get(r)), left))
         claimed.update(mine)
         for p in mine:
             writer.setdefault(p, r)
         ranks[r] = [os.path.relpath(p, work)[:200] for p in mine][:20]
         saved[r] = [os.path.relpath(p, work)[:200] for p in mine[:MAX_SNIFFED] if is_checkpoint(p)][:20]
-    rank0 = set(rank_writes(run.ranks.get(0)))
+    rank0 = _found(rank_writes(run.ranks.get(0)), left)
     unclaimed, loose, texts = [], [], []
     for p in sorted(set(left) - rank0, key=lambda p: -left[p])[:MAX_SNIFFED]:
         rel = os.path.relpath(p, work)[:200]

@@ -247,6 +247,19 @@ def test_the_listing_reaches_every_depth_and_into_compiler_caches(tmp_path, monk
     assert files.created_files(_run({0: [], 1: [writes]}), tmp_path)["unlisted"]
 
 
+def test_a_write_whose_path_the_harness_cut_is_still_the_rank_s(tmp_path):
+    """The harness keeps a path's last 300 characters: a checkpoint under folders nested to make its path longer
+    arrives as a tail, and is rank 1's all the same (not an unclaimed file with no rank)."""
+    deep = tmp_path.joinpath(*[f"level_{i:02d}_" + "x" * 40 for i in range(8)])
+    deep.mkdir(parents=True)
+    (deep / "state.pkl").write_bytes(b"\x80\x04\x95" + b"\0" * 20)
+    path = str(deep / "state.pkl")
+    assert len(path) > 300
+    writes = {"type": "writes", "paths": [[path[-300:], 1]], "more": 0}  # as witness.Writes.record sends it
+    got = files.created_files(_run({0: [], 1: [writes]}), tmp_path)
+    assert got["ranks"][1] == [os.path.relpath(path, tmp_path)[:200]] and got["unclaimed"] == []
+
+
 def test_a_text_file_is_a_log_whatever_its_name(tmp_path):
     """metrics_rank1.json is rank 1's metrics, not a checkpoint its name's rank makes it: a warning named for
     what it is; a log no rank claimed whose name gives rank 1 is rank 1's output."""
