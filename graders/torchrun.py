@@ -453,7 +453,8 @@ def run(script: Path, nproc: int, *, root: Path, data_dir: Path, epochs: int, li
             stopped.append(why)
         return bool(why)
 
-    sampler = evidence_host.Sampler(lambda: dict(server.pids), gpu=mode == "gpu")
+    sampler = evidence_host.Sampler(lambda: dict(server.pids), gpu=mode == "gpu",
+                                    logs=os.path.realpath(logs))
     card_watch = evidence_cards.CardWatch(gpus) if mode == "gpu" and gpus else None  # before the launch: idle
     window_start = time.monotonic()
     try:

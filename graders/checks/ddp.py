@@ -490,12 +490,16 @@ def check_rank0_io(run, epochs: int, extra_prints: int) -> Finding:
     prints = {r: printed[r] + logged[r] for r in printed}  # logging.info every step is the same noise
     outside = sync.rank_output(run)  # what the launcher captured and the files left: no patched function involved
     ev = {"saves": saves, "prints": printed, "logging": logged, "source": SOURCE_CROSS_CHECKED,
-          "outside": {r: {**{k: v for k, v in o.items() if k.endswith(("_lines", "_redraws", "_bytes", "_recurring"))},
+          "outside": {r: {**{k: v for k, v in o.items() if k.endswith(("_lines", "_redraws", "_bytes", "_recurring", "_reached"))},
                           "files": o["files"][:5], "other_files": o["other_files"][:5]} for r, o in outside.items()}}
-    redraws, by_bytes, by_lines = {}, {}, {}
+    redraws, by_bytes, by_lines, erased = {}, {}, {}, {}
     for r, o in outside.items():
         if o["files"]:
             saves[r] = max(saves.get(r, 0), len(o["files"]))
+        for kind in ("stdout", "stderr"):  # the rank cut its own captured output after writing it
+            if o[f"{kind}_reached"] > o[f"{kind}_bytes"]:
+                erased[r] = erased.get(r, 0) + o[f"{kind}_reached"] - o[f"{kind}_bytes"]
+                o[f"{kind}_bytes"] = o[f"{kind}_reached"]
         # a progress bar's redraws are output too (\r, not \n), and so is one endless line: bytes bound both
         redraws[r] = o["stdout_redraws"] + o["stderr_redraws"]
         by_bytes[r] = (o["stdout_bytes"] + max(0, o["stderr_bytes"] - STDERR_ALLOWANCE * LINE_BYTES)) // LINE_BYTES
@@ -541,6 +545,10 @@ def check_rank0_io(run, epochs: int, extra_prints: int) -> Finding:
                         "training": training.get(r, 0), "redraws": redraws.get(r, 0), "recurring": recurring.get(r, 0),
                         "bytes": (outside.get(r) or {}).get("stdout_bytes", 0) + (outside.get(r) or {}).get("stderr_bytes", 0)},
                        {**ev, "training": training}, fallback="prints")
+    if erased:  # what a rank erased cannot be read: it counts against the run, never for it
+        r, n = next(iter(erased.items()))
+        return Finding(CheckStatus.WARN, "output_erased", {"rank": r, "bytes": n}, {**ev, "erased": erased, "training": training},
+                       fallback="prints")
     others = {r: logs for r, o in outside.items()
               if (logs := [f for f in o["other_files"] if _log_like(f) or (f in o["texts"] and not _code(f))])}
     if others:  # a log or metrics file a rank other than 0 left (every rank appending to metrics.csv) is output too

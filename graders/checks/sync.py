@@ -203,8 +203,10 @@ def rank_output(run) -> dict[int, dict[str, Any]]:
     loose = _loose(run)
     weights = {f for f, writer, _ in loose if writer is not None}  # model-sized or rank-named, a rank wrote it
     texts = _texts(run)
+    reached = (ev.get("host") or {}).get("output_reached") or {}
     for r in range(1, run.nproc):
         o = outs.get(r) or {}
+        far = reached.get(r, reached.get(str(r))) or {}  # how far the rank's descriptors wrote, seen while it ran
         left = [str(f) for f in (made.get(r) or [])]
         left += [f for f, writer, _ in loose if writer == r and f not in left]
         named = [str(f) for f, rank in unclaimed if rank == r and str(f) not in left]  # no claim, its name says r
@@ -214,6 +216,8 @@ def rank_output(run) -> dict[int, dict[str, Any]]:
         out[r] = {**{f"{kind}_{what}": _count(o.get(f"{kind}_{what}")) for kind in ("stdout", "stderr")
                      for what in ("lines", "redraws", "bytes")},
                   **{f"{kind}_recurring": _count(o.get(f"{kind}_recurring"))  # lines of a shape that comes back
+                     for kind in ("stdout", "stderr")},
+                  **{f"{kind}_reached": _count(far.get(kind) if isinstance(far, dict) else None)
                      for kind in ("stdout", "stderr")},
                   "files": [f for f in left if f in saved or f.lower().endswith(CHECKPOINT_SUFFIXES)],
                   "other_files": [f for f in left if not (f in saved or f.lower().endswith(CHECKPOINT_SUFFIXES))],

@@ -10,6 +10,11 @@ Loopback bytes mean something only inside the job's own network namespace (bubbl
 ``--unshare-net``), where the only traffic is the job's: gloo's TCP connections between ranks
 and its rendezvous store. Outside one, or with NCCL on GPUs (NVLink, PCIe or shared memory,
 which no counter here sees), the traffic is reported as not seen and judged from other evidence.
+
+The same reading takes the offset of each rank's stdout and stderr (``/proc/<pid>/fdinfo/1`` and ``2``,
+only while the descriptor is still torchrun's capture file of that rank): the most bytes the rank had
+written there. A rank can cut the file it writes to (``os.ftruncate(1, 0)``) and leave the launcher's
+capture empty; it cannot take back how far its descriptor moved while the grader watched.
 """
 from __future__ import annotations
 
@@ -57,6 +62,24 @@ def loopback_bytes(pid: int) -> int | None:
     return None
 
 
+def output_offset(pid: int, fd: int, folder: str, ending: str) -> int | None:
+    """How far ``pid``'s descriptor ``fd`` has written, where it is still a file under ``folder`` whose path ends
+    with ``ending`` (torchrun's capture of that rank); None otherwise (a descriptor moved elsewhere, a deleted file)."""
+    try:
+        link = os.readlink(f"/proc/{pid}/fd/{fd}")
+    except OSError:
+        return None
+    if not (link.startswith(folder.rstrip("/") + "/") and link.endswith(ending)):
+        return None
+    for line in (_read(f"/proc/{pid}/fdinfo/{fd}") or "").splitlines():
+        if line.startswith("pos:"):
+            try:
+                return int(line.split()[1])
+            except (ValueError, IndexError):
+                return None
+    return None
+
+
 def own_netns(pid: int) -> bool:
     """Whether ``pid`` lives in a network namespace other than the grader's."""
     try:
@@ -96,9 +119,11 @@ class Periodic(threading.Thread):
 class Sampler(Periodic):
     """Samples ``pids()`` (rank -> pid) until ``stop()``; then ``evidence(wall_s)``."""
 
-    def __init__(self, pids, gpu: bool = False):
+    def __init__(self, pids, gpu: bool = False, logs: str | None = None):
         super().__init__()
         self.pids, self.gpu = pids, gpu
+        self.logs = logs  # torchrun's --log-dir: <logs>/<run id>/attempt_0/<rank>/std{out,err}.log
+        self.reached: dict[int, dict[str, int]] = {}
         self.cpu: dict[int, float] = {}
         self.lo_first: int | None = None
         self.lo_last: int | None = None
@@ -117,13 +142,19 @@ class Sampler(Periodic):
                 if self.lo_first is None:
                     self.lo_first = lo
                 self.lo_last = max(lo, self.lo_last or 0)
+            for fd, kind in ((1, "stdout"), (2, "stderr")):
+                pos = output_offset(pid, fd, self.logs, f"/attempt_0/{rank}/{kind}.log") if self.logs else None
+                if pos is not None:
+                    mine = self.reached.setdefault(rank, {})
+                    mine[kind] = max(pos, mine.get(kind, 0))
 
 
     def evidence(self, wall_s: float) -> dict:
         """The readings as report evidence; traffic only where it means something."""
         out = {"source": SOURCE_OUTSIDE, "wall_s": round(wall_s, 3),
                "cpu_s": {r: round(c, 2) for r, c in sorted(self.cpu.items())},
-               "cpu_total_s": round(sum(self.cpu.values()), 2)}
+               "cpu_total_s": round(sum(self.cpu.values()), 2),
+               "output_reached": {r: dict(kinds) for r, kinds in sorted(self.reached.items())}}
         if self.gpu:
             out["loopback"] = {"seen": False, "why": text("NCCL 经 NVLink、PCIe 或共享内存传数据，本机的计数器看不到",
                                                           "NCCL moves data over NVLink, PCIe or shared memory, "

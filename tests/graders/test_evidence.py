@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -278,6 +279,38 @@ def test_a_text_file_is_a_log_whatever_its_name(tmp_path):
     unlisted = {"files": {"ranks": {1: []}, "unlisted": ["outputs/deep"]}, "outputs": {"ranks": {}}}
     found = ddp.check_rank0_io(_run(recs, unlisted), 2, 3)  # not seen counts against the run
     assert (found.status, found.key, found.params["paths"]) == (CheckStatus.WARN, "files_unlisted", "outputs/deep")
+
+
+def test_a_rank_that_cut_its_captured_output_is_held_to_what_it_wrote(tmp_path):
+    """The sampler reads how far a rank's stdout descriptor wrote into torchrun's capture while it runs; a rank
+    that then truncates the file (os.ftruncate(1, 0)) leaves it empty, but not the offset the grader saw."""
+    capture = tmp_path / "logs" / "run-1" / "attempt_0" / "1"
+    capture.mkdir(parents=True)
+    with open(capture / "stdout.log", "w") as out, open(capture / "stderr.log", "w") as err:
+        child = subprocess.Popen([sys.executable, "-c", "import os, sys, time\n"
+                                  "os.write(1, b'rank 1 epoch 0: loss 2.1\\n' * 10)\n"
+                                  "time.sleep(0.6)\nos.ftruncate(1, 0)\nsys.stdin.read()"],
+                                 stdout=out, stderr=err, stdin=subprocess.PIPE)
+    sampler = host.Sampler(lambda: {1: child.pid}, logs=str(tmp_path / "logs"))
+    try:
+        deadline = time.monotonic() + 30
+        while (capture / "stdout.log").stat().st_size or not sampler.reached and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(0.6)
+    finally:
+        sampler.stop()
+        child.communicate(b"", timeout=30)
+    got = sampler.evidence(1.0)["output_reached"]
+    assert got[1]["stdout"] == 25 * 10 and (capture / "stdout.log").stat().st_size == 0
+    recs = {r: [{"type": "process_group", "world": 2}, {"type": "steps", "t": [1.0], "samples": [64], "loss": [1.0],
+                                                         "backwards": [1], "buckets": [1], "synced": [1],
+                                                         "bucket_bytes": [4]}] for r in (0, 1)}
+    ev = {"host": {"output_reached": got}, "outputs": outputs.rank_outputs(tmp_path / "logs", 2),
+          "files": {"ranks": {1: []}}}
+    found = ddp.check_rank0_io(_run(recs, ev), 2, 3)
+    assert (found.status, found.key, found.params["bytes"]) == (CheckStatus.WARN, "output_erased", 250)
+    ev["host"]["output_reached"] = {1: {"stdout": 0}}  # as far as the file holds: nothing erased
+    assert ddp.check_rank0_io(_run(recs, ev), 2, 3).status == CheckStatus.PASS
 
 
 def test_rank0_io_judged_from_outside_evidence():
