@@ -33,7 +33,8 @@ SHAPE_CHARS = 160  # characters of a line that decide its shape
 _DIGITS = bytes.maketrans(b"0123456789", b"##########")
 # What loggers put before a line (glog's "[W1207 10:38:19.567 812 file.cpp:12] ", torch's "[rank1]:", Python
 # logging's "W1207 10:38:19.567000 812 torch/_dynamo/utils.py:1] "): a clock and a pid that differ on every line.
-_LOGGER_PREFIX = re.compile(rb"^(?:\s*(?:\[[^\]\n]{0,200}\]:?|[IWEF]\d{4} [\d:.]+ +\d+ [^\]\n]{0,200}\]))+")
+# Only these: a bracket of the script's own ("[epoch 3/10] done") is part of its line.
+_LOGGER_PREFIX = re.compile(rb"^(?:\s*(?:\[rank\d+\]:|\[?[IWEF]\d{4} \d\d:\d\d:\d\d[.\d]*(?: +\d+)? [^\]\n]{0,200}\]))+")
 
 
 def _shape(line: bytes) -> bytes:

@@ -138,6 +138,8 @@ def test_rank_outputs_count_recurring_lines_on_stderr_whose_numbers_differ(tmp_p
     assert (got["stderr_lines"], got["stderr_recurring"]) == (11, 0)
     (d / "stderr.log").write_text(warning + "[rank 1] epoch 0: loss 2.1034\n[rank 1] epoch 1: loss 1.8821\n" + glog)
     assert outputs.rank_outputs(tmp_path, 2)["ranks"][1]["stderr_recurring"] == 2
+    (d / "stderr.log").write_text("[epoch 0/2] done\n[epoch 1/2] done\n[rank1]:[W1207 10:38:19.5 812 a.cpp:1] x\n")
+    assert outputs.rank_outputs(tmp_path, 2)["ranks"][1]["stderr_recurring"] == 2  # the script's own bracket counts
     (d / "stdout.log").write_text(warning * 2)  # stdout is read as before: a repeated line is a recurring one
     assert outputs.rank_outputs(tmp_path, 2)["ranks"][1]["stdout_recurring"] == 4
 
