@@ -491,11 +491,12 @@ def check_rank0_io(run, epochs: int, extra_prints: int) -> Finding:
     outside = sync.rank_output(run)  # what the launcher captured and the files left: no patched function involved
     ev = {"saves": saves, "prints": printed, "logging": logged, "source": SOURCE_CROSS_CHECKED,
           "outside": {r: {**{k: v for k, v in o.items() if k.endswith(("_lines", "_redraws", "_bytes", "_recurring", "_reached"))},
-                          "files": o["files"][:5], "other_files": o["other_files"][:5]} for r, o in outside.items()}}
+                          "files": o["files"][:5], "other_files": o["other_files"][:5], "elsewhere": o["elsewhere"][:5]}
+                      for r, o in outside.items()}}
     redraws, by_bytes, by_lines, erased = {}, {}, {}, {}
     for r, o in outside.items():
-        if o["files"]:
-            saves[r] = max(saves.get(r, 0), len(o["files"]))
+        if o["files"] or o["elsewhere"]:
+            saves[r] = max(saves.get(r, 0), len(o["files"]) + len(o["elsewhere"]))
         for kind in ("stdout", "stderr"):  # the rank cut its own captured output after writing it
             if o[f"{kind}_reached"] > o[f"{kind}_bytes"]:
                 erased[r] = erased.get(r, 0) + o[f"{kind}_reached"] - o[f"{kind}_bytes"]
@@ -515,6 +516,9 @@ def check_rank0_io(run, epochs: int, extra_prints: int) -> Finding:
         key = "saves_and_prints" if noisy else "saves"
         if outside.get(r, {}).get("files") and not len(run.ranks[r].of("save")):  # only the files show it
             key = "files_and_prints" if noisy else "files"
+        elif outside.get(r, {}).get("elsewhere") and not len(run.ranks[r].of("save")):  # written where the run's end took it
+            return Finding(CheckStatus.FAIL, "files_elsewhere", {"rank": r, "saves": n,
+                           "paths": ", ".join(outside[r]["elsewhere"][:3])}, ev, fallback="saves")
         return Finding(CheckStatus.FAIL, key, {"rank": r, "saves": n, "prints": noisy.get(r, 0),
                        "paths": ", ".join(outside.get(r, {}).get("files", [])[:3])}, ev, fallback="saves")
     unlisted = sync.unlisted_folders(run)

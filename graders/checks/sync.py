@@ -204,6 +204,7 @@ def rank_output(run) -> dict[int, dict[str, Any]]:
     weights = {f for f, writer, _ in loose if writer is not None}  # model-sized or rank-named, a rank wrote it
     texts = _texts(run)
     reached = (ev.get("host") or {}).get("output_reached") or {}
+    elsewhere = (ev.get("files") or {}).get("elsewhere") or {}
     for r in range(1, run.nproc):
         o = outs.get(r) or {}
         far = reached.get(r, reached.get(str(r))) or {}  # how far the rank's descriptors wrote, seen while it ran
@@ -213,6 +214,8 @@ def rank_output(run) -> dict[int, dict[str, Any]]:
         saved = {str(f) for f in sniffed.get(r) or []} | set(named) | weights  # by first bytes, name or size
         left += named
         left += [f for f, rank in texts.items() if rank == r and f not in left]  # a log no rank claimed, named r
+        gone = elsewhere.get(r, elsewhere.get(str(r))) or []  # checkpoints it wrote where the run's end removed them
+        gone = [str(f)[:200] for f in gone if isinstance(f, str)][:20]
         out[r] = {**{f"{kind}_{what}": _count(o.get(f"{kind}_{what}")) for kind in ("stdout", "stderr")
                      for what in ("lines", "redraws", "bytes")},
                   **{f"{kind}_recurring": _count(o.get(f"{kind}_recurring"))  # lines of a shape that comes back
@@ -221,7 +224,8 @@ def rank_output(run) -> dict[int, dict[str, Any]]:
                      for kind in ("stdout", "stderr")},
                   "files": [f for f in left if f in saved or f.lower().endswith(CHECKPOINT_SUFFIXES)],
                   "other_files": [f for f in left if not (f in saved or f.lower().endswith(CHECKPOINT_SUFFIXES))],
-                  "texts": [f for f in left if f in texts and f not in saved]}
+                  "texts": [f for f in left if f in texts and f not in saved],
+                  "elsewhere": gone}
     return out
 
 

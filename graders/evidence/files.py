@@ -194,7 +194,10 @@ def created_files(run, work: Path) -> dict:
     "sizes": {relative path: bytes} of those checkpoints, claimed or not,
     "loose": [[relative path, bytes, rank that wrote it or None, rank its name gives or None, text?], ...],
     "texts": [relative paths a rank other than 0 wrote (or that no rank claimed) whose first bytes are text],
-    "unlisted": [relative folders the listing could not see]}``. ``loose`` are the other files rank 0 did not
+    "unlisted": [relative folders the listing could not see],
+    "elsewhere": {rank: [checkpoints by name that rank wrote outside the work folder]}}``: the sandbox's /tmp and
+    /dev/shm end with the run, so the grader cannot read them; the rank's word that it wrote one counts against it
+    (a file the script removed from the work folder is a temporary one and counts for nothing). ``loose`` are the other files rank 0 did not
     write, which the check judges by size against the evaluated model (a writer in C leaves weights that start
     like nothing in particular: raw floats, a database), unless they are text."""
     left, cached, unlisted = walk(work)
@@ -207,6 +210,9 @@ def created_files(run, work: Path) -> dict:
             writer.setdefault(p, r)
         ranks[r] = [os.path.relpath(p, work)[:200] for p in mine][:20]
         saved[r] = [os.path.relpath(p, work)[:200] for p in mine[:MAX_SNIFFED] if is_checkpoint(p)][:20]
+    inside = str(work).rstrip("/") + "/"
+    elsewhere = {r: sorted({p for p in rank_writes(run.ranks.get(r)) if p.startswith("/") and not p.startswith(inside)
+                            and p.lower().endswith(CHECKPOINT_SUFFIXES)})[:20] for r in range(1, run.nproc)}
     rank0 = _found(rank_writes(run.ranks.get(0)), left)
     unclaimed, loose, texts = [], [], []
     for p in sorted(set(left) - rank0, key=lambda p: -left[p])[:MAX_SNIFFED]:
@@ -226,4 +232,5 @@ def created_files(run, work: Path) -> dict:
     return {"source": SOURCE_CROSS_CHECKED, "what": text("工作目录里留下的文件，按打开它们的 rank 分", "files left in the work folder, by the rank that opened them"),
             "left": len(left), "ranks": ranks, "checkpoints": saved, "unclaimed": unclaimed, "loose": loose,
             "sizes": {f: rel_size[f] for f in sorted(listed) if f in rel_size},
-            "texts": sorted(texts)[:MAX_LOOSE], "unlisted": sorted({os.path.relpath(p, work)[:200] for p in unlisted})[:MAX_UNLISTED]}
+            "texts": sorted(texts)[:MAX_LOOSE], "unlisted": sorted({os.path.relpath(p, work)[:200] for p in unlisted})[:MAX_UNLISTED],
+            "elsewhere": {r: [p[:200] for p in paths] for r, paths in elsewhere.items() if paths}}

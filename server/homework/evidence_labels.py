@@ -67,6 +67,7 @@ LABELS: dict[str, tuple[str, str, str]] = {
     "requested": ("要求的模型大小", "Model size asked for", "plain"),
     "trained_params": ("真正训练的模型的参数个数", "Parameters of the model that trained", "plain"),
     "texts": ("开头是文本的文件（日志或指标，不论文件名）", "Files whose first bytes are text (a log or metrics, whatever the name)", "plain"),
+    "elsewhere": ("在工作目录之外写的检查点（按文件名）", "Checkpoints written outside the work folder (by name)", "plain"),
     "unlisted": ("评分器没能列出的文件夹", "Folders the grader could not list", "plain"),
     "contradiction": ("自相矛盾的内存读数（峰值小于同一步存活的状态）", "Contradicting memory reading (a peak below the states live at that step)", "plain"),
     "dataloader": ("DataLoader 的下标显示", "What the DataLoader's indices showed", "plain"),

@@ -263,6 +263,20 @@ def test_a_write_whose_path_the_harness_cut_is_still_the_rank_s(tmp_path):
     assert got["ranks"][1] == [os.path.relpath(path, tmp_path)[:200]] and got["unclaimed"] == []
 
 
+def test_a_checkpoint_a_rank_wrote_outside_the_work_folder_counts_by_its_name(tmp_path):
+    """The sandbox's /tmp ends with the run: rank 1's pickle there cannot be read afterwards, but rank 1's record of
+    writing it counts against the run; a temporary file the script removed from the work folder counts for nothing."""
+    writes = {"type": "writes", "paths": [["/tmp/ckpt_rank1.pkl", 1], ["/tmp/scratch.txt", 1],
+                                          [str(tmp_path / "gone.pt.tmp"), 1], [str(tmp_path / "gone.pt"), 1]], "more": 0}
+    got = files.created_files(_run({0: [], 1: [writes]}), tmp_path)
+    assert got["elsewhere"] == {1: ["/tmp/ckpt_rank1.pkl"]} and got["ranks"][1] == []
+    recs = {r: [{"type": "process_group", "world": 2}, {"type": "steps", "t": [1.0], "samples": [64], "loss": [1.0],
+                                                         "backwards": [1], "buckets": [1], "synced": [1],
+                                                         "bucket_bytes": [4]}] for r in (0, 1)}
+    found = ddp.check_rank0_io(_run(recs, {"files": got, "outputs": {"ranks": {}}}), 2, 3)
+    assert (found.status, found.key, found.params["paths"]) == (CheckStatus.FAIL, "files_elsewhere", "/tmp/ckpt_rank1.pkl")
+
+
 def test_a_text_file_is_a_log_whatever_its_name(tmp_path):
     """metrics_rank1.json is rank 1's metrics, not a checkpoint its name's rank makes it: a warning named for
     what it is; a log no rank claimed whose name gives rank 1 is rank 1's output."""
