@@ -574,3 +574,26 @@ def test_under_the_model_floor_each_check_keeps_its_own_cause_and_earns_nothing(
     assert io.message["en"].startswith("This part looked right on its own") and "learned nothing" in io.message["en"]
     assert io.message["zh"].startswith("这一项本身看起来没问题") and "12%" in io.message["zh"]
     assert got["batch.global"].evidence["key"] == "model_untrained"  # information only: nothing of its own to say
+
+
+def test_a_metadata_pickle_naming_many_globals_is_refused_not_grown_into(tmp_path, monkeypatch):
+    """A .metadata of a few MiB can name a million distinct globals (STACK_GLOBAL over memoised strings); the
+    grader made a class for each stand-in, so the student's file decided how much the grader grew. Stand-ins are
+    made once per name, and a pickle naming more than ``MAX_GLOBALS`` is unreadable."""
+    made = []
+    real_type = type
+
+    def counting_type(*args):
+        if len(args) == 3:
+            made.append(args[0])
+        return real_type(*args)
+    monkeypatch.setattr(dcp, "type", counting_type, raising=False)
+    ops = [b"\x80\x04", b"\x8c\x01m\x94"]  # protocol 4; the module name "m", memoised at 0
+    n = 20_000
+    for i in range(n):  # GLOBAL m.gI, then pop it
+        ops += [b"h\x00", b"\x8c" + bytes([len(str(i)) + 1]) + b"g" + str(i).encode(), b"\x93", b"0"]
+    ops += [b"}", b"."]  # an empty dict: no state_dict_metadata
+    (tmp_path / "many").write_bytes(b"".join(ops))
+    assert len(b"".join(ops)) < dcp.MAX_METADATA_BYTES
+    got = dcp.read_metadata(tmp_path / "many")
+    assert got["error"].startswith("unreadable") and len(made) <= dcp.MAX_GLOBALS
