@@ -2,7 +2,8 @@
 
 Records come from ``distgrade_harness.fsdp`` (``fsdp_model``, ``fsdp_optimizer``,
 ``fsdp_mem``, ``fsdp_save``, ``fsdp_dcp``, ``fsdp_state_dict``, ``fsdp_oom``,
-``fsdp_end``) plus the generic ``steps``/``exception``/``finished`` records. Each
+``fsdp_end``) plus the generic ``steps``/``exception``/``finished`` records (the checkpoint's check is
+``graders.fsdp_fit.checkpoint``). Each
 ``check_*`` returns a ``graders.checks.ddp.Finding`` (status, message key, numbers,
 evidence); ``graders.fsdp_fit.grader`` turns them into bilingual results with points from
 ``assignment.json``. Byte numbers in messages are pre-formatted with ``fmt_bytes``.
@@ -57,24 +58,25 @@ def replicated_beside(run, model: dict) -> dict | None:
     s = run.ranks.get(0) if run else None
     if s is None:
         return None
-    size = max(_count(model.get("global_params")), 1)
+    size = max(count(model.get("global_params")), 1)
     for rec in s.of("ddp"):
-        if _count(rec.get("parameters")) >= 0.5 * size:
-            return {"source": "ddp", "parameters": _count(rec.get("parameters"))}
+        if count(rec.get("parameters")) >= 0.5 * size:
+            return {"source": "ddp", "parameters": count(rec.get("parameters"))}
     mems = s.of("fsdp_mem")
     trained = mems[-1].get("trained") if mems else None
     roots = {r.get("root"): r for r in s.of("fsdp_model") if "error" not in r}
     for i in trained if isinstance(trained, list) else []:
         rec = roots.get(i) if isinstance(i, int) else None
-        if rec is None or rec is model or _count(rec.get("global_params")) < 0.5 * size:
+        if rec is None or rec is model or count(rec.get("global_params")) < 0.5 * size:
             continue
-        whole = _count(rec.get("local_param_bytes")) >= 0.9 * _count(rec.get("global_params")) * _count(rec.get("element_size"))
+        whole = count(rec.get("local_param_bytes")) >= 0.9 * count(rec.get("global_params")) * count(rec.get("element_size"))
         if rec.get("ddp") or (whole and not rec.get("fsdp2_units") and not rec.get("fsdp1_units")):
-            return {"source": "root", "root": i, "parameters": _count(rec.get("global_params")), "ddp": bool(rec.get("ddp"))}
+            return {"source": "root", "root": i, "parameters": count(rec.get("global_params")), "ddp": bool(rec.get("ddp"))}
     return None
 
 
-def _count(v) -> int:
+def count(v) -> int:
+    """A non-negative int from a record, else 0 (a bool, a negative number or anything else is not a count)."""
     return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else 0
 
 
@@ -99,7 +101,7 @@ def blinded(run) -> tuple[int, dict] | None:
         rec = s.first("fsdp_blind")
         if rec:
             step, where = rec.get("step"), rec.get("where")
-            return r, {"step": _count(step), "where": where[:80] if isinstance(where, str) else "?"}
+            return r, {"step": count(step), "where": where[:80] if isinstance(where, str) else "?"}
     return None
 
 
@@ -237,7 +239,7 @@ def wrong_size(run, requested: dict | None) -> dict | None:
     if not requested:
         return None
     model = model_record(run)
-    trained = _count(model.get("global_params")) if model else None
+    trained = count(model.get("global_params")) if model else None
     if trained is not None and trained >= SIZE_TOLERANCE * requested["params"]:
         return None
     return {"size": requested["size"], "requested": f"{requested['params']:,}",
@@ -332,8 +334,8 @@ def check_progress(run, min_drop: float) -> Finding:
     if not opts:
         return Finding(CheckStatus.FAIL, "no_steps")  # no optimizer step: the script did not train
     # every optimizer counts (a decoy's stepped first names none of the model's parameters)
-    opt = {k: sum(_count(o.get(k)) for o in opts) for k in ("params", "in_model", "with_grad")}
-    opt["model_params"] = max(_count(o.get("model_params")) for o in opts)
+    opt = {k: sum(count(o.get(k)) for o in opts) for k in ("params", "in_model", "with_grad")}
+    opt["model_params"] = max(count(o.get("model_params")) for o in opts)
     ev = {"optimizer": opt, "optimizers": len(opts), "end": end}
     params = {"opt_params": opt["params"], "in_model": opt["in_model"], "with_grad": opt["with_grad"],
               "model_params": opt["model_params"]}
@@ -341,10 +343,10 @@ def check_progress(run, min_drop: float) -> Finding:
                  and abs(end["sum_after"] - end["sum_before"]) > 1e-9 * max(abs(end["sum_before"]), 1.0))
     if opt["model_params"] and (opt["in_model"] == 0 or opt["with_grad"] == 0) and not moved:
         return Finding(CheckStatus.FAIL, "stale_optimizer", params, ev)
-    stale = _count(end.get("stale")) if end else 0
+    stale = count(end.get("stale")) if end else 0
     if stale:  # part of the model never trained: an optimizer that lacks it (built before fully_shard replaced it)
         names = [n for n in end.get("stale_names") or [] if isinstance(n, str)][:8]
-        params.update(stale=stale, checked=_count(end.get("checked")), names=", ".join(n[:80] for n in names) or "?")
+        params.update(stale=stale, checked=count(end.get("checked")), names=", ".join(n[:80] for n in names) or "?")
         return Finding(CheckStatus.FAIL, "partly_stale", params, ev)
     if end and end.get("sum_before") is not None and end.get("sum_after") is not None:
         before, after = end["sum_before"], end["sum_after"]
@@ -361,123 +363,3 @@ def check_progress(run, min_drop: float) -> Finding:
     if last > first * (1 - min_drop):
         return Finding(CheckStatus.FAIL, "flat", params, ev)
     return Finding(CheckStatus.PASS, "ok", params, ev)
-
-
-def check_checkpoint(run, global_param_bytes: float, mode: str) -> Finding:
-    """How the checkpoint was written: distributed, rank-0 full on CPU, or full copies everywhere. A full copy is
-    judged against the model that trained (``global_param_bytes``, the requested size's, only where no model
-    was described); a distributed checkpoint by what its ``.metadata`` lists."""
-    if not run or not run.ranks:
-        return Finding(CheckStatus.SKIP, "no_data")
-    left = _left_checkpoints(run)
-    model = model_record(run)
-    if model and _count(model.get("global_params")):
-        global_param_bytes = _count(model.get("global_params")) * max(_count(model.get("element_size")), 1)
-    if any(s.first("fsdp_dcp") for s in run.ranks.values()):
-        return _check_dcp(run, model, left)
-    full = {r: [x for x in s.of("fsdp_save") if not x["sharded"] and x["bytes"] >= 0.9 * global_param_bytes]
-            for r, s in run.ranks.items()}
-    for r, files in _full_files(run, global_param_bytes).items():  # a copy no torch.save of the rank's explains
-        full.setdefault(r, []).extend({"bytes": n, "devices": ["cpu"], "file": f} for f, n in files)
-    full = {r: v for r, v in full.items() if v}
-    saves = {r: len(s.of("fsdp_save")) for r, s in run.ranks.items()}
-    ev = {"full_saves": {r: [x["bytes"] for x in v] for r, v in full.items()}, "saves": saves}
-    if not any(saves.values()):
-        return Finding(CheckStatus.WARN, "none", {}, ev)
-    if len(full) > 1 or any(r != 0 for r in full):
-        ranks = sorted(full)
-        return Finding(CheckStatus.WARN, "every_rank", {"ranks": ", ".join(map(str, ranks)), "n": len(ranks),
-                       "bytes": fmt_bytes(max(x["bytes"] for v in full.values() for x in v))}, ev)
-    gathered = {r: max((g.get("bytes") or 0 for g in s.of("fsdp_gathered") if isinstance(g.get("bytes"), int)), default=0)
-                for r, s in run.ranks.items() if r != 0}
-    everywhere = sorted(r for r, b in gathered.items() if b >= 0.9 * global_param_bytes)
-    ev["gathered_full_on"] = everywhere
-    if full and everywhere:  # rank 0 saved, but every rank paid for a full copy (FSDP1 rank0_only=False)
-        return Finding(CheckStatus.WARN, "gathered_everywhere", {"ranks": ", ".join(map(str, everywhere)),
-                       "bytes": fmt_bytes(max(gathered.values()))}, ev, fallback="every_rank")
-    if full:
-        rec = full[0][0]
-        opts = [o for o in run.ranks[0].of("fsdp_state_dict") if o["full_state_dict"]]
-        on_card = "cuda" in rec["devices"] or (mode == "cpu" and opts and not any(o["cpu_offload"] for o in opts))
-        if on_card:
-            return Finding(CheckStatus.WARN, "on_card", {"bytes": fmt_bytes(rec["bytes"])}, ev)
-        return Finding(CheckStatus.PASS, "rank0_cpu", {"bytes": fmt_bytes(rec["bytes"])}, ev)
-    # Shards only: each rank's half must survive in a file no other rank also wrote (the grader lists the
-    # folder after the run), or what is left is part of the model that nobody can load as a checkpoint.
-    ev["left"] = left
-    mine = {r: set(left.get(r, ())) - {f for o, files in left.items() if o != r for f in files}
-            for r in range(run.nproc)}
-    lost = [r for r in range(run.nproc) if not saves.get(r) or not mine[r]]
-    if lost:
-        savers = sorted(r for r, n in saves.items() if n)
-        return Finding(CheckStatus.FAIL, "shards_lost", {"ranks": ", ".join(map(str, savers)),
-                       "lost": ", ".join(map(str, lost))}, ev)
-    return Finding(CheckStatus.PASS, "shards", {"n": len([r for r, n in saves.items() if n])}, ev)
-
-
-def _check_dcp(run, model: dict | None, left: dict[int, list[str]]) -> Finding:
-    """A distributed checkpoint passes when a ``.metadata`` it left (read by the grader) lists every parameter of
-    the model that trained, by name and global shape; a step counter or part of the model is no checkpoint."""
-    read = ((getattr(run, "evidence", None) or {}).get("dcp") or {}).get("checkpoints") or {}
-    ev: dict[str, Any] = {"left": left, "dcp": {k: {"tensors": len((v or {}).get("tensors") or {}),
-                                                     "error": (v or {}).get("error")} for k, v in read.items()}}
-    if not read:
-        return Finding(CheckStatus.FAIL, "dcp_no_metadata", {}, ev)  # no finished DCP checkpoint
-    shapes = [x for x in (model or {}).get("param_shapes") or [] if isinstance(x, list) and len(x) == 2
-              and isinstance(x[0], str) and isinstance(x[1], list)]
-    if not shapes:  # the model that trained is unknown: what the checkpoint should hold cannot be shown
-        return Finding(CheckStatus.FAIL, "dcp_unchecked", {}, ev)
-    from graders.evidence import dcp
-    best = min(((path, *dcp.holds(meta, shapes)) for path, meta in read.items()), key=lambda t: len(t[1]))
-    path, missing, wanted = best
-    if not missing:
-        return Finding(CheckStatus.PASS, "dcp", {}, {**ev, "checked": wanted, "metadata": path})
-    errors = [v.get("error") for v in read.values() if isinstance(v, dict) and v.get("error")]
-    ev.update(missing=missing[:20], checked=wanted, metadata=path, errors=errors[:4])
-    return Finding(CheckStatus.FAIL, "dcp_incomplete", {"missing": len(missing), "total": wanted,
-                   "names": ", ".join(n[:60] for n in missing[:5]), "file": path[:120]}, ev)
-
-
-def _full_files(run, model_bytes: float) -> dict[int, list[tuple[str, int]]]:
-    """rank -> files (path, bytes) a rank other than 0 left, by the harness's record of its writes or by the rank
-    its name gives, that are as large as the whole model and that no sharded ``torch.save`` of that rank wrote:
-    a full copy written with pickle, NumPy or raw bytes, which the ``torch.save`` hook never saw."""
-    files = (getattr(run, "evidence", None) or {}).get("files") or {}
-    sizes = files.get("sizes") if isinstance(files.get("sizes"), dict) else {}
-    owned: dict[int, dict[str, int]] = {}
-    for r, paths in _left_checkpoints(run).items():
-        for f in paths:
-            if isinstance(sizes.get(f), int):
-                owned.setdefault(r, {})[f] = sizes[f]
-    for item in files.get("loose") or []:
-        if isinstance(item, (list, tuple)) and len(item) in (4, 5) and isinstance(item[0], str) and isinstance(item[1], int):
-            r = item[2] if isinstance(item[2], int) else item[3]
-            if isinstance(r, int) and not isinstance(r, bool):
-                owned.setdefault(r, {})[item[0]] = item[1]
-    out: dict[int, list[tuple[str, int]]] = {}
-    for r, found in owned.items():
-        if r <= 0 or r >= run.nproc:
-            continue
-        sharded = [x.get("path") for x in (run.ranks[r].of("fsdp_save") if r in run.ranks else [])
-                   if x.get("sharded") and isinstance(x.get("path"), str)]
-        big = [(f, n) for f, n in sorted(found.items()) if n >= 0.9 * model_bytes
-               and not any(p == f or p.endswith("/" + f) for p in sharded)]
-        if big:
-            out[r] = big[:4]
-    return out
-
-
-def _left_checkpoints(run) -> dict[int, list[str]]:
-    """rank -> checkpoint files the run left (listed by the grader after it) that this rank wrote, or that no rank
-    claimed and whose name gives this rank; ``-1`` -> unclaimed ones whose name gives no rank."""
-    files = (getattr(run, "evidence", None) or {}).get("files") or {}
-    sniffed = files.get("checkpoints") or {}
-    out: dict[int, list[str]] = {}
-    for r in range(run.nproc):
-        got = sniffed.get(r, sniffed.get(str(r))) or []
-        out[r] = [str(f) for f in got if isinstance(f, str)]
-    for item in files.get("unclaimed") or []:
-        if isinstance(item, (list, tuple)) and len(item) == 2 and isinstance(item[0], str):
-            named = item[1] if isinstance(item[1], int) and 0 <= item[1] < run.nproc else -1
-            out.setdefault(named, []).append(item[0])
-    return out

@@ -26,6 +26,7 @@ from coursework.assignments import Assignment
 from coursework.progress import report_progress
 from coursework.report import CheckStatus, GradeReport, text
 from graders import checks_runner, gpu_slots, torchrun
+from graders.fsdp_fit import checkpoint as ckpt_checks
 from graders.fsdp_fit import checks as fsdp_checks
 from graders.checks.ddp import Finding
 from graders.checks.timing import loss_series
@@ -146,7 +147,7 @@ def _findings(cfg, run, base, nproc, capacity, card, est, mode, reason, size) ->
     if run.all_finished:
         global_bytes = est[0]["params_bytes"]
         out["train.progress"] = fsdp.check_progress(run, float(ccfg["train.progress"]["min_loss_drop"]))
-        out["ckpt.save"] = fsdp.check_checkpoint(run, global_bytes, mode)
+        out["ckpt.save"] = checks_runner.isolated(ckpt_checks).check_checkpoint(run, global_bytes, mode)
     else:
         out["train.progress"] = out["ckpt.save"] = Finding(CheckStatus.FAIL, "not_finished")  # the script's doing
     return out

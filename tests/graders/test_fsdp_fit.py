@@ -12,6 +12,7 @@ import pytest
 
 from coursework.report import CheckStatus
 from graders.fsdp_fit import grader as fsdp_fit
+from graders.fsdp_fit import checkpoint
 from graders.fsdp_fit import checks as fsdp
 from graders.torchrun import RankStream, TorchrunRun
 
@@ -312,7 +313,7 @@ def left(ranks: dict[int, list[str]], unclaimed=()) -> dict:
 def test_checkpoint(per_rank, mode, files, status, key):
     run = make_run(per_rank)
     run.evidence.update(files)
-    f = fsdp.check_checkpoint(run, 48.9 * MB, mode)
+    f = checkpoint.check_checkpoint(run, 48.9 * MB, mode)
     assert (f.status, f.key) == (status, key)
     result = render("ckpt.save", f)
     assert result["points"] == {CheckStatus.PASS: 10, CheckStatus.WARN: 5, CheckStatus.FAIL: 0}[status]
@@ -347,7 +348,7 @@ def test_a_distributed_checkpoint_is_judged_by_what_its_metadata_lists(tensors, 
     run = make_run({0: [*TRAINED, *DCP[0]], 1: DCP[1]})
     run.evidence.update(left({0: ["ckpt.dcp/.metadata", "ckpt.dcp/__0_0.distcp"], 1: ["ckpt.dcp/__1_0.distcp"]}))
     run.evidence.update(dcp_read(tensors, error))
-    f = fsdp.check_checkpoint(run, 48.9 * MB, "cpu")
+    f = checkpoint.check_checkpoint(run, 48.9 * MB, "cpu")
     assert (f.status, f.key) == (status, key)
     msg = render("ckpt.save", f)["message"]
     assert msg["zh"] and msg["en"]
@@ -358,10 +359,10 @@ def test_a_distributed_checkpoint_is_judged_by_what_its_metadata_lists(tensors, 
 def test_a_distributed_checkpoint_of_an_unknown_model_or_without_metadata_fails():
     unknown = make_run({0: DCP[0], 1: DCP[1]})
     unknown.evidence.update(dcp_read(NESTED))
-    assert fsdp.check_checkpoint(unknown, 48.9 * MB, "cpu").key == "dcp_unchecked"
+    assert checkpoint.check_checkpoint(unknown, 48.9 * MB, "cpu").key == "dcp_unchecked"
     unread = make_run({0: [*TRAINED, *DCP[0]], 1: DCP[1]})
     unread.evidence.update(left({0: ["ckpt.dcp/.metadata"]}))  # listed, but the grader read no .metadata
-    assert fsdp.check_checkpoint(unread, 48.9 * MB, "cpu").key == "dcp_no_metadata"
+    assert checkpoint.check_checkpoint(unread, 48.9 * MB, "cpu").key == "dcp_no_metadata"
 
 
 def files_of(ranks: dict[int, list[str]], sizes: dict[str, int], loose=()) -> dict:
@@ -372,28 +373,28 @@ def test_a_full_copy_another_rank_left_counts_whatever_wrote_it():
     """Rank 1 pickled its full copy (no torch.save), or wrote raw bytes under a name that says nothing."""
     pickled = make_run({0: [*TRAINED, save(49 * MB)], 1: []})
     pickled.evidence.update(files_of({0: ["ckpt.pt"], 1: ["ckpt_rank1.pkl"]}, {"ckpt.pt": 49 * MB, "ckpt_rank1.pkl": 48 * MB}))
-    f = fsdp.check_checkpoint(pickled, 48.9 * MB, "cpu")
+    f = checkpoint.check_checkpoint(pickled, 48.9 * MB, "cpu")
     assert (f.status, f.key, f.params["ranks"]) == (CheckStatus.WARN, "every_rank", "0, 1")
     raw = make_run({0: [*TRAINED, save(49 * MB)], 1: []})
     raw.evidence.update(files_of({0: ["ckpt.pt"]}, {"ckpt.pt": 49 * MB}, loose=[["backup.dat", 48 * MB, 1, None]]))
-    assert fsdp.check_checkpoint(raw, 48.9 * MB, "cpu").key == "every_rank"
+    assert checkpoint.check_checkpoint(raw, 48.9 * MB, "cpu").key == "every_rank"
     # a shard with its optimizer states is as large as the model, but the rank's torch.save says it is a shard
     shard = {**save(60 * MB, sharded=100), "path": "/tmp/job/n2/work/ckpt.pt.rank1"}
     shards = make_run({0: [*TRAINED, {**save(60 * MB, sharded=100), "path": "/tmp/job/n2/work/ckpt.pt.rank0"}],
                        1: [shard]})
     shards.evidence.update(files_of({0: ["ckpt.pt.rank0"], 1: ["ckpt.pt.rank1"]},
                                     {"ckpt.pt.rank0": 60 * MB, "ckpt.pt.rank1": 60 * MB}))
-    assert fsdp.check_checkpoint(shards, 48.9 * MB, "cpu").key == "shards"
+    assert checkpoint.check_checkpoint(shards, 48.9 * MB, "cpu").key == "shards"
     # a small file of rank 1 (a log, a loss curve) is no copy of the model
     small = make_run({0: [*TRAINED, save(49 * MB)], 1: []})
     small.evidence.update(files_of({0: ["ckpt.pt"], 1: ["loss_rank1.npy"]}, {"ckpt.pt": 49 * MB, "loss_rank1.npy": 800}))
-    assert fsdp.check_checkpoint(small, 48.9 * MB, "cpu").key == "rank0_cpu"
+    assert checkpoint.check_checkpoint(small, 48.9 * MB, "cpu").key == "rank0_cpu"
 
 
 def test_a_full_save_is_measured_against_the_model_that_trained():
     """A 3.4M-parameter model saved whole by rank 0 is its full state dict, though the requested size is larger."""
     smaller = [{**TRAINED[0], "global_params": 3_425_792}, TRAINED[1]]
-    f = fsdp.check_checkpoint(make_run({0: [*smaller, save(13.7 * MB)], 1: []}), 26.3 * MB, "cpu")
+    f = checkpoint.check_checkpoint(make_run({0: [*smaller, save(13.7 * MB)], 1: []}), 26.3 * MB, "cpu")
     assert (f.status, f.key) == (CheckStatus.PASS, "rank0_cpu")
 
 

@@ -1,0 +1,135 @@
+"""ckpt.save of homework 3: how the checkpoint was written, judged by what the run left.
+
+A full state dict is measured against the model that trained (``checks.model_record``), whatever format holds
+it: the harness's ``fsdp_save`` records of ``torch.save``, and the files each rank left in the work folder
+(``graders.evidence.files``: a full copy pickled, or written as raw bytes, by a rank other than 0 counts as
+much as one it ``torch.save``d). A distributed checkpoint is judged by what its ``.metadata`` lists, read by
+the grader (``graders.evidence.dcp``): every parameter of the model that trained, by name and global shape.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from coursework.report import CheckStatus
+from graders.checks.ddp import Finding
+from graders.evidence import dcp
+from graders.fsdp_fit.checks import count, fmt_bytes, model_record
+
+
+def check_checkpoint(run, global_param_bytes: float, mode: str) -> Finding:
+    """How the checkpoint was written: distributed, rank-0 full on CPU, or full copies everywhere. A full copy is
+    judged against the model that trained (``global_param_bytes``, the requested size's, only where no model
+    was described); a distributed checkpoint by what its ``.metadata`` lists."""
+    if not run or not run.ranks:
+        return Finding(CheckStatus.SKIP, "no_data")
+    left = _left_checkpoints(run)
+    model = model_record(run)
+    if model and count(model.get("global_params")):
+        global_param_bytes = count(model.get("global_params")) * max(count(model.get("element_size")), 1)
+    if any(s.first("fsdp_dcp") for s in run.ranks.values()):
+        return _check_dcp(run, model, left)
+    full = {r: [x for x in s.of("fsdp_save") if not x["sharded"] and x["bytes"] >= 0.9 * global_param_bytes]
+            for r, s in run.ranks.items()}
+    for r, files in _full_files(run, global_param_bytes).items():  # a copy no torch.save of the rank's explains
+        full.setdefault(r, []).extend({"bytes": n, "devices": ["cpu"], "file": f} for f, n in files)
+    full = {r: v for r, v in full.items() if v}
+    saves = {r: len(s.of("fsdp_save")) for r, s in run.ranks.items()}
+    ev = {"full_saves": {r: [x["bytes"] for x in v] for r, v in full.items()}, "saves": saves}
+    if not any(saves.values()):
+        return Finding(CheckStatus.WARN, "none", {}, ev)
+    if len(full) > 1 or any(r != 0 for r in full):
+        ranks = sorted(full)
+        return Finding(CheckStatus.WARN, "every_rank", {"ranks": ", ".join(map(str, ranks)), "n": len(ranks),
+                       "bytes": fmt_bytes(max(x["bytes"] for v in full.values() for x in v))}, ev)
+    gathered = {r: max((g.get("bytes") or 0 for g in s.of("fsdp_gathered") if isinstance(g.get("bytes"), int)), default=0)
+                for r, s in run.ranks.items() if r != 0}
+    everywhere = sorted(r for r, b in gathered.items() if b >= 0.9 * global_param_bytes)
+    ev["gathered_full_on"] = everywhere
+    if full and everywhere:  # rank 0 saved, but every rank paid for a full copy (FSDP1 rank0_only=False)
+        return Finding(CheckStatus.WARN, "gathered_everywhere", {"ranks": ", ".join(map(str, everywhere)),
+                       "bytes": fmt_bytes(max(gathered.values()))}, ev, fallback="every_rank")
+    if full:
+        rec = full[0][0]
+        opts = [o for o in run.ranks[0].of("fsdp_state_dict") if o["full_state_dict"]]
+        on_card = "cuda" in rec["devices"] or (mode == "cpu" and opts and not any(o["cpu_offload"] for o in opts))
+        if on_card:
+            return Finding(CheckStatus.WARN, "on_card", {"bytes": fmt_bytes(rec["bytes"])}, ev)
+        return Finding(CheckStatus.PASS, "rank0_cpu", {"bytes": fmt_bytes(rec["bytes"])}, ev)
+    # Shards only: each rank's half must survive in a file no other rank also wrote (the grader lists the
+    # folder after the run), or what is left is part of the model that nobody can load as a checkpoint.
+    ev["left"] = left
+    mine = {r: set(left.get(r, ())) - {f for o, files in left.items() if o != r for f in files}
+            for r in range(run.nproc)}
+    lost = [r for r in range(run.nproc) if not saves.get(r) or not mine[r]]
+    if lost:
+        savers = sorted(r for r, n in saves.items() if n)
+        return Finding(CheckStatus.FAIL, "shards_lost", {"ranks": ", ".join(map(str, savers)),
+                       "lost": ", ".join(map(str, lost))}, ev)
+    return Finding(CheckStatus.PASS, "shards", {"n": len([r for r, n in saves.items() if n])}, ev)
+
+
+def _check_dcp(run, model: dict | None, left: dict[int, list[str]]) -> Finding:
+    """A distributed checkpoint passes when a ``.metadata`` it left (read by the grader) lists every parameter of
+    the model that trained, by name and global shape; a step counter or part of the model is no checkpoint."""
+    read = ((getattr(run, "evidence", None) or {}).get("dcp") or {}).get("checkpoints") or {}
+    ev: dict[str, Any] = {"left": left, "dcp": {k: {"tensors": len((v or {}).get("tensors") or {}),
+                                                     "error": (v or {}).get("error")} for k, v in read.items()}}
+    if not read:
+        return Finding(CheckStatus.FAIL, "dcp_no_metadata", {}, ev)  # no finished DCP checkpoint
+    shapes = [x for x in (model or {}).get("param_shapes") or [] if isinstance(x, list) and len(x) == 2
+              and isinstance(x[0], str) and isinstance(x[1], list)]
+    if not shapes:  # the model that trained is unknown: what the checkpoint should hold cannot be shown
+        return Finding(CheckStatus.FAIL, "dcp_unchecked", {}, ev)
+    best = min(((path, *dcp.holds(meta, shapes)) for path, meta in read.items()), key=lambda t: len(t[1]))
+    path, missing, wanted = best
+    if not missing:
+        return Finding(CheckStatus.PASS, "dcp", {}, {**ev, "checked": wanted, "metadata": path})
+    errors = [v.get("error") for v in read.values() if isinstance(v, dict) and v.get("error")]
+    ev.update(missing=missing[:20], checked=wanted, metadata=path, errors=errors[:4])
+    return Finding(CheckStatus.FAIL, "dcp_incomplete", {"missing": len(missing), "total": wanted,
+                   "names": ", ".join(n[:60] for n in missing[:5]), "file": path[:120]}, ev)
+
+
+def _full_files(run, model_bytes: float) -> dict[int, list[tuple[str, int]]]:
+    """rank -> files (path, bytes) a rank other than 0 left, by the harness's record of its writes or by the rank
+    its name gives, that are as large as the whole model and that no sharded ``torch.save`` of that rank wrote:
+    a full copy written with pickle, NumPy or raw bytes, which the ``torch.save`` hook never saw."""
+    files = (getattr(run, "evidence", None) or {}).get("files") or {}
+    sizes = files.get("sizes") if isinstance(files.get("sizes"), dict) else {}
+    owned: dict[int, dict[str, int]] = {}
+    for r, paths in _left_checkpoints(run).items():
+        for f in paths:
+            if isinstance(sizes.get(f), int):
+                owned.setdefault(r, {})[f] = sizes[f]
+    for item in files.get("loose") or []:
+        if isinstance(item, (list, tuple)) and len(item) in (4, 5) and isinstance(item[0], str) and isinstance(item[1], int):
+            r = item[2] if isinstance(item[2], int) else item[3]
+            if isinstance(r, int) and not isinstance(r, bool):
+                owned.setdefault(r, {})[item[0]] = item[1]
+    out: dict[int, list[tuple[str, int]]] = {}
+    for r, found in owned.items():
+        if r <= 0 or r >= run.nproc:
+            continue
+        sharded = [x.get("path") for x in (run.ranks[r].of("fsdp_save") if r in run.ranks else [])
+                   if x.get("sharded") and isinstance(x.get("path"), str)]
+        big = [(f, n) for f, n in sorted(found.items()) if n >= 0.9 * model_bytes
+               and not any(p == f or p.endswith("/" + f) for p in sharded)]
+        if big:
+            out[r] = big[:4]
+    return out
+
+
+def _left_checkpoints(run) -> dict[int, list[str]]:
+    """rank -> checkpoint files the run left (listed by the grader after it) that this rank wrote, or that no rank
+    claimed and whose name gives this rank; ``-1`` -> unclaimed ones whose name gives no rank."""
+    files = (getattr(run, "evidence", None) or {}).get("files") or {}
+    sniffed = files.get("checkpoints") or {}
+    out: dict[int, list[str]] = {}
+    for r in range(run.nproc):
+        got = sniffed.get(r, sniffed.get(str(r))) or []
+        out[r] = [str(f) for f in got if isinstance(f, str)]
+    for item in files.get("unclaimed") or []:
+        if isinstance(item, (list, tuple)) and len(item) == 2 and isinstance(item[0], str):
+            named = item[1] if isinstance(item[1], int) and 0 <= item[1] < run.nproc else -1
+            out.setdefault(named, []).append(item[0])
+    return out
