@@ -13,8 +13,9 @@ A line per epoch is output whichever descriptor it went to (``sys.stderr.write``
 ``print(file=open("/dev/stderr", "w"))``), so stderr is read for recurring lines as well. Libraries write
 there too, and a warning raised again (a DataLoader worker's, each epoch) repeats one text; a log line
 repeats its shape with other numbers. So on stderr a shape counts only where its lines differ once the
-prefix a logger puts before them (``[W1207 10:38:19.56 812 file.cpp:12]``, ``[rank1]:``) is set aside:
-that prefix carries a clock, the rest of a warning raised twice does not.
+prefix a logger puts before them (``[W1207 10:38:19.56 812 file.cpp:12]``, ``[rank1]:``, or the ``file.py:431:``
+location of a Python warning) is set aside: that prefix carries a clock or a line number, the rest of a warning
+raised twice does not.
 """
 from __future__ import annotations
 
@@ -34,7 +35,10 @@ _DIGITS = bytes.maketrans(b"0123456789", b"##########")
 # What loggers put before a line (glog's "[W1207 10:38:19.567 812 file.cpp:12] ", torch's "[rank1]:", Python
 # logging's "W1207 10:38:19.567000 812 torch/_dynamo/utils.py:1] "): a clock and a pid that differ on every line.
 # Only these: a bracket of the script's own ("[epoch 3/10] done") is part of its line.
-_LOGGER_PREFIX = re.compile(rb"^(?:\s*(?:\[rank\d+\]:|\[?[IWEF]\d{4} \d\d:\d\d:\d\d[.\d]*(?: +\d+)? [^\]\n]{0,200}\]))+")
+_LOGGER_PREFIX = re.compile(rb"^(?:\s*(?:\[rank\d+\]:|\[?[IWEF]\d{4} \d\d:\d\d:\d\d[.\d]*(?: +\d+)? [^\]\n]{0,200}\]))+"
+                            # and the location Python's warnings put before a warning's message ("/.../dataloader.py:431:
+                            # UserWarning: ..."): one warning raised from two lines of a library is one text
+                            rb"|^\s*[^\s:]{1,300}\.py:\d+: (?=[A-Za-z_]\w{0,60}Warning: )")
 
 
 def _shape(line: bytes) -> bytes:
@@ -73,7 +77,7 @@ def recurring(path_fd: int | None, name: str, varied: bool = False) -> int:
                     shapes[key] = shapes.get(key, 0) + 1
                     seen = texts.setdefault(key, set())
                     if len(seen) < 2:
-                        seen.add(_LOGGER_PREFIX.sub(b"", last[:SHAPE_CHARS]).strip())
+                        seen.add(_LOGGER_PREFIX.sub(b"", last[:SHAPE_CHARS + 512])[:SHAPE_CHARS].strip())  # a long path too
     except OSError:
         pass
     finally:

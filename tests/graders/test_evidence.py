@@ -144,6 +144,24 @@ def test_rank_outputs_count_recurring_lines_on_stderr_whose_numbers_differ(tmp_p
     assert outputs.rank_outputs(tmp_path, 2)["ranks"][1]["stdout_recurring"] == 4
 
 
+def test_one_warning_raised_from_two_lines_of_a_library_is_not_a_line_per_epoch(tmp_path):
+    """torch's DataLoader warns about too many workers from dataloader.py:431 on the first epoch and :437 after:
+    the same message under two locations. A correct script with 16 workers was told rank 1 writes a line per epoch.
+    The location Python's warnings put before a message is set aside like a logger's prefix; the message is not."""
+    d = tmp_path / "run-1" / "attempt_0" / "1"
+    d.mkdir(parents=True)
+    msg = "UserWarning: This DataLoader will create 16 worker processes in total. Our suggested max is 2.\n"
+    src = "  self.check_worker_number_rationality()\n"
+    lib = "/venv/lib/python3.11/site-packages/torch/utils/data/dataloader.py"
+    (d / "stderr.log").write_text(f"{lib}:431: {msg}{src}" + f"{lib}:437: {msg}{src}" * 2)
+    assert outputs.rank_outputs(tmp_path, 2)["ranks"][1]["stderr_recurring"] == 0
+    (d / "stderr.log").write_text("".join(f"{lib}:431: UserWarning: epoch {e} loss {2.1 - e / 10:.4f}\n" for e in range(3)))
+    assert outputs.rank_outputs(tmp_path, 2)["ranks"][1]["stderr_recurring"] == 3  # a message of its own each time
+    deep = "/srv/" + "very_long_folder_name/" * 9 + "torch/utils/data/dataloader.py"  # past the 160 characters a shape reads
+    (d / "stderr.log").write_text(f"{deep}:431: {msg}{src}" + f"{deep}:437: {msg}{src}")
+    assert outputs.rank_outputs(tmp_path, 2)["ranks"][1]["stderr_recurring"] == 0
+
+
 def test_rank_outputs_count_progress_bar_redraws(tmp_path):
     """tqdm redraws one line with \\r: a terminal shows one line, the launcher captured every redraw."""
     d = tmp_path / "run-1" / "attempt_0" / "1"
