@@ -223,12 +223,12 @@ def review_form(att: Any, pos: int, state: str, lang: str, secret: str | None = 
 
 
 def answered_card(att: Any, pos: int, lang: str, answer_id: int, answer: Callable[[], Any], state: str = "",
-                  hidden: bool = False, key: tuple | None = None) -> str:
+                  hidden: bool = False, key: tuple | None = None, cache: FragmentCache | None = None) -> str:
     """The card of a stored answer (it changes only by a review, whose state is in the key, or by
     its quiz's release, ``hidden``); ``answer`` reads it on a miss. ``key``: its ``_answered_key``
-    if the caller has it already."""
-    return _caches()[0].get(key or _answered_key(att, pos, answer_id, lang, state, hidden),
-                            lambda: render_card(att, pos, lang, answer=answer(), hidden=hidden))
+    if the caller has it already; ``cache``: the card cache, if the caller has it already."""
+    return (cache or _caches()[0]).get(key or _answered_key(att, pos, answer_id, lang, state, hidden),
+                                       lambda: render_card(att, pos, lang, answer=answer(), hidden=hidden))
 
 
 def _open_card(att: Any, pos: int, lang: str, secret: str, ident: tuple | None = None,
@@ -263,9 +263,9 @@ def attempt_page(att: Any, quiz: Quiz, lang: str, override: tuple[int, str, str]
         elif pos in states:
             answer_id, state = states[pos]
             # (read again only if its card was evicted since ``missing`` was taken)
-            cards.append(cached.get(keys[pos], lambda: render_card(
-                att, pos, lang, hidden=hidden,
-                answer=missing.get(answer_id) or store.answer_rows([answer_id])[answer_id])))
+            cards.append(answered_card(att, pos, lang, answer_id,
+                                       lambda: missing.get(answer_id) or store.answer_rows([answer_id])[answer_id],
+                                       state, hidden, key=keys[pos], cache=cached))
             cards.append(review_form(att, pos, state, lang, secret, hidden, ident))
         else:
             cards.append(_open_card(att, pos, lang, secret, ident, cached))
