@@ -96,16 +96,33 @@ def queues_for_host(gpus: int) -> list[str]:
     return names + [queue_name("cpu")]
 
 
+HANDOVER_S = 30  # how long one process may hold a submission's hand-over before another may repair it
+
+
 def enqueue(sub: Submission) -> str | None:
-    """Hand a stored submission to RQ. Returns the job id, or None if another process won the race."""
-    job_id = lifecycle.mark_enqueued(sub)
-    if job_id is None:
+    """Hand a stored submission to RQ. Returns the job id, or None if another process won the race.
+
+    The next job id is committed first, then the job is handed to RQ. In between, a reconciler would
+    find that id missing from RQ and take the next one: a second job and generation for one
+    submission. So the hand-over is held in Redis (``SET NX``) from before the commit until RQ holds
+    the job; another process that finds it held leaves the submission alone. A process that dies
+    holding it leaves it for ``HANDOVER_S``, and the reconciler repairs the submission after that.
+    """
+    conn = redis_conn()
+    handover = f"distgrade:handover:sub-{sub.id}"
+    if not conn.set(handover, os.getpid(), nx=True, ex=HANDOVER_S):
         return None
-    # our own limits fire first; a GPU job runs its CPU pre-flight and may wait for its GPUs first
-    runs = 3 if sub.resource.startswith("gpu") else 1
-    timeout = current_app.config["GRADE_TIMEOUT_S"] * runs + 300
-    Queue(queue_name(sub.resource), connection=redis_conn()).enqueue(
-        TASK, sub.id, job_id=job_id, job_timeout=timeout, result_ttl=3600, failure_ttl=86400)
+    try:
+        job_id = lifecycle.mark_enqueued(sub)
+        if job_id is None:
+            return None
+        # our own limits fire first; a GPU job runs its CPU pre-flight and may wait for its GPUs first
+        runs = 3 if sub.resource.startswith("gpu") else 1
+        timeout = current_app.config["GRADE_TIMEOUT_S"] * runs + 300
+        Queue(queue_name(sub.resource), connection=conn).enqueue(
+            TASK, sub.id, job_id=job_id, job_timeout=timeout, result_ttl=3600, failure_ttl=86400)
+    finally:
+        conn.delete(handover)
     db.session.refresh(sub)
     return job_id
 

@@ -102,3 +102,34 @@ def test_a_job_a_worker_just_started_is_not_enqueued_twice(app, make_sub):
         old = _started_by_a_worker(sid, utcnow())
         assert reconcile() == []
         assert db.session.get(Submission, sid).job_id == old
+
+
+def test_a_reconciler_passing_between_the_mark_and_the_hand_over_does_not_enqueue_it_again(app, make_sub, monkeypatch):
+    """``enqueue`` commits the next job id, then hands that job to RQ. A reconciler passing in between
+    found the new id not yet in RQ and enqueued the submission a second time (one more generation, two
+    jobs; seen under load in the regrade test). The hand-over is one process's until RQ holds the job."""
+    from server.extensions import db
+    from server.grading import lifecycle, queue as grading_queue
+    from server.grading.reconcile import reconcile
+    from server.models import Submission
+
+    sid = make_sub(status="queued")
+    seen: list[list[int]] = []
+    mark = lifecycle.mark_enqueued
+
+    def mark_then_a_reconciler_passes(sub):
+        job_id = mark(sub)
+        if not seen:  # the reconciler of another worker, once, in the gap
+            seen.append([])
+            seen[0] += reconcile()
+        return job_id
+    monkeypatch.setattr(lifecycle, "mark_enqueued", mark_then_a_reconciler_passes)
+    with app.app_context():
+        assert grading_queue.enqueue(db.session.get(Submission, sid)) == f"sub-{sid}-g1"
+        assert seen == [[]]
+        sub = db.session.get(Submission, sid)
+        db.session.refresh(sub)
+        assert (sub.enqueue_gen, sub.job_id) == (1, f"sub-{sid}-g1")
+        waiting = Queue(grading_queue.queue_name("cpu"), connection=grading_queue.redis_conn()).job_ids
+        assert waiting == [f"sub-{sid}-g1"]
+        assert reconcile() == []  # once RQ holds it, later passes leave it too
