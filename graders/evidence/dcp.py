@@ -10,8 +10,10 @@ student's choosing runs in the grader. The file is bounded in size and the entri
 from __future__ import annotations
 
 import io
+import itertools
 import os
 import pickle
+import pickletools
 import stat
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,11 @@ MAX_METADATA_BYTES = 8 * 1024 * 1024
 MAX_ENTRIES = 4096  # keys read per checkpoint (the 1b model with AdamW states has about 800)
 MAX_CHECKPOINTS = 8
 MAX_GLOBALS = 64  # distinct classes a .metadata may name (a real one names about 10)
+# Pickle opcodes read before anything is built. A real .metadata has about 0.47 per byte: 171,363 for a single
+# process's 1,600 keys (366 KB), about 150,000 for homework 3's 1b model with AdamW on 2 ranks. An 8 MiB file of
+# one-byte container opcodes would build 8 million objects (about 0.5 GB) in the grader; at this bound it is
+# about 1 million (about 60 MB), and only while the file is read.
+MAX_PICKLE_OPS = 1_000_000
 
 
 class _Stub:
@@ -96,6 +103,8 @@ def read_metadata(path: Path) -> dict[str, Any]:
     finally:
         os.close(fd)
     try:
+        if sum(1 for _ in itertools.islice(pickletools.genops(io.BytesIO(data)), MAX_PICKLE_OPS + 1)) > MAX_PICKLE_OPS:
+            return {"error": "unreadable: too many pickle operations"}
         meta = _StubUnpickler(io.BytesIO(data)).load()
     except Exception as exc:  # a broken or hostile pickle: unreadable, and that counts against the run
         return {"error": f"unreadable: {type(exc).__name__}"}

@@ -229,6 +229,19 @@ def test_a_distributed_checkpoints_metadata_is_read_without_running_its_pickle(t
     assert "error" in dcp.read_metadata(tmp_path / "link")
 
 
+def test_a_metadata_of_millions_of_tiny_containers_is_refused_before_it_is_built(tmp_path, monkeypatch):
+    """A file under the size bound made of one-byte ``EMPTY_LIST`` opcodes would build one object per byte in the
+    grader; its opcodes are counted first and it is refused without unpickling it."""
+    hostile = tmp_path / ".metadata"
+    hostile.write_bytes(b"\x80\x04(" + b"]" * (dcp.MAX_PICKLE_OPS + 1) + b"l.")  # a list of a million empty lists
+    assert hostile.stat().st_size < dcp.MAX_METADATA_BYTES
+
+    def built(self):
+        raise AssertionError("unpickled")
+    monkeypatch.setattr(dcp._StubUnpickler, "load", built)
+    assert dcp.read_metadata(hostile) == {"error": "unreadable: too many pickle operations"}
+
+
 def test_created_files_keeps_only_what_the_run_left(tmp_path):
     (tmp_path / "ckpt-1.pt").write_bytes(b"x")
     (tmp_path / "torchinductor_root").mkdir()
