@@ -242,11 +242,19 @@ def _data_gate(run, eps) -> Finding | None:
 def _at_model(loader: Finding, seen: Finding | None) -> Finding:
     """The DataLoader's verdict checked against what reached the model (``graders.checks.inputs``).
 
-    The loader's failure stands (its message names the sampler); where it could not see the data,
-    the model's inputs decide; where it passed, a failure at the model is a contradiction: the
-    indices the sampler handed out are not the samples that were trained on."""
-    if seen is None or loader.status == CheckStatus.FAIL:
+    Where both fail the loader's failure stands (its message names the sampler); where the loader
+    failed but the marks pass, the marks decide (the loader's verdict is kept as evidence); where it
+    could not see the data, the model's inputs decide; where it passed, a failure at the model is a
+    contradiction: the indices the sampler handed out are not the samples that were trained on."""
+    if seen is None:
         return loader
+    if loader.status == CheckStatus.FAIL:
+        if seen.status != CheckStatus.PASS:
+            return loader
+        # The marks passed: the loader's indices are the script's word, numbered in whatever data set it
+        # wraps (a shard of its own per rank reads 0..n/N on every rank); what reached the model decides.
+        said = {"key": loader.key, **loader.evidence}
+        return dataclasses.replace(seen, evidence={**seen.evidence, "dataloader": said})
     if loader.status == CheckStatus.PASS:
         if seen.status != CheckStatus.FAIL:
             return loader
@@ -306,6 +314,10 @@ def _model_disjoint(inputs) -> Finding:
     steps = min(len(s) for s in inputs.steps.values())
     if worst:
         return Finding(CheckStatus.FAIL, "overlap_at_model", worst, {**worst, "at_model": True}, fallback="overlap_no_sampler")
+    walked = model_inputs.epoch_overlap(inputs)
+    if walked:
+        return Finding(CheckStatus.FAIL, "overlap_epoch_at_model", {**walked, "pass": walked["epoch"] + 1},
+                       {**walked, "at_model": True}, fallback="overlap_at_model")
     return Finding(CheckStatus.PASS, "ok_at_model", {"steps": steps}, {"steps_checked": steps, "at_model": True},
                    fallback="ok")
 

@@ -8,7 +8,9 @@ whose indices are not what the dataset returns. Pure functions over ``graders.to
 * **Disjoint**, step by step: in one optimizer step every rank works on its own part of the
   same global batch, so what two ranks fed the model *in the same step* must not overlap
   (beyond a DistributedSampler's padding). Needs no epoch boundaries, so it also judges runs
-  that cut epochs short or draw random batches.
+  that cut epochs short or draw random batches. And over each pass through the data
+  (``epoch_overlap``): batches staggered by rank (``(k + rank) % n_batches``) never meet in the
+  same step, yet every rank walks the whole data set every epoch.
 * **Coverage** counts every sample that ever reached the model against the training files
   (``subset``): a held-back validation share is allowed, a "debug subset" is not. With epochs (a
   rank's first pass is its first run of samples with no repeat) no sample of the run may be missing
@@ -31,6 +33,10 @@ from graders.checks.records import step_rows
 
 MIN_READ = 0.9  # share of the training samples whose marks were read, for the evidence to count
 EPOCH_RUNS = 4  # a run of distinct samples this many times sqrt(N) long is a pass over the data, not chance
+# Of a pass, the samples two ranks may share: a pass runs on into the next epoch until a sample comes back, by
+# chance for as long as the next epoch's samples are the other ranks' ((N-1)/N each). Ranks that each walk the
+# whole data set share nearly all of it.
+EPOCH_DRIFT = 0.25
 MIN_SHARE = 0.75  # of the training files a run must feed the model (a validation split may hold back the rest)
 
 
@@ -117,6 +123,52 @@ def overlap(inputs: Inputs) -> dict | None:
             of = sum(min(len(x), len(y)) for x, y in rows)
             if shared > allowed and (worst is None or shared > worst["shared"]):
                 worst = {"a": a, "b": b, "shared": shared, "of": of, "steps": len(rows)}
+    return worst
+
+
+def _whole_steps(rows: list[list[int]], runs: list[list[int]]) -> list[set[int]]:
+    """Per pass, the samples of the steps that lie wholly inside it, less the last such step.
+
+    A pass (a run with no repeat) is an epoch plus the first samples of the next epoch up to one the
+    rank trained on before (about one in N with N ranks, so about N-1 spill over on average); those
+    sit in a step that straddles the pass's end and is left out. The last whole step is left out too:
+    it is the next epoch's first batch where more than a batch went by before a repeat."""
+    ends, total = [], 0
+    for run in runs:
+        total += len(run)
+        ends.append(total)
+    out: list[list[int]] = [[] for _ in runs]
+    start, k = 0, 0
+    for row in rows:
+        stop = start + len(row)
+        while k < len(ends) and start >= ends[k]:
+            k += 1
+        if k < len(ends) and stop <= ends[k] and row:
+            out[k].append(row)
+        start = stop
+    return [set().union(*(set(s) for s in steps[:-1])) for steps in out]
+
+
+def epoch_overlap(inputs: Inputs) -> dict | None:
+    """The pair of ranks that trained on the most shared samples within one pass through the data, if
+    beyond a sampler's padding and one batch: each rank must train on its own 1/N of every epoch, not
+    merely on batches that differ from the other ranks' in the same step. None for random draws (no
+    epochs: judged step by step only)."""
+    epochs = passes(inputs)
+    if epochs is None:
+        return None
+    nproc = len(epochs)
+    whole = {r: _whole_steps(inputs.steps[r], epochs[r]) for r in epochs}
+    worst = None
+    for k in range(min(len(w) for w in whole.values())):
+        for a in range(nproc):
+            for b in range(a + 1, nproc):
+                sa, sb = whole[a][k], whole[b][k]
+                shared = len(sa & sb)
+                allowed = max(nproc - 1 + inputs.batch, math.ceil(EPOCH_DRIFT * min(len(sa), len(sb))))
+                if shared > allowed and (worst is None or shared > worst["shared"]):
+                    worst = {"a": a, "b": b, "shared": shared, "of": min(len(sa), len(sb)), "epoch": k,
+                             "allowed": allowed}
     return worst
 
 

@@ -288,3 +288,92 @@ def test_a_second_model_before_the_backward_counts_and_the_same_model_rewrapped_
     loss.backward()
     seen = [i for row in obs.steps for i in row[11]] + obs.seen  # a new trained module's parameters: a step by hand
     assert seen == [*range(8, 16), *range(16, 32), *range(16, 24)]
+
+
+# -- disjoint over an epoch, and the marks over a loader's local indices -----------------------------
+
+def _distributed(size, world, bs, epochs=3, drop_last=False, loader_drop=False, seed=0):
+    """What torch's own DistributedSampler hands each rank, batched as a DataLoader would."""
+    from torch.utils.data import DistributedSampler
+    out = {r: [] for r in range(world)}
+    for r in range(world):
+        sampler = DistributedSampler(range(size), num_replicas=world, rank=r, shuffle=True, seed=seed,
+                                     drop_last=drop_last)
+        for e in range(epochs):
+            sampler.set_epoch(e)
+            batches = _batches(list(sampler), bs)
+            out[r] += batches[:-1] if loader_drop and len(batches[-1]) < bs else batches
+    return out
+
+
+@pytest.mark.parametrize("size,world,bs,drop_last,loader_drop", [
+    (400, 2, 8, False, False), (403, 2, 8, False, False), (403, 4, 5, False, False), (403, 4, 5, True, True),
+    (400, 2, 64, True, True), (1280, 2, 64, True, False), (401, 3, 2, False, False), (400, 4, 1, False, False)])
+def test_a_distributed_sampler_is_disjoint_over_every_epoch_whatever_the_padding_or_batch(
+        size, world, bs, drop_last, loader_drop):
+    for seed in range(40):  # the passes read from the marks drift a few samples into the next epoch, by chance
+        f = ddp.check_disjoint(_run(_distributed(size, world, bs, 3, drop_last, loader_drop, seed), size))
+        assert (f.status, f.key) == (CheckStatus.PASS, "ok_at_model"), (seed, f)
+
+
+def test_a_hand_written_strided_sampler_is_disjoint_over_every_epoch():
+    for seed in range(40):
+        seen = {r: [] for r in range(2)}
+        for e in range(4):
+            order = torch.randperm(400, generator=torch.Generator().manual_seed(1000 * seed + e)).tolist()
+            for r in range(2):
+                seen[r] += _batches(order[r::2], 16)
+        assert ddp.check_disjoint(_run(seen, 400)).key == "ok_at_model", seed
+
+
+def test_batches_staggered_by_rank_walk_the_whole_set_every_epoch():
+    """(k + rank) % n_batches: the same step's batches never overlap, but every rank trains on everything."""
+    seen = {r: [] for r in range(2)}
+    for e in range(3):
+        batches = _batches(torch.randperm(400, generator=torch.Generator().manual_seed(e)).tolist())
+        for r in range(2):
+            seen[r] += [batches[(k + r) % len(batches)] for k in range(len(batches))]
+    run = _run(seen, 400)
+    assert inputs.overlap(inputs.read(run)) is None  # step by step it looks split
+    f = ddp.check_disjoint(run)
+    assert (f.status, f.key) == (CheckStatus.FAIL, "overlap_epoch_at_model") and f.params["shared"] > 300
+    assert f.params["of"] >= 384 and f.evidence["at_model"]
+
+
+def test_a_split_kept_in_the_first_epoch_and_dropped_later_is_seen_in_the_later_epoch():
+    """Correct in epoch 0, then every rank walks the whole set with its batches offset by the epoch."""
+    seen = {r: [] for r in range(2)}
+    for e in range(3):
+        order = torch.randperm(400, generator=torch.Generator().manual_seed(e)).tolist()
+        for r in range(2):
+            if e == 0:
+                seen[r] += _batches(order[r::2])
+            else:
+                batches = _batches(order)
+                seen[r] += [batches[(k + r * e) % len(batches)] for k in range(len(batches))]
+    f = ddp.check_disjoint(_run(seen, 400))
+    assert (f.status, f.key) == (CheckStatus.FAIL, "overlap_epoch_at_model") and f.params["epoch"] >= 1
+
+
+def test_a_loader_over_each_rank_s_own_shard_is_judged_by_the_marks_not_its_local_indices():
+    """One shared permutation, perm[rank::world] as a data set of its own per rank, shuffled by its own loader:
+    both loaders hand out 0..199 of their own shard, the marks show disjoint halves."""
+    size = 400
+    perm = torch.randperm(size, generator=torch.Generator().manual_seed(1234)).tolist()
+    seen, loader = {r: [] for r in range(2)}, {r: [] for r in range(2)}
+    for e in range(3):
+        for r in range(2):
+            local = torch.randperm(200, generator=torch.Generator().manual_seed(10 * e + r)).tolist()
+            loader[r].append(local)
+            seen[r] += _batches([perm[r::2][i] for i in local])
+    run = _run(seen, size, loader=loader)
+    for stream in run.ranks.values():
+        for rec in stream.records:
+            if rec["type"] == "epoch":
+                rec.update(sampler="RandomSampler", dataset_len=200)
+    assert ddp._loader_disjoint(run).status == CheckStatus.FAIL  # the loaders' word: both read 0..199
+    f = ddp.check_disjoint(run)
+    assert (f.status, f.key) == (CheckStatus.PASS, "ok_at_model"), f
+    assert f.evidence["dataloader"]["key"] == "overlap_no_sampler"  # kept for the instructor
+    run.evidence.pop("inputs")  # no marks (real CIFAR): the loaders' indices are all there is, and they fail
+    assert ddp.check_disjoint(run).status == CheckStatus.FAIL
