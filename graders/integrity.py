@@ -102,6 +102,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
 
 _is_short_digest = lambda x: isinstance(x, str) and re.fullmatch(r"[0-9a-f]{16}", x) is not None  # noqa: E731
 _OPT_NUM = lambda x: x is None or _is_num(x)  # noqa: E731  (a reading the host cannot give is None)
+_OPT_SKETCH = lambda x: x is None or _list(x, 8, _is_num)  # noqa: E731  (distgrade_harness.contrib.K numbers)
 OPTIONAL_FIELDS: dict[str, dict[str, Any]] = {  # checked when present (what the harness measures per step)
     "steps": {"hand_reduced": lambda x: _list(x, MAX_STEP_ROWS, _is_num),
               "runqueue": lambda x: _list(x, MAX_STEP_ROWS, _OPT_NUM),
@@ -109,7 +110,13 @@ OPTIONAL_FIELDS: dict[str, dict[str, Any]] = {  # checked when present (what the
               "data_wait": lambda x: _list(x, MAX_STEP_ROWS, _is_num),
               "seen": lambda x: _list(x, MAX_STEP_ROWS, lambda v: _list(v, MAX_SEEN, lambda i: _is_int(i, 0, marks.CAPACITY - 1))),
               "unread": lambda x: _list(x, MAX_STEP_ROWS, _is_int),
-              "pd": lambda x: _list(x, MAX_STEP_ROWS, _is_short_digest)},  # the trained parameters after the step
+              "pd": lambda x: _list(x, MAX_STEP_ROWS, _is_short_digest),  # the trained parameters after the step
+              # sketches of local and applied gradients and parameters (distgrade_harness.contrib), the local
+              # gradient's squared norm, the bytes all-reduced
+              **{k: lambda x: _list(x, MAX_STEP_ROWS, _OPT_SKETCH) for k in ("gl", "ga", "pl", "ps")},
+              "gn": lambda x: _list(x, MAX_STEP_ROWS, _OPT_NUM),
+              "gz": lambda x: _list(x, MAX_STEP_ROWS, _OPT_INT),
+              "ar": lambda x: _list(x, MAX_STEP_ROWS, _is_int)},
     "prints": {"at_steps": lambda x: _list(x, MAX_PRINT_STEPS, _is_int)},  # optimizer steps taken at each print/log
     "epoch": {"local_len": _OPT_INT, "view": lambda x: _is_str(x, 200),
               "view_digest": lambda x: isinstance(x, str) and re.fullmatch(r"[0-9a-f]{16}", x) is not None},  # a view's own length (coverage counts it)

@@ -17,7 +17,7 @@ from typing import Any
 from coursework.report import CheckStatus, text
 from graders import desync
 from graders.checks import inputs as model_inputs
-from graders.checks import share, sync
+from graders.checks import contrib, share, sync
 from graders.checks.records import epochs_of, rank_epochs, step_rows
 from graders.early_stop import steps_taken
 from graders.checks.stacks import SPAWN_RERUN, helper_process, stuck_in, where
@@ -76,9 +76,13 @@ def process_group(run) -> bool:
 
 
 def sync_kind(run) -> str | None:
-    """How gradients were synchronised: "ddp", "fsdp", "hand" (all_reduce of the grads), or None."""
+    """How gradients were synchronised: "ddp", "fsdp", "hand" (a collective of the script's own averaged the ranks'
+    gradients or parameters), or None: also where the ranks' contributions were thrown away (``contrib``)."""
     if run is None or not run.ranks:
         return None
+    verdict = contrib.judge(run)
+    if contrib.discarded(verdict):
+        return None  # rank 0's weights broadcast over everyone's is no synchronisation, whatever collective did it
     if any(s.first("ddp") for s in run.ranks.values()) and sync.ddp_drives(run, step_rows):
         return "ddp"  # a DDP counts only where it wraps the stepped parameters and its hook fired
     if any(any(str(rec.get("type", "")).startswith("fsdp") or (rec.get("type") == "norms" and rec.get("sharded") is True)
@@ -90,7 +94,9 @@ def sync_kind(run) -> str | None:
         if not rows:
             return None
         fractions.append(statistics.median(row["hand_reduced"] for row in rows))
-    return "hand" if fractions and min(fractions) >= HAND_REDUCED_MIN else None
+    if fractions and min(fractions) >= HAND_REDUCED_MIN:
+        return "hand"
+    return "hand" if contrib.synced_by_hand(verdict) else None
 
 
 def distributed_gate(run) -> Finding | None:
@@ -465,6 +471,15 @@ def check_grad_sync(run) -> Finding:
             diff = f"{bad['diff']:.2e}" if bad["diff"] == bad["diff"] else "?"  # nan: no full record differs after it
             return Finding(CheckStatus.FAIL, key, {"rank": bad["rank"], "diff": diff,
                            "step": bad["step"]}, ev, fallback="differ" if kind else "no_ddp")
+    verdict = contrib.judge(run)
+    if verdict:
+        ev["contribution"] = verdict
+    if verdict and verdict["idle"] is not None and kind != "fsdp":  # the rank's data never moved the weights
+        r = verdict["idle"]
+        return Finding(CheckStatus.FAIL, "rank_idle", {"rank": r}, ev, fallback="differ")
+    if contrib.discarded(verdict):  # the ranks agree, but only because one rank's work was copied over the others'
+        return Finding(CheckStatus.FAIL, "discarded", {"step": verdict["discarded"][0], "rank": "?" if verdict["lost_rank"] is None else verdict["lost_rank"],
+                       "steps": verdict["discarded_count"], "of": verdict["steps"]}, ev, fallback="no_ddp")
     reading = sync.loopback_reading(run, max(steps.values(), default=0)) if kind else None
     if reading:
         ev["traffic_of_ring"] = reading["of_ring"]  # what the margin below is measured against

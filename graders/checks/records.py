@@ -29,7 +29,8 @@ def step_rows(stream) -> list[dict]:
         for i in range(len(rec["t"])):
             row = {k: rec[k][i] for k in ("t", "samples", "loss", "backwards", "synced")}
             for name, default in (("hand_reduced", 0.0), ("runqueue", None), ("cpu", None), ("data_wait", None),
-                                  ("seen", None), ("unread", None), ("pd", None)):
+                                  ("seen", None), ("unread", None), ("pd", None), ("gl", None), ("ga", None),
+                                  ("pl", None), ("ps", None), ("gn", None), ("gz", None), ("ar", None)):
                 got = rec.get(name)
                 row[name] = got[i] if isinstance(got, list) and i < len(got) else default
             rows.append(row)

@@ -43,7 +43,7 @@ from torch.nn.modules.batchnorm import SyncBatchNorm, _BatchNorm
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import dataloader as dl
 
-from distgrade_harness import marks, syncbn, trained, witness
+from distgrade_harness import contrib, marks, syncbn, trained, witness
 
 _ALL_REDUCE = dist.all_reduce  # the original, for the grader's own comm hook
 # Bound before student code runs: a script that replaces ``time.monotonic``, ``open`` or ``hashlib.sha256`` on
@@ -197,6 +197,14 @@ class Observer:
         self.step_depth = 0  # optimizer steps begun and not yet returned
         self.backward_in_step = False  # a backward ran since the outermost of them began
         self.open_row: list | None = None  # the last step's row until its span ends (``_settle_step``)
+        self.sketcher = contrib.Sketcher()  # what each rank contributed and applied (graders.checks.contrib)
+        self.local_grad: list | None = None  # sketch of the gradients when the last backward returned
+        self.local_norm: float | None = None  # and their squared norm
+        self.applied_grad: list | None = None  # sketch of the gradients as the outermost optimizer step began
+        self.bucket_sq: list = []  # squared norms of DDP's buckets before the all-reduce, since the last step
+        self.bucket_zero: list = []  # gradient tensors all zero in those buckets
+        self.local_zero: int | None = None  # gradient tensors all zero when the last backward returned
+        self.reduced_bytes = 0  # bytes handed to a world-spanning all_reduce since the last step
 
     # -- installation -------------------------------------------------------------
     def install(self) -> None:
@@ -301,6 +309,8 @@ class Observer:
             if slot is None:
                 return register(ddp, state, hook)
             slot[:] = [state, hook]  # the student's hook runs inside the counting one
+            obs.stream.send({"type": "comm_hook", "name": f"{getattr(hook, '__module__', '')}."
+                             f"{getattr(hook, '__qualname__', '')}"[:120]})  # compression lowers the traffic floor
             ddp._comm_hooks.append((hook, state))  # what DDP itself records (and pickles), as without the grader
         DistributedDataParallel.__init__ = __init__
         DistributedDataParallel.register_comm_hook = register_comm_hook
@@ -319,6 +329,12 @@ class Observer:
 
         def counting_hook(state, bucket):
             obs.buckets += 1
+            if len(obs.bucket_sq) < 4096:  # this rank's own gradients, before any rank's are reduced into them
+                obs.bucket_sq.append(bucket.buffer().detach().double().pow(2).sum())
+                try:  # kept on the device until the step: no synchronisation inside DDP's backward
+                    obs.bucket_zero.append(contrib.zero_tensors(bucket.gradients(), lazy=True))
+                except Exception:  # an odd bucket: its zeros are not counted
+                    pass
             obs.bucket_bytes += bucket.buffer().numel() * bucket.buffer().element_size()
             if bucket.is_last():
                 obs.synced += 1
@@ -343,6 +359,10 @@ class Observer:
         """An optimizer step begins: one begun inside another's step is part of that step."""
         if not self.step_depth:
             self.backward_in_step = False
+            try:  # the gradients this step applies, whatever collective (or none) made them
+                self.applied_grad = self.sketcher.sketch([p.grad for p in self._params()])
+            except Exception:
+                self.applied_grad = None
         self.step_depth += 1
 
     def _on_step(self, optimizer, args, kwargs) -> None:
@@ -377,7 +397,7 @@ class Observer:
         key = self.last_key
         row = [now, self.consumed.get(key, 0) if key is not None else 0, self.last_loss,
                self.backwards, self.buckets, self.synced, self.bucket_bytes, 0.0, *_schedstat(), self.data_wait,
-               self.seen, self.unread]  # the digest comes when the step settles
+               self.seen, self.unread, None, self._contribution()]  # the digest (13) comes when the step settles
         row[7] = self._hand_reduced(self._params())  # now: the next zero_grad drops the gradients it reads
         self.steps.append(row)
         self.seen, self.unread, self.pending = [], 0, []
@@ -396,7 +416,32 @@ class Observer:
             return
         params = self._params()
         row[7] = max(row[7], self._hand_reduced(params))  # the parameters averaged after the step count too
-        row.append(self._witness_step(params))
+        row[14]["ps"] = self._sketch_params(params)
+        row[13] = self._witness_step(params)
+
+    def _contribution(self) -> dict:
+        """This step's sketches (``contrib``): local and applied gradients, the parameters right after the step,
+        the local gradient's squared norm (DDP's buckets before their all-reduce where DDP reduced), and the bytes
+        all-reduced since the last step."""
+        norm, zero = self.local_norm, self.local_zero
+        if self.bucket_sq:
+            try:
+                norm = float(sum(t.item() for t in self.bucket_sq))
+                zero = int(sum(t.item() for t in self.bucket_zero))
+            except Exception:
+                norm = zero = None
+        out = {"gl": self.local_grad, "ga": self.applied_grad, "pl": self._sketch_params(self._params()),
+               "gn": norm if norm is None or norm == norm and norm != float("inf") else None, "gz": zero,
+               "ar": self.reduced_bytes}
+        self.local_grad = self.applied_grad = self.local_norm = self.local_zero = None
+        self.bucket_sq, self.bucket_zero, self.reduced_bytes = [], [], 0
+        return out
+
+    def _sketch_params(self, params) -> list | None:
+        try:
+            return self.sketcher.sketch(params)
+        except Exception:
+            return None
 
     def _params(self) -> list:
         """The parameters judged: the trained modules' (``trained``), else every optimizer's (the grader is told)."""
@@ -446,6 +491,7 @@ class Observer:
                           "bucket_bytes": [r[6] for r in rows], "hand_reduced": [r[7] for r in rows],
                           "runqueue": [r[8] for r in rows], "cpu": [r[9] for r in rows],
                           "data_wait": [round(r[10], 6) for r in rows], "pd": [r[13] for r in rows],
+                          **{k: [r[14].get(k) for r in rows] for k in ("gl", "ga", "pl", "ps", "gn", "gz", "ar")},
                           **({"seen": [r[11] for r in rows], "unread": [r[12] for r in rows]} if self.reading else {})})
 
     def _hook_process_group(self) -> None:
@@ -463,6 +509,8 @@ class Observer:
             group = kwargs.get("group", args[1] if len(args) > 1 else None)
             if not _spans_world(group):
                 return out  # a reduction on a smaller group (new_group([rank])) synchronises nothing
+            if isinstance(tensor, torch.Tensor):
+                obs.reduced_bytes += tensor.numel() * tensor.element_size()
             if isinstance(tensor, torch.Tensor) and len(obs.pending_reduces) < MAX_PENDING_REDUCES:
                 # A flattened gradient buffer must add up like the grads: a synchronous call's result is summed
                 # now; an overlapped one's (async_op=True) lands when the script waits, so it is summed at the step.
@@ -645,6 +693,19 @@ class Observer:
             loss = tensors.detach()
             self.last_loss = loss if loss.is_cuda else float(loss)  # no sync per step on GPU
 
+    def _after_backward(self) -> None:
+        """The backward returned: this rank's local gradients (under DDP already averaged), before any
+        collective the script runs on them by hand."""
+        try:
+            if torch.compiler.is_compiling():
+                return
+            grads = [p.grad for p in self._params()]
+            self.local_grad = self.sketcher.sketch(grads)
+            self.local_norm = contrib.squared_norm(grads)
+            self.local_zero = contrib.zero_tensors(grads)
+        except Exception:  # an odd gradient (sparse, sharded): no sketch, the grader judges without it
+            self.local_grad = self.local_norm = self.local_zero = None
+
     def _hook_backward(self) -> None:
         obs, backward, grad = self, torch.autograd.backward, torch.autograd.grad
 
@@ -660,7 +721,9 @@ class Observer:
 
         def hooked(tensors, *args, **kwargs):
             obs._on_backward(tensors)
-            return backward(tensors, *args, **kwargs)
+            out = backward(tensors, *args, **kwargs)
+            obs._after_backward()
+            return out
         torch.autograd.backward = hooked
 
     def _note_print(self) -> None:
