@@ -158,21 +158,29 @@ def loopback_shortfall(run, steps: int) -> dict[str, Any] | None:
     return got if got is not None and got["moved"] < got["least"] else None
 
 
+# Bytes per parameter of the most compact encoding of the weights a file is held to be: 4-bit quantisation. Half
+# precision stores 2, int8 (numpy's tofile of a quantised copy) 1; a floor of 2 let int8 snapshots by every rank
+# pass as anything but weights. A log or metrics file is never judged by size (text, or a binary log's name).
+QUANTISED_BYTES_PER_PARAMETER = 0.5
+BINARY_LOG_NAMES = ("tfevents",)  # TensorBoard's event files: binary records, but a log
+
+
 def checkpoint_bytes(run) -> int | None:
-    """The least bytes a file holding the model's weights has: half its parameters at 4 bytes each (half
-    precision saves them in 2), counted by the grader on the evaluated model, else by rank 0's harness
-    (the fewer of the two where both are known); None where neither is."""
+    """The least bytes a file holding the model's weights has: its parameters at 4 bits each
+    (``QUANTISED_BYTES_PER_PARAMETER``), counted by the grader on the evaluated model, else by rank 0's
+    harness (the fewer of the two where both are known); None where neither is."""
     model = (getattr(run, "evidence", None) or {}).get("model") or {}
     counts = [rec.get("elements") for rec in _params(run.ranks.get(0)).values()][:1]
     counts.append(model.get("parameters") if model.get("evaluated") else None)
     counts = [c for c in counts if isinstance(c, int) and not isinstance(c, bool) and c > 0]
-    return 2 * min(counts) if counts else None
+    return max(1, int(QUANTISED_BYTES_PER_PARAMETER * min(counts))) if counts else None
 
 
 def _loose(run) -> list[tuple[str, int | None, int | None]]:
     """``(path, rank that wrote it, rank its name gives)`` of the files rank 0 did not write that count as
-    saved weights although they start like no checkpoint: a non-zero rank in the name, or model-sized. A file
-    that reads as text is a log or metrics file, not weights, whatever its name or size."""
+    saved weights although they start like no checkpoint: a non-zero rank in the name, or model-sized (at 4 bits
+    a parameter or more). A file that reads as text is a log or metrics file, not weights, whatever its name or
+    size, and so is a TensorBoard event file."""
     files = (getattr(run, "evidence", None) or {}).get("files") or {}
     least, out = checkpoint_bytes(run), []
     for item in files.get("loose") or []:
@@ -183,7 +191,8 @@ def _loose(run) -> list[tuple[str, int | None, int | None]]:
         path, size, writer, named = str(item[0]), item[1], item[2], item[3]
         writer = writer if isinstance(writer, int) and not isinstance(writer, bool) else None
         named = named if isinstance(named, int) and not isinstance(named, bool) else None
-        if named or (least is not None and size >= least):
+        binary_log = any(word in path.lower() for word in BINARY_LOG_NAMES)
+        if named or (least is not None and size >= least and not binary_log):
             out.append((path, writer, named))
     return out
 

@@ -431,6 +431,34 @@ def test_loose_files_judged_by_size_and_name(tmp_path):
     got = ddp.check_rank0_io(_run(recs, {**evaluated, "outputs": {"ranks": {}}}), 2, 3)
     assert (got.status, got.key) == (CheckStatus.FAIL, "files")
 
+def test_quantised_weights_count_as_a_model_copy_and_binary_logs_do_not(tmp_path):
+    """Weights quantised to int8 (one byte per parameter, numpy's tofile) or 4 bits (half a byte) are a model copy
+    on the rank that wrote them, whatever their name; a smaller binary file is not, and a TensorBoard event file,
+    binary but a log by its name, is output (a warning), never weights."""
+    (tmp_path / "snapshot_e0_of_2_1").write_bytes(b"\x81" * 1000)  # 1000 parameters as int8
+    (tmp_path / "packed_of_b").write_bytes(b"\x81" * 500)  # 1000 parameters at 4 bits
+    (tmp_path / "scratch").write_bytes(b"\x81" * 400)  # too small to hold the model at 4 bits
+    (tmp_path / "events.out.tfevents.1700000000.localhost.77.0").write_bytes(b"\x81" * 6000)
+    (tmp_path / "metrics").write_bytes(b"epoch,loss\n" + b"1,0.5\n" * 2000)  # text: a log, however large
+    w1 = {"type": "writes", "paths": [[str(tmp_path / n), 1] for n in ("snapshot_e0_of_2_1", "packed_of_b", "scratch",
+          "events.out.tfevents.1700000000.localhost.77.0", "metrics")], "more": 0}
+    got = files.created_files(_run({0: [], 1: [w1]}), tmp_path)
+    evaluated = {"files": got, "model": {"evaluated": True, "learned": True, "parameters": 1000}}
+    by_rank = sync.rank_output(_run({0: [], 1: []}, evaluated))[1]
+    assert sorted(by_rank["files"]) == ["packed_of_b", "snapshot_e0_of_2_1"]
+    assert sorted(by_rank["other_files"]) == ["events.out.tfevents.1700000000.localhost.77.0", "metrics", "scratch"]
+    recs = {r: [{"type": "process_group", "world": 2}, {"type": "steps", "t": [1.0], "samples": [64], "loss": [1.0],
+                                                         "backwards": [1], "buckets": [1], "synced": [1],
+                                                         "bucket_bytes": [4]}] for r in (0, 1)}
+    f = ddp.check_rank0_io(_run(recs, {**evaluated, "outputs": {"ranks": {}}}), 2, 3)
+    assert (f.status, f.key) == (CheckStatus.FAIL, "files") and "snapshot_e0_of_2_1" in f.params["paths"]
+    (tmp_path / "snapshot_e0_of_2_1").unlink()
+    (tmp_path / "packed_of_b").unlink()
+    got = files.created_files(_run({0: [], 1: [w1]}), tmp_path)
+    f = ddp.check_rank0_io(_run(recs, {"files": got, "model": evaluated["model"], "outputs": {"ranks": {}}}), 2, 3)
+    assert (f.status, f.key) == (CheckStatus.WARN, "files_other")  # the logs left: output, not a model copy
+
+
 def test_host_sampler_reads_this_process():
     assert host.cpu_seconds(os.getpid()) is not None
     sampler = host.Sampler(lambda: {0: os.getpid()})
