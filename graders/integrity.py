@@ -92,6 +92,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "ddp": {"batchnorm": _is_int, "syncbatchnorm": _is_int, "parameters": _is_int, "device": lambda x: _is_str(x, 80)},
     "optimizer": {"class": lambda x: _is_str(x, 200), "lr": lambda x: isinstance(x, list) and len(x) <= 8},
     "save": {"path": lambda x: _is_str(x, 400), "step": _is_int},
+    "bn_calls": {"counts": lambda x: _list(x, 3, _is_int) and len(x) == 3},  # BatchNorm forwards so far, by their span
     "signal_sent": {"call": lambda x: _is_str(x, 40), "sig": lambda x: _is_int(x, -1, 128)},
     "prints": {"count": _is_int, "logging": _is_int, "tail": lambda x: _list(x, 5, lambda s: _is_str(s, 400))},
     "exception": {"exc_type": lambda x: _is_str(x, 200), "message": lambda x: _is_str(x, 2000),

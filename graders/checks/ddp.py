@@ -632,7 +632,24 @@ def check_syncbn(run) -> Finding:
     if ddp["batchnorm"]:  # some layers converted, some still per rank: those normalise with their own slice
         return Finding(CheckStatus.WARN, "partly_synced", {"bn": ddp["batchnorm"], "sbn": ddp["syncbatchnorm"]}, ev,
                        fallback="plain_bn")
+    synced, plain, lone = bn_calls(run)
+    if plain or lone:  # what the layers did in training, not what they were at the wrap and the first step
+        calls = {**ev, "bn_calls": {"synced": synced, "plain": plain, "lone": lone}}
+        return Finding(CheckStatus.WARN, "per_rank_in_training", {"calls": plain + lone, "all": synced + plain + lone},
+                       calls, fallback="plain_bn")
     return Finding(CheckStatus.PASS, "ok" if ddp["syncbatchnorm"] else "no_bn", {"sbn": ddp["syncbatchnorm"]}, ev)
+
+
+def bn_calls(run) -> tuple[int, int, int]:
+    """(synchronised over every rank, per rank, over a group short of every rank): BatchNorm forwards with
+    gradients on after the first step, every rank's last count (the harness's ``bn_calls`` records, sent with the
+    step records; their schema is ``graders.integrity``'s)."""
+    total = [0, 0, 0]
+    for stream in run.ranks.values():
+        last = stream.of("bn_calls")
+        for i, n in enumerate(last[-1]["counts"] if last else ()):
+            total[i] += n
+    return total[0], total[1], total[2]
 
 
 def check_no_sync(run) -> Finding:

@@ -146,6 +146,16 @@ def test_records_out_of_schema_are_dropped_and_flagged(field: str, value) -> Non
     assert "schema" in _kinds(events) and not any(r["type"] == "steps" for r in good)
 
 
+@pytest.mark.parametrize("counts, ok", [([12, 0, 3], True), ([1, 2], False), ([True, 0, 0], False), ([-1, 0, 0], False),
+                                        (["1", 0, 0], False)])
+def test_batchnorm_counts_fit_their_schema(counts, ok: bool) -> None:
+    """What the BatchNorm layers normalised with in training (ddp.syncbn) is three counts, or the record is dropped."""
+    recs = _honest()
+    recs.insert(5, {"type": "bn_calls", "counts": counts})
+    good, events = _validate(recs)
+    assert ("schema" not in _kinds(events)) == ok and any(r["type"] == "bn_calls" for r in good) == ok
+
+
 @pytest.mark.parametrize("field,value", [("runqueue", ["x"] * 10), ("cpu", [math.nan] * 10),
                                          ("data_wait", [None] * 10), ("hand_reduced", [1.0] * 3)])
 def test_per_step_readings_are_checked_when_present(field: str, value) -> None:

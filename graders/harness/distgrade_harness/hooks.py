@@ -182,6 +182,11 @@ class Observer:
         self.grad_reduced = 0.0  # fraction of the parameters' gradient elements all-reduced by hand
         self.norms: "weakref.WeakSet" = weakref.WeakSet()
         self.bn_sent = False
+        # Training forwards of BatchNorm layers since the first step, by what they normalised with: [every rank's
+        # statistics (a SyncBatchNorm whose group spans the world), the rank's own (plain), a SyncBatchNorm whose
+        # group at that call reaches fewer ranks]. Layers are counted once, at the wrap and the first step; a group
+        # changed later, or a BatchNorm no trained module holds, shows only here.
+        self.bn_calls = [0, 0, 0]
         self.data_wait = 0.0  # seconds spent inside DataLoader.__next__ (loading, or waiting for workers)
         self.writes = witness.Writes(os.environ.get("DISTGRADE_CHANNEL", "/nonexistent"))  # graders.evidence
         self.modules = witness.Modules()
@@ -493,6 +498,8 @@ class Observer:
                           "data_wait": [round(r[10], 6) for r in rows], "pd": [r[13] for r in rows],
                           **{k: [r[14].get(k) for r in rows] for k in ("gl", "ga", "pl", "ps", "gn", "gz", "ar")},
                           **({"seen": [r[11] for r in rows], "unread": [r[12] for r in rows]} if self.reading else {})})
+        if any(self.bn_calls):
+            self.stream.send({"type": "bn_calls", "counts": list(self.bn_calls)})
 
     def _hook_process_group(self) -> None:
         """Note the default process group when it is created, and count all_reduce calls."""
@@ -628,6 +635,8 @@ class Observer:
             try:
                 if torch.compiler.is_compiling():
                     return None
+                if isinstance(module, _BatchNorm) and obs.bn_sent:
+                    obs._count_norm(module)
                 if obs.open_row is not None and id(module) in obs.trained.counts:
                     obs._settle_step()  # the trained module's next forward: the last step's span ended
                 if trained.is_batch(x) and next(module.parameters(), None) is None:
@@ -671,6 +680,15 @@ class Observer:
                 warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there are global hooks")
             return compile_(*args, **kwargs)
         torch.compile = compile
+
+    def _count_norm(self, module) -> None:
+        """A BatchNorm layer's forward with gradients on, once training began: what its statistics span."""
+        if not (module.training or module.running_mean is None):
+            return  # running statistics: nothing of this batch is normalised with
+        if not isinstance(module, SyncBatchNorm):
+            self.bn_calls[1] += 1
+        else:
+            self.bn_calls[0 if _spans_world(getattr(module, "process_group", None)) else 2] += 1
 
     def _count_read(self) -> None:
         """The last forward's marks, now that a backward trained on them (bounded per step)."""
