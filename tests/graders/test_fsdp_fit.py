@@ -223,15 +223,19 @@ def reported(losses):
             "bucket_bytes": [0] * len(losses)}
 
 
-def steps(losses) -> list[dict]:
-    """One step record per loss the model itself gave (the harness's reading of its output)."""
-    return [{**mem(100 * MB, step=i + 1), "model_loss": v, "model_forwards": 1} for i, v in enumerate(losses)]
+def steps(losses, rank: int = 0, rows=None, out_grad=1.0, grads_left=False) -> list[dict]:
+    """One step record per loss the model itself gave (the harness's reading of its output), with the digests of
+    the rows the model took (two of the rank's own per step, unless ``rows`` gives each step's), the gradient that
+    reached its outputs and whether the last step's gradients were still there at the step's first backward."""
+    rows = rows or [[f"{rank:02x}{i:04x}a0a0a0", f"{rank:02x}{i:04x}b0b0b0"] for i in range(len(losses))]
+    return [{**mem(100 * MB, step=i + 1), "model_loss": v, "model_forwards": 1, "rows": rows[i], "out_grad": out_grad,
+             "grads_left": grads_left if i else None} for i, v in enumerate(losses)]
 
 
 def test_progress():
     opt_ok = {"type": "fsdp_optimizer", "params": 100, "in_model": 100, "with_grad": 100, "model_params": 100}
     end = {"type": "fsdp_end", "sum_before": 10.0, "sum_after": 11.0}
-    ok = fsdp.check_progress(make_run({0: [opt_ok, *steps([7, 6.5, 4, 3]), end], 1: steps([7, 6, 4, 3])}), 0.05)
+    ok = fsdp.check_progress(make_run({0: [opt_ok, *steps([7, 6.5, 4, 3]), end], 1: steps([7, 6, 4, 3], rank=1)}), 0.05)
     assert ok.status == CheckStatus.PASS
     render("train.progress", ok)
     stale = {**opt_ok, "in_model": 0, "with_grad": 0}
@@ -256,6 +260,49 @@ def test_progress_reads_the_models_own_loss_not_the_scripts():
     f = fsdp.check_progress(unread, 0.05)
     assert (f.status, f.key) == (CheckStatus.FAIL, "no_model_loss")
     assert "never the number the script prints" in render("train.progress", f)["message"]["en"]
+
+
+OPT_OK = {"type": "fsdp_optimizer", "params": 100, "in_model": 100, "with_grad": 100, "model_params": 100}
+END = {"type": "fsdp_end", "sum_before": 10.0, "sum_after": 11.0}
+
+
+def two_ranks(rank0: dict | None = None, rank1: dict | None = None, losses=(7, 6.5, 4, 3)):
+    return make_run({0: [OPT_OK, *steps(list(losses), 0, **(rank0 or {})), END],
+                     1: steps(list(losses), 1, **(rank1 or {}))})
+
+
+def test_a_falling_loss_does_not_hide_what_the_ranks_fed_and_sent_into_the_model():
+    """Read at the trained module by the harness: the same rows on both ranks in the same steps (no sampler: 12 of
+    15 points), one batch again and again (0), a rank whose backward sent no gradient (0), gradients left over
+    from the last step (zero_grad forgotten: 10 of 15). Chance or a sampler's padding (one shared row) is fine."""
+    shared = [[f"{i:04x}c0c0c0c0", f"{i:04x}d0d0d0d0"] for i in range(4)]
+    f = fsdp.check_progress(two_ranks({"rows": shared}, {"rows": shared}), 0.05)
+    assert (f.status, f.key, f.params["shared"], f.params["of"]) == (CheckStatus.WARN, "same_inputs", 8, 8)
+    got = render("train.progress", f)
+    assert got["points"] == 3 and "same samples" in got["message"]["en"] and "DistributedSampler" in got["hint"]["en"]
+    one_row = [["0000aaaaaaaa", f"{i:04x}eeeeeeee"] for i in range(4)]
+    assert fsdp.check_progress(two_ranks(rank1={"rows": one_row}), 0.05).status == CheckStatus.PASS
+    again = [["0000aaaaaaaa", "0000bbbbbbbb"]] * 4
+    f = fsdp.check_progress(two_ranks(rank1={"rows": again}), 0.05)
+    assert (f.status, f.key, f.params["rank"], f.params["distinct"]) == (CheckStatus.FAIL, "one_batch", 1, 2)
+    assert "same batch" in render("train.progress", f)["message"]["en"]
+    f = fsdp.check_progress(two_ranks(rank1={"out_grad": 0.0}), 0.05)
+    assert (f.status, f.key, f.params["rank"]) == (CheckStatus.FAIL, "idle_rank", 1)
+    assert "rank 1" in render("train.progress", f)["message"]["en"]
+    f = fsdp.check_progress(two_ranks({"grads_left": True}), 0.05)
+    assert (f.status, f.key, f.params["piled"], f.params["steps"]) == (CheckStatus.WARN, "grads_piled", 3, 3)
+    got = render("train.progress", f)
+    assert got["points"] == 5 and "zero_grad" in got["message"]["en"] and "zero_grad" in got["message"]["zh"]
+
+
+def test_inputs_or_gradients_the_harness_could_not_read_count_against_the_run():
+    """No rows on a rank's steps: nothing shows the data was split. No gradient reading on a rank while the other
+    has one: no contribution of that rank is shown."""
+    f = fsdp.check_progress(two_ranks(rank1={"rows": [[]] * 4}), 0.05)
+    assert (f.status, f.key, f.params["rank"]) == (CheckStatus.WARN, "inputs_unread", 1)
+    assert render("train.progress", f)["points"] == 3
+    f = fsdp.check_progress(two_ranks(rank1={"out_grad": None}), 0.05)
+    assert (f.status, f.key) == (CheckStatus.FAIL, "idle_rank")
 
 
 def test_progress_fails_when_part_of_the_model_never_trained():
@@ -436,3 +483,4 @@ def test_the_simulated_card_is_named_in_each_messages_language():
     f = Finding(CheckStatus.FAIL, "over", {"card": label, "rank": 0, "peak": "175 MiB", "capacity": "160 MiB"})
     msg = render(CFG["checks"]["memory.fit"], "memory.fit", f).message
     assert label["zh"] in msg["zh"] and "scaled to" not in msg["zh"] and label["en"] in msg["en"]
+

@@ -80,6 +80,11 @@ for i in range(2):
     (loss * 0.5 ** i).backward()  # what the script hands to backward is scaled; the model's own loss is not
     opt.step()
     opt.zero_grad()
+for i in range(2):  # zero_grad forgotten: the third step begins clean, the fourth on the third's gradients
+    loss = m(x[None], y[None])
+    stream.send({"type": "script_loss", "loss": float(loss)})
+    loss.backward()
+    opt.step()
 obs.at_exit()
 torch.save({"w": torch.ones(10)}, os.path.join(os.environ["TMP"], "x.pt"))
 out["records"] = stream.records
@@ -112,6 +117,12 @@ def test_observer_in_a_one_rank_fsdp2_job(tmp_path: Path) -> None:
     assert 2 * psi_bytes <= step["optimizer"] <= 2 * psi_bytes + 1000  # two AdamW moments and step counters
     assert step["peak"] >= step["params"] + step["grads"] + step["optimizer"] == step["measured"]
     assert [round(m["model_loss"], 5) for m in recs["fsdp_mem"]] == [round(r["loss"], 5) for r in recs["script_loss"]]
+    # the same sample fed every step: the same row digest; the gradient the backward sent into the model's output
+    # (the loss scaled by 0.5 ** i); the gradients left over from the step before, where zero_grad() was forgotten
+    rows = [m["rows"] for m in recs["fsdp_mem"]]
+    assert len(rows) == 4 and all(r == rows[0] for r in rows) and len(rows[0]) == 1 and len(rows[0][0]) == 12
+    assert [m["out_grad"] for m in recs["fsdp_mem"]] == [1.0, 0.5, 1.0, 1.0]
+    assert [m["grads_left"] for m in recs["fsdp_mem"]] == [None, False, False, True]
     assert len(model["param_shapes"]) == 100 and ["tok.weight", [1024, 256]] in model["param_shapes"]
     assert ["blocks.7.qkv.weight", [768, 256]] in model["param_shapes"]  # global shapes, not the shards
     end = recs["fsdp_end"][0]

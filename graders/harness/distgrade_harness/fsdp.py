@@ -22,6 +22,7 @@
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 import threading
@@ -34,6 +35,9 @@ from distgrade_harness import fsdp_memory
 
 _ON_GPU = os.environ.get("DISTGRADE_MODE") == "gpu"
 MAX_ROOTS = 16  # outermost modules described per rank
+MAX_ROWS = 64  # input rows digested per optimizer step
+# Bound before student code runs: a script that replaces hashlib's functions must not choose the row digests.
+_blake2b = hashlib.blake2b
 
 
 def _unique_bytes(tensors, seen: set[int], device: str | None = None) -> int:
@@ -160,6 +164,10 @@ class FsdpObserver:
         self.batch_number = 0
         self.fed_batch: list[int] = []  # per root: the batch number it last took
         self.losses: dict[int, list[float]] = {}  # per root: its own losses since the last step (``loss_of``)
+        self.rows: dict[int, list[str]] = {}  # per root: digests of the input rows of its forwards since the last step
+        self.out_grad: dict[int, float] = {}  # per root: |gradient| that reached its outputs since the last step
+        self.grads_left: bool | None = None  # the trained root's gradients were set and not zero at the step's first backward
+        self.grads_checked = -1  # the step whose first backward was checked for gradients left over
         self.optimizers: list[torch.optim.Optimizer] = []
         self.local = threading.local()  # forward depth: a model in another thread is a root of its own
         self.steps = 0
@@ -260,6 +268,7 @@ class FsdpObserver:
                 if self.fed_batch[index] != self.batch_number and self._takes_batch(args):
                     self.fed_batch[index] = self.batch_number
                     self.fed[index] += 1
+                self._digest_rows(index, args)
         self.local.depth = depth + 1
         return None
 
@@ -304,6 +313,45 @@ class FsdpObserver:
             return None
         return None
 
+    def _digest_rows(self, index: int, args) -> None:
+        """A short digest of each row (sample) of the first tensor this root's forward took: what two ranks, or
+        two steps of one rank, fed the model is compared by content, whatever the DataLoader's indices said."""
+        rows = self.rows.setdefault(index, [])
+        if len(rows) >= MAX_ROWS:
+            return
+        try:
+            x = next((t for t in tree_leaves(args) if isinstance(t, torch.Tensor)), None)
+            if x is None or x.numel() == 0 or x.is_meta:
+                return
+            with torch.no_grad():
+                x = x.detach()
+                x = (x.to_local() if hasattr(x, "to_local") else x).to("cpu").contiguous()
+                x = x.reshape(x.shape[0], -1) if x.dim() >= 2 else x.reshape(1, -1)
+                for row in x[:MAX_ROWS - len(rows)]:
+                    data = row.numpy().tobytes() if row.dtype != torch.bfloat16 else row.view(torch.int16).numpy().tobytes()
+                    rows.append(_blake2b(data, digest_size=6).hexdigest())
+        except Exception:  # an odd tensor (a subclass without storage): no digest for this forward
+            return
+
+    def _check_grads_left(self, index: int) -> None:
+        """At the first backward after an optimizer step: are the trained root's gradients still set and not
+        zero? Then this step's gradients are added to the last one's (``zero_grad()`` forgotten)."""
+        if self.steps < 1 or self.grads_checked == self.steps or index != self.trained_root():
+            return
+        self.grads_checked = self.steps
+        try:
+            with torch.no_grad():
+                total = 0.0
+                for p in self.roots[index].parameters():
+                    g = p.grad
+                    if g is not None:
+                        local = g.to_local() if hasattr(g, "to_local") else g
+                        if local.numel():
+                            total += float(local.abs().sum(dtype=torch.float64))
+                self.grads_left = total > 0
+        except Exception:  # an OOM on a full card: no reading for this step
+            self.grads_left = None
+
     def _watch_backward(self, index: int, output) -> None:
         """Count a backward through this root's outputs (once per output tensor that carries a gradient)."""
         try:
@@ -315,6 +363,13 @@ class FsdpObserver:
         def seen(grad):
             obs.backed[index] += 1
             obs._note_blind(None, forward=False)
+            obs._check_grads_left(index)
+            try:  # how much gradient this rank's backward sent into the model: zero where its loss was scaled by 0
+                with torch.no_grad():
+                    g = grad.to_local() if hasattr(grad, "to_local") else grad
+                    obs.out_grad[index] = obs.out_grad.get(index, 0.0) + float(g.detach().abs().sum(dtype=torch.float64))
+            except Exception:  # an odd gradient (a subclass, an OOM): no reading for this backward
+                pass
             return None
         for t in outs:
             try:
@@ -414,10 +469,13 @@ class FsdpObserver:
             peak, live = self.counter.reset_peak(), self.counter.live
         root = self.trained_root()
         losses = self.losses.get(root, []) if root is not None else []
-        self.losses = {}
+        rows, out_grad = self.rows.get(root, []), self.out_grad.get(root)
+        grads_left = self.grads_left if self.grads_checked == self.steps - 1 else None
+        self.losses, self.rows, self.out_grad, self.grads_left = {}, {}, {}, None
         self.last_states = {**states, "peak": peak, "live": live, "step": self.steps, "root": root,
                             "trained": self.trained_roots()[:MAX_ROOTS],
-                            "model_loss": sum(losses) / len(losses) if losses else None, "model_forwards": len(losses)}
+                            "model_loss": sum(losses) / len(losses) if losses else None, "model_forwards": len(losses),
+                            "rows": rows[:MAX_ROWS], "out_grad": out_grad, "grads_left": grads_left}
         self.stream.send({"type": "fsdp_mem", **self.last_states})
 
     # -- checkpoints --------------------------------------------------------------

@@ -1,0 +1,116 @@
+"""train.progress of homework 3, beyond a falling loss: what each rank's backward and inputs show.
+
+The harness (``distgrade_harness.fsdp``) reads, per optimizer step of each rank, at the module that trained
+(``fsdp_mem``): ``rows``, a short digest of each input row its forwards took (by content, whatever the
+DataLoader's indices say); ``out_grad``, how much gradient the rank's backward sent into the module's outputs;
+``grads_left``, whether the module's gradients were still set and not zero when the step's first backward began.
+A falling loss on one rank's data shows none of these: a rank whose loss is scaled by 0, one batch stepped on
+again and again, both ranks fed the same samples, ``zero_grad()`` forgotten. Readings are values of the harness's,
+never the script's; a rank with no reading counts against the run.
+"""
+from __future__ import annotations
+
+from coursework.report import CheckStatus
+from graders.checks.ddp import Finding
+
+
+SHARED_ROWS = 0.5  # of the rows two ranks fed the model in the same steps: beyond a sampler's padding and chance
+REPEATED_ROWS = 0.5  # of a rank's rows that repeat earlier ones: the same batch stepped on again and again
+IDLE_GRAD = 1e-3  # a rank whose backward sent less than this share of the busiest rank's gradient into the model
+SAME_DATA_FRACTION = 0.2  # of train.progress's points for ranks that trained on the same samples (a wasted card)
+GRADS_LEFT_FRACTION = 1 / 3  # for gradients added onto the last step's (zero_grad forgotten)
+
+
+def _mem_rows(run, rank: int) -> list[dict]:
+    s = run.ranks.get(rank) if run else None
+    return s.of("fsdp_mem") if s else []
+
+
+def step_inputs(run, rank: int) -> list[list[str]] | None:
+    """Per optimizer step of one rank, the digests of the input rows the trained module took (the harness reads
+    them at the module's forward, ``fsdp_mem.rows``); None where a step has none: unread, which counts against."""
+    out = []
+    for m in _mem_rows(run, rank):
+        rows = m.get("rows")
+        if not isinstance(rows, list) or not rows or not all(isinstance(x, str) for x in rows):
+            return None
+        out.append(rows)
+    return out or None
+
+
+def same_inputs(run) -> dict | None:
+    """The pair of ranks that fed the trained module the same rows in the same steps (each step's rows compared as
+    sets, by content), where more than ``SHARED_ROWS`` of them and more than one row: no split of the data."""
+    ranks = sorted(run.ranks)
+    steps = {r: step_inputs(run, r) for r in ranks}
+    for i, a in enumerate(ranks):
+        for b in ranks[i + 1:]:
+            if steps[a] is None or steps[b] is None:
+                continue
+            pairs = list(zip(steps[a], steps[b]))
+            shared = sum(len(set(x) & set(y)) for x, y in pairs)
+            of = sum(min(len(x), len(y)) for x, y in pairs)
+            if shared > 1 and shared > SHARED_ROWS * of:
+                return {"a": a, "b": b, "shared": shared, "of": of, "steps": len(pairs)}
+    return None
+
+
+def repeated_inputs(run) -> dict | None:
+    """A rank whose rows come back step after step (one batch memorised): fewer than half of them distinct."""
+    for r in sorted(run.ranks):
+        steps = step_inputs(run, r)
+        rows = [x for s in steps or [] for x in s]
+        if len(steps or []) >= 2 and len(rows) >= 4 and len(set(rows)) <= REPEATED_ROWS * len(rows):
+            return {"rank": r, "distinct": len(set(rows)), "rows": len(rows), "steps": len(steps)}
+    return None
+
+
+def idle_rank(run) -> dict | None:
+    """A rank whose backward sent (next to) no gradient into the trained module over the whole run (its loss
+    scaled by 0): the reduce-scatter averages the other ranks' gradients with zeros. A rank with no reading at all
+    (no backward through the module's output seen) counts as idle: missing evidence is no contribution shown."""
+    totals = {}
+    for r in sorted(run.ranks):
+        vals = [m.get("out_grad") for m in _mem_rows(run, r)]
+        vals = [float(v) for v in vals if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v]
+        totals[r] = sum(vals) if vals else 0.0
+    busiest = max(totals.values(), default=0.0)
+    for r, total in totals.items():
+        if busiest > 0 and total <= IDLE_GRAD * busiest:
+            return {"rank": r, "grad": f"{total:.3g}", "busiest": f"{busiest:.3g}"}
+    return None
+
+
+def grads_piled(run) -> dict | None:
+    """A rank whose trained module still held non-zero gradients when the first backward after an optimizer step
+    began, in most steps: each step adds its gradient onto all the earlier ones (``zero_grad()`` forgotten)."""
+    for r in sorted(run.ranks):
+        left = [m.get("grads_left") for m in _mem_rows(run, r)[1:]]
+        piled = sum(1 for x in left if x is True)
+        if left and piled > len(left) / 2:
+            return {"rank": r, "piled": piled, "steps": len(left)}
+    return None
+
+
+def training_logic(run, params: dict, ev: dict) -> Finding | None:
+    """What the falling loss does not show: a rank that trained on nothing (its loss scaled by 0), one batch
+    stepped on again and again, every rank fed the same samples, gradients piled up over steps."""
+    found = idle_rank(run)
+    if found:
+        return Finding(CheckStatus.FAIL, "idle_rank", {**params, **found}, {**ev, "idle_rank": found})
+    found = repeated_inputs(run)
+    if found:
+        return Finding(CheckStatus.FAIL, "one_batch", {**params, **found}, {**ev, "repeated": found})
+    if any(step_inputs(run, r) is None for r in run.ranks):
+        unread = next(r for r in sorted(run.ranks) if step_inputs(run, r) is None)
+        return Finding(CheckStatus.WARN, "inputs_unread", {**params, "rank": unread}, {**ev, "inputs_unread": unread},
+                       fraction=SAME_DATA_FRACTION)
+    found = same_inputs(run)
+    if found:
+        return Finding(CheckStatus.WARN, "same_inputs", {**params, **found}, {**ev, "same_inputs": found},
+                       fraction=SAME_DATA_FRACTION)
+    found = grads_piled(run)
+    if found:
+        return Finding(CheckStatus.WARN, "grads_piled", {**params, **found}, {**ev, "grads_piled": found},
+                       fraction=GRADS_LEFT_FRACTION)
+    return None
