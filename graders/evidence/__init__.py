@@ -14,6 +14,8 @@ grader's own processes and the kernel, each piece labelled with its ``source``:
                the loopback bytes of the job's own network namespace (gloo's traffic);
 * ``model``    rank 0's final parameters scored by the grader on held-out synthetic data, in a
                sandboxed process of its own.
+* ``weights``  the tensors of a full checkpoint rank 0 saved (homework 3), summed in a sandboxed process of
+               the grader's and compared with the module that trained.
 
 ``SOURCE_OUTSIDE`` / ``SOURCE_CROSS_CHECKED`` name where a check's evidence comes from, so a
 reader of a report sees what a student could and could not have chosen.

@@ -4,15 +4,17 @@ A full state dict is measured against the model that trained (``checks.model_rec
 it: the harness's ``fsdp_save`` records of ``torch.save``, and the files each rank left in the work folder
 (``graders.evidence.files``: a full copy pickled, or written as raw bytes, by a rank other than 0 counts as
 much as one it ``torch.save``d). A distributed checkpoint is judged by what its ``.metadata`` lists, read by
-the grader (``graders.evidence.dcp``): every parameter of the model that trained, by name and global shape.
+the grader (``graders.evidence.dcp``): every parameter of the model that trained, by name and global shape. A full
+state dict rank 0 saved must hold the trained weights (``trained_weights``): the grader reads the file's tensors in a
+sandbox (``graders.evidence.weights``) and sums them against the harness's sums of every rank's shard at the end.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from coursework.report import CheckStatus
 from graders.checks.ddp import Finding
-from graders.evidence import dcp
+from graders.evidence import dcp, weights
 from graders.fsdp_fit.checks import count, fmt_bytes, model_record
 
 
@@ -133,3 +135,56 @@ def _left_checkpoints(run) -> dict[int, list[str]]:
             named = item[1] if isinstance(item[1], int) and 0 <= item[1] < run.nproc else -1
             out.setdefault(named, []).append(item[0])
     return out
+
+
+MAX_READ = 3  # checkpoint files of rank 0 read, largest first
+
+
+def trained_weights(found: Finding, run, read: Callable[[str], dict]) -> Finding:
+    """A full state dict rank 0 saved (``found``: ``rank0_cpu`` or ``on_card``) must hold the weights of the model
+    that trained, not those of a fresh model of the same size. ``read``: a relative path in the work folder ->
+    ``graders.evidence.weights.read``, the grader's own reading of the file. Compared with the sums of every
+    rank's shard at the end (``fsdp_end.sum_after``); a file, a sum or a model that cannot be read counts against."""
+    if found.key not in ("rank0_cpu", "on_card"):
+        return found
+    model = model_record(run)
+    shapes = [x for x in (model or {}).get("param_shapes") or [] if isinstance(x, list) and len(x) == 2
+              and isinstance(x[0], str) and isinstance(x[1], list)]
+    ends = [run.ranks[r].first("fsdp_end") if r in run.ranks else None for r in range(run.nproc)]
+    sums = [e.get("sum_after") for e in ends if isinstance(e, dict)]
+    sums = [float(v) for v in sums if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v]
+    files = (getattr(run, "evidence", None) or {}).get("files") or {}
+    sizes = files.get("sizes") if isinstance(files.get("sizes"), dict) else {}
+    mine = _left_checkpoints(run).get(0, [])
+    paths = sorted(mine, key=lambda f: -(sizes.get(f) if isinstance(sizes.get(f), int) else 0))[:MAX_READ]
+    ev = dict(found.evidence)
+    if not shapes or len(sums) != run.nproc or not paths:
+        ev["weights"] = {"model": bool(shapes), "sums": len(sums), "files": paths}
+        return Finding(CheckStatus.FAIL, "weights_unread", {**found.params}, ev)
+    trained = sum(sums)
+    copies = _copies(model, run.nproc)
+    readings = []
+    for path in paths:
+        got = read(path)
+        compared = weights.holds_trained(got, shapes, trained, copies) if "tensors" in got else None
+        readings.append({"file": path, "error": got.get("error"), **(compared or {})})
+        if compared and compared["holds"]:
+            return Finding(found.status, found.key, found.params, {**ev, "weights": readings}, found.fraction)
+    ev["weights"] = readings
+    best = next((x for x in readings if "holds" in x), None)
+    if best is None:
+        return Finding(CheckStatus.FAIL, "weights_unread", {**found.params}, ev)
+    return Finding(CheckStatus.FAIL, "not_trained", {**found.params, "file": best["file"][:120],
+                   "matched": best["matched"], "total": len(shapes), "saved_sum": f"{best['sum']:.6g}",
+                   "trained_sum": f"{trained:.6g}"}, ev)
+
+
+def _copies(model: dict, nproc: int) -> Callable[[str], int]:
+    """How many ranks' end sums hold a parameter whole: one for a parameter an FSDP unit shards (its shards add up
+    to it once), every rank for one no unit owns (a root left unwrapped, a DDP model): each rank has it all."""
+    units = [u for u in (model.get("fsdp2_units") or []) + (model.get("fsdp1_units") or [])
+             if isinstance(u, dict) and count(u.get("params")) and isinstance(u.get("name"), str)]
+    prefixes = [weights.clean_key(u["name"]) for u in units]
+    if any(p in ("", "(root)") for p in prefixes):
+        return lambda name: 1
+    return lambda name: 1 if any(name == p or name.startswith(p + ".") for p in prefixes) else nproc

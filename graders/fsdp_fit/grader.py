@@ -29,6 +29,7 @@ from graders import checks_runner, gpu_slots, torchrun
 from graders.fsdp_fit import checkpoint as ckpt_checks
 from graders.fsdp_fit import checks as fsdp_checks
 from graders.checks.ddp import Finding
+from graders.evidence import weights
 from graders.checks.timing import loss_series
 from graders.checks.render import render as result_of  # one Finding -> CheckResult rendering for all graders
 
@@ -103,7 +104,7 @@ def grade(assignment: Assignment, job: Path, files: list[Path], mode: str = "cpu
         base = launch(1, int(cfg["baseline"]["steps"]), "baseline")
     est = estimates(size_params, nproc, cfg["precision"], cfg["optimizer"])
     card = card_label(cfg["card"], size)
-    findings = _findings(cfg, run, base, nproc, capacity, card, est, mode, plan["reason"], size)
+    findings = _findings(cfg, run, base, nproc, capacity, card, est, mode, plan["reason"], size, job)
     for check_id in cfg["checks"]:  # every check of assignment.json: the report is out of its total
         finding = findings.get(check_id) or Finding(CheckStatus.ERROR, "error")
         report.add(checks_runner.render(result_of, cfg["checks"][check_id], check_id, finding))  # isolated
@@ -133,7 +134,7 @@ def _stage(src: Path, job: Path, starter: Path) -> Path:
     return script
 
 
-def _findings(cfg, run, base, nproc, capacity, card, est, mode, reason, size) -> dict[str, Finding]:
+def _findings(cfg, run, base, nproc, capacity, card, est, mode, reason, size, job) -> dict[str, Finding]:
     if run is None:
         skipped = Finding(CheckStatus.SKIP, "host", {"reason": reason or ""})
         return {cid: skipped for cid in CHECKS}
@@ -147,7 +148,10 @@ def _findings(cfg, run, base, nproc, capacity, card, est, mode, reason, size) ->
     if run.all_finished:
         global_bytes = est[0]["params_bytes"]
         out["train.progress"] = fsdp.check_progress(run, float(ccfg["train.progress"]["min_loss_drop"]))
-        out["ckpt.save"] = checks_runner.isolated(ckpt_checks).check_checkpoint(run, global_bytes, mode)
+        ckpt = checks_runner.isolated(ckpt_checks)
+        work = job / f"n{nproc}" / "work"
+        out["ckpt.save"] = ckpt.trained_weights(ckpt.check_checkpoint(run, global_bytes, mode), run,
+                                                lambda rel: weights.read(work / rel, job))
     else:
         out["train.progress"] = out["ckpt.save"] = Finding(CheckStatus.FAIL, "not_finished")  # the script's doing
     return out

@@ -484,3 +484,61 @@ def test_the_simulated_card_is_named_in_each_messages_language():
     msg = render(CFG["checks"]["memory.fit"], "memory.fit", f).message
     assert label["zh"] in msg["zh"] and "scaled to" not in msg["zh"] and label["en"] in msg["en"]
 
+
+def test_a_full_checkpoint_must_hold_the_weights_that_trained():
+    """Rank 0 saved a full state dict: the grader's reading of the file (its tensors' absolute sums) must add up to
+    the sums of every rank's shard at the end. A fresh model of the same size and names does not; a file, a sum or
+    a model that cannot be read counts against the run."""
+    from graders.evidence import weights
+    ends = {0: {"type": "fsdp_end", "sum_before": 90.0, "sum_after": 60.0}, 1: {"type": "fsdp_end", "sum_after": 40.0}}
+    tensors = {f"model.{name}": [dims, 100.0 / len(SHAPES)] for name, dims in SHAPES}
+
+    def run_with(rank0_end=ends[0], rank1_end=ends[1]):
+        run = make_run({0: [*TRAINED, save(49 * MB), rank0_end], 1: [rank1_end]})
+        run.evidence.update(files_of({0: ["ckpt.pt"]}, {"ckpt.pt": 49 * MB}))
+        return run
+    run = run_with()
+    passed = checkpoint.check_checkpoint(run, 48.9 * MB, "cpu")
+    assert passed.key == "rank0_cpu"
+    read = {"ckpt.pt": {"tensors": tensors}}
+    f = checkpoint.trained_weights(passed, run, lambda rel: read[rel])
+    assert (f.status, f.key) == (CheckStatus.PASS, "rank0_cpu") and f.evidence["weights"][0]["holds"]
+    fresh = {"ckpt.pt": {"tensors": {k: [d, s * 0.93] for k, (d, s) in tensors.items()}}}
+    f = checkpoint.trained_weights(passed, run, lambda rel: fresh[rel])
+    assert (f.status, f.key, f.params["matched"]) == (CheckStatus.FAIL, "not_trained", len(SHAPES))
+    got = render("ckpt.save", f)
+    assert got["points"] == 0 and "not the weights" in got["message"]["en"] and "ckpt.pt" in got["message"]["zh"]
+    renamed = {"ckpt.pt": {"tensors": {f"w{i}": v for i, v in enumerate(tensors.values())}}}
+    assert checkpoint.trained_weights(passed, run, lambda rel: renamed[rel]).key == "not_trained"
+    broken = {"ckpt.pt": {"error": "unreadable: UnpicklingError"}}
+    assert checkpoint.trained_weights(passed, run, lambda rel: broken[rel]).key == "weights_unread"
+    no_sum = run_with(rank1_end={"type": "fsdp_end", "sum_after": None})
+    f = checkpoint.trained_weights(passed, no_sum, lambda rel: read[rel])
+    assert (f.status, f.key) == (CheckStatus.FAIL, "weights_unread")
+    assert "cannot be checked" in render("ckpt.save", f)["message"]["en"]
+    shards = checkpoint.trained_weights(fsdp.Finding(CheckStatus.PASS, "shards"), run, lambda rel: broken[rel])
+    assert shards.key == "shards"  # only a full state dict of rank 0's is read
+    # a wrapper's prefix in the saved keys is no other parameter
+    wrapped = {f"_fsdp_wrapped_module.{k}": v for k, v in tensors.items()}
+    assert weights.holds_trained({"tensors": wrapped}, SHAPES, 100.0)["holds"]
+
+
+def test_a_parameter_no_unit_shards_is_summed_on_every_rank():
+    """The root left unwrapped (bug_root_not_wrapped): tok.weight and ln.bias are whole on both ranks, so the end
+    sums hold them twice; the blocks' shards add up to them once."""
+    blocks_only = [u for u in per_block() if u["name"] != "(root)"]
+    model = {**model_rec(blocks_only, global_params=12_000_000), "root": 0, "param_shapes": SHAPES}
+    sums = {"tok.weight": 30.0, "blocks.0.qkv.weight": 50.0, "ln.bias": 20.0}
+    tensors = {name: [dims, sums[name]] for name, dims in SHAPES}
+    run = make_run({0: [model, {**mem(100 * MB), "root": 0}, save(49 * MB), {"type": "fsdp_end", "sum_after": 75.0}],
+                    1: [{"type": "fsdp_end", "sum_after": 75.0}]})  # 50 + 2 * (30 + 20) = 150
+    run.evidence.update(files_of({0: ["ckpt.pt"]}, {"ckpt.pt": 49 * MB}))
+    passed = checkpoint.check_checkpoint(run, 48.9 * MB, "cpu")
+    f = checkpoint.trained_weights(passed, run, lambda rel: {"tensors": tensors})
+    assert (f.status, f.key) == (CheckStatus.PASS, "rank0_cpu"), f.evidence.get("weights")
+    drifted = make_run({0: [model, {**mem(100 * MB), "root": 0}, save(49 * MB), {"type": "fsdp_end", "sum_after": 75.0}],
+                        1: [{"type": "fsdp_end", "sum_after": 77.0}]})  # rank 1's unaveraged copies drifted by 2
+    drifted.evidence.update(files_of({0: ["ckpt.pt"]}, {"ckpt.pt": 49 * MB}))
+    assert checkpoint.trained_weights(passed, drifted, lambda rel: {"tensors": tensors}).key == "rank0_cpu"
+    fresh = {name: [dims, 0.8 * v] for name, (dims, v) in tensors.items()}  # 120 against 152: beyond any drift
+    assert checkpoint.trained_weights(passed, drifted, lambda rel: {"tensors": fresh}).key == "not_trained"

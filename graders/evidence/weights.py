@@ -1,0 +1,80 @@
+"""What a full checkpoint rank 0 saved holds, read by the grader: each tensor's absolute sum.
+
+The file is the student's, so it is read in a sandboxed process of the grader's (``checkpoint_sums.py``: weights
+only, no code), never in the grader. ``holds_trained`` compares it with the model that trained: the harness sums
+the absolute values of every rank's shard of that module's parameters when the run ends (``fsdp_end.sum_after``),
+and the sums of the checkpoint's tensors named like those parameters (``fsdp_model.param_shapes``) must add up to
+the same total. A freshly built model of the right size and shapes passes the size and the names, not this.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from graders import sandbox
+from graders.evidence import SOURCE_OUTSIDE
+
+SCRIPT = Path(__file__).resolve().parent / "checkpoint_sums.py"
+MAX_CHECKPOINT_BYTES = 16 * 1024 ** 3  # the 1b model in fp32 is 4.7 GB, 14 GB with AdamW states; mapped, not copied
+READ_WALL_S = 120  # importing torch on a loaded 2-core host
+TOLERANCE = 1e-4  # relative: the same float32 values summed in float64 in another order
+DRIFT = 0.1  # of the sums of the other ranks' copies of unsharded parameters, which nothing keeps equal to rank 0's
+_WRAPPERS = ("_fsdp_wrapped_module", "_checkpoint_wrapped_module", "_orig_mod", "module")
+
+
+def read(path: Path, job: Path) -> dict[str, Any]:
+    """``{"source", "file", "tensors": {key: [shape, abs sum]}}`` or ``{"source", "file", "error"}``."""
+    out: dict[str, Any] = {"source": SOURCE_OUTSIDE, "file": path.name[:200]}
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_CHECKPOINT_BYTES:
+            return {**out, "error": "not a regular file of a readable size"}
+    except OSError as exc:
+        return {**out, "error": f"unreadable: {type(exc).__name__}"}
+    argv = [sys.executable, str(SCRIPT), str(path)]
+    result = sandbox.run(argv, workdir=job / "checkpoint_sums", env={"OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"},
+                         ro_binds=[(str(SCRIPT), str(SCRIPT)), (str(path), str(path))],
+                         limits=sandbox.Limits(wall_s=READ_WALL_S, memory_bytes=4 * 1024 * sandbox.MiB, nproc=256,
+                                               address_space=False))
+    try:
+        got = json.loads(result.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {**out, "error": f"the reading failed (exit {result.returncode}, {result.killed_reason or 'no kill'})"}
+    if not isinstance(got, dict) or not isinstance(got.get("tensors"), dict):
+        return {**out, "error": str(got.get("error") if isinstance(got, dict) else "no reading")[:200]}
+    return {**out, "tensors": got["tensors"]}
+
+
+def clean_key(key: str) -> str:
+    """A key without the FSDP1, activation-checkpointing, torch.compile and DDP wrappers' segments."""
+    return ".".join(p for p in key.split(".") if p and p not in _WRAPPERS)
+
+
+def holds_trained(read_: dict[str, Any], shapes: list[list], trained_sum: float,
+                  copies: Callable[[str], int] = lambda name: 1) -> dict[str, Any]:
+    """Does the checkpoint hold the trained weights? For each parameter (``[[name, dims], ...]``) the first tensor
+    whose key is the name or ends with ``.name`` (a nested ``{"model": ...}``), with the same shape: their sums, each
+    times ``copies(name)`` (the ranks that hold it whole: a parameter no FSDP unit owns is on every rank), must add
+    up to ``trained_sum``. ``{"matched", "missing", "sum", "trained", "holds"}``."""
+    tensors = read_.get("tensors") if isinstance(read_.get("tensors"), dict) else {}
+    by_name: dict[str, list] = {}
+    for key, value in tensors.items():
+        if not (isinstance(value, list) and len(value) == 2 and isinstance(value[1], (int, float))):
+            continue
+        parts = clean_key(str(key)).split(".")
+        for i in range(len(parts)):
+            by_name.setdefault(".".join(parts[i:]), []).append(value)
+    total, other_copies, missing = 0.0, 0.0, []
+    for name, dims in shapes:
+        found = next((v for v in by_name.get(name, []) if list(v[0]) == list(dims)), None)
+        if found is None:
+            missing.append(name)
+        else:
+            total += copies(name) * float(found[1])
+            other_copies += (copies(name) - 1) * abs(float(found[1]))
+    # the other ranks' copies of a parameter no unit owns are not averaged with rank 0's: they drift apart a little
+    allowed = TOLERANCE * max(abs(trained_sum), 1e-12) + DRIFT * other_copies
+    holds = not missing and abs(total - trained_sum) <= allowed
+    return {"matched": len(shapes) - len(missing), "missing": missing[:20], "sum": total, "trained": trained_sum,
+            "holds": holds}
