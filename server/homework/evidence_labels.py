@@ -82,6 +82,7 @@ LABELS: dict[str, tuple[str, str, str]] = {
     "batchnorm": ("BatchNorm 层", "BatchNorm layers", "plain"),
     "syncbatchnorm": ("SyncBatchNorm 层", "SyncBatchNorm layers", "plain"),
     "syncbn_lone": ("进程组只含一个 rank 的 SyncBatchNorm 层", "SyncBatchNorm layers over a group short of every rank", "plain"),
+    "contribution": ("各 rank 的本地梯度是否进入了更新（逐步比较的草图）", "Whether each rank's local gradient reached the update (sketches compared step by step)", "plain"),
     "bn_calls": ("训练中 BatchNorm 前向的次数，按统计量来自哪些 rank", "BatchNorm forwards in training, by the ranks their statistics came from", "plain"),
     "synced": ("所有 rank", "Every rank", "plain"),
     "lone": ("不含所有 rank 的进程组", "A group short of every rank", "plain"),
