@@ -6,7 +6,8 @@ parameters after a local step, that the parameters become the mean of what each 
 linear, and so are the sketches, so for every step both ranks took:
 
 * ``mean``: each rank's applied gradient ``ga`` is a positive multiple of the mean of the ranks' local gradients
-  ``gl`` (a multiple: clipping after the sync scales it alike on every rank);
+  ``gl`` (a multiple: clipping after the sync scales it alike on every rank), or, where each rank clipped its own
+  gradient before the collective, a combination of them in which every rank weighs at least a fifth of the most;
 * ``averaged``: each rank's update over the step span (``ps`` after it less ``ps`` before it) is the mean of the
   ranks' own steps (``pl`` less the same ``ps`` before);
 * ``discarded``: neither, although every reading is there: some rank's work was thrown away (rank 0's weights or
@@ -81,6 +82,8 @@ def step_verdict(rows: list[dict], before: list[dict | None]) -> str | None:
         grads = all(_residual(a, mean, scaled=True) <= RESIDUAL for a in ga)
         if grads:
             return "mean" if _spread(gl) else "equal"
+        if _spread(gl) and all(_every_rank_weighed(a, gl) for a in ga):
+            return "mean"  # each rank scaled (clipped) its own gradient before the collective averaged them
         if not all(_residual(a, own, scaled=True) <= RESIDUAL for a, own in zip(ga, gl)):
             return "discarded"  # the gradients were changed, into something other than their mean (rank 0's)
         # each rank stepped its own gradient: the parameters averaged after the step decide
@@ -98,6 +101,42 @@ def step_verdict(rows: list[dict], before: list[dict | None]) -> str | None:
     if grads is None and params is None:
         return None
     return "discarded"
+
+
+MIN_WEIGHT = 0.2  # of the largest: a rank's gradient weighed less than this in the update was mostly left out
+
+
+def _every_rank_weighed(applied: list[float], local: list[list[float]]) -> bool:
+    """Is ``applied`` a combination of the ranks' local gradients with every rank's weight positive and at least
+    ``MIN_WEIGHT`` of the largest (least squares over the ``K`` sketch numbers)? Clipping each rank's gradient before
+    averaging weighs them by different factors; only with at most ``K // 2`` ranks is the fit overdetermined enough
+    to mean anything."""
+    n = len(local)
+    if n > K // 2:
+        return False
+    gram = [[sum(x * y for x, y in zip(a, b)) for b in local] for a in local]
+    rhs = [sum(x * y for x, y in zip(a, applied)) for a in local]
+    w = _solve(gram, rhs)
+    if w is None or min(w) <= 0 or min(w) < MIN_WEIGHT * max(w):
+        return False
+    fitted = [sum(c * g[i] for c, g in zip(w, local)) for i in range(K)]
+    return _residual(applied, fitted, scaled=False) <= RESIDUAL
+
+
+def _solve(a: list[list[float]], b: list[float]) -> list[float] | None:
+    """``x`` with ``a x = b`` (Gaussian elimination with partial pivoting), or None where ``a`` is singular."""
+    n = len(b)
+    m = [row[:] + [v] for row, v in zip(a, b)]
+    for col in range(n):
+        piv = max(range(col, n), key=lambda r: abs(m[r][col]))
+        if abs(m[piv][col]) < 1e-12 * max(1.0, max(abs(v) for row in a for v in row)):
+            return None
+        m[col], m[piv] = m[piv], m[col]
+        for r in range(n):
+            if r != col:
+                f = m[r][col] / m[col][col]
+                m[r] = [x - f * y for x, y in zip(m[r], m[col])]
+    return [m[r][n] / m[r][r] for r in range(n)]
 
 
 def _lost_rank(rows: list[dict], before: list[dict | None]) -> int | None:

@@ -49,6 +49,11 @@ def _with_sketches(run, style: str, seed: int = 0):
             ga = [[n * x for x in mean]] * n
         elif style == "clipped":  # clip_grad_norm_ after the sync: every rank scales the mean alike
             ga = [[0.3 * x for x in mean]] * n
+        elif style == "clipped_before_sync":  # each rank clips its own gradient, then the all_reduce averages them
+            scale = [0.3, 0.9, 0.6, 1.0][:n]
+            ga = [_mean([[c * x for x in g] for c, g in zip(scale, local)])] * n
+        elif style == "rank1_weighted_down":  # all_reduce of g * (1 if rank 0 else 0.02): rank 1's data barely counts
+            ga = [_mean([[c * x for x in g] for c, g in zip([1.0] + [0.02] * (n - 1), local)])] * n
         elif style in ("ddp", "idle_rank1"):  # backward returns the averaged gradient already
             gl, ga = [mean] * n, [mean] * n
         elif style == "broadcast_rank0_grads":
@@ -82,7 +87,7 @@ def _with_sketches(run, style: str, seed: int = 0):
 
 
 @pytest.mark.parametrize("style", ["allreduce_avg", "reduce_broadcast", "all_gather_mean", "flat_bucket_avg",
-                                   "allreduce_sum", "clipped", "param_average"])
+                                   "allreduce_sum", "clipped", "clipped_before_sync", "param_average"])
 def test_any_collective_that_averages_the_ranks_work_is_synchronisation(style):
     run = _with_sketches(_run(sync=None, steps=STEPS), style)
     verdict = contrib.judge(run)
@@ -100,7 +105,7 @@ def test_ddp_averages_inside_backward_and_is_judged_as_before():
     assert ddp.check_grad_sync(run).status == CheckStatus.PASS
 
 
-@pytest.mark.parametrize("style", ["broadcast_rank0_grads", "broadcast_rank0_weights"])
+@pytest.mark.parametrize("style", ["broadcast_rank0_grads", "broadcast_rank0_weights", "rank1_weighted_down"])
 def test_rank0s_work_copied_over_the_others_is_no_synchronisation(style):
     # the old count still calls the weights' all_reduce a sync by hand: the contribution decides
     run = _with_sketches(_run(sync=None, steps=STEPS, hand=1.0), style)
