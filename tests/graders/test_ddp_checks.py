@@ -236,6 +236,24 @@ def test_equal_parameters_without_any_synchronisation_fail_grad_sync():
     assert ddp.check_syncbn(_run(sync=None)).status == CheckStatus.FAIL
 
 
+@pytest.mark.parametrize("counts, key", [(None, "ok"), ([40, 0, 0], "ok"), ([30, 0, 10], "per_rank_in_training"),
+                                         ([40, 20, 0], "per_rank_in_training")])
+def test_syncbn_judges_what_every_batchnorm_normalised_with_in_training(counts, key):
+    """Layers are counted at the wrap and the first step; a group swapped later (lone) or a plain BatchNorm outside the
+    trained modules (plain) shows only in the harness's ``bn_calls`` counts, and warns with half the points."""
+    run = _run()
+    for stream in run.ranks.values():  # DDP wraps every stepped parameter, whose model holds 2 SyncBatchNorm layers
+        stream.records.insert(0, {"type": "norms", "batchnorm": 0, "syncbatchnorm": 2, "syncbn_lone": 0,
+                                  "sharded": False, "stepped": 10, "in_ddp": 10, "source": "trained"})
+    if counts is not None:
+        for r, stream in run.ranks.items():  # rank 1 alone is enough: its forwards count too
+            stream.records.insert(-2, {"type": "bn_calls", "counts": counts if r == 1 else [40, 0, 0]})
+    f = ddp.check_syncbn(run)
+    assert f.key == key and f.status == (CheckStatus.PASS if key == "ok" else CheckStatus.WARN), f
+    if counts and key != "ok":
+        assert f.params == {"calls": counts[1] + counts[2], "all": 40 + sum(counts)} and f.fallback == "plain_bn"
+
+
 def test_gradients_all_reduced_by_hand_count_as_synchronisation():
     hand = _run(sync="hand", hand=1.0)
     assert ddp.sync_kind(hand) == "hand"
