@@ -81,7 +81,7 @@ for i in range(2):
     opt.step()
     opt.zero_grad()
 for i in range(2):  # zero_grad forgotten: the third step begins clean, the fourth on the third's gradients
-    loss = m(x[None], y[None])
+    loss = m(input_ids=x[None], labels=y[None])  # by keyword (Hugging Face's style): the rows are read all the same
     stream.send({"type": "script_loss", "loss": float(loss)})
     loss.backward()
     opt.step()

@@ -187,7 +187,7 @@ class FsdpObserver:
         else:
             self.counter = fsdp_memory.start()
         nn.modules.module.register_module_forward_pre_hook(self._pre_forward)
-        nn.modules.module.register_module_forward_hook(self._post_forward)
+        nn.modules.module.register_module_forward_hook(self._post_forward, with_kwargs=True)
         self._hook_dataloader()
         from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
         register_optimizer_step_pre_hook(self._pre_step)
@@ -272,7 +272,7 @@ class FsdpObserver:
         self.local.depth = depth + 1
         return None
 
-    def _post_forward(self, module, args, output):
+    def _post_forward(self, module, args, kwargs, output):
         depth = getattr(self.local, "depth", 0)
         if depth == 0:
             return  # a parameterless module at the top: its pre-hook counted nothing
@@ -280,6 +280,8 @@ class FsdpObserver:
         if depth == 1 and torch.is_grad_enabled():
             index = next((i for i, m in enumerate(self.roots) if m is module), None)
             if index is not None:
+                if kwargs and not any(isinstance(t, torch.Tensor) for t in tree_leaves(args)):
+                    self._digest_rows(index, kwargs)  # model(input_ids=..., labels=...): the global pre-hook saw no tensor
                 self._watch_backward(index, output)
                 loss = self.loss_of(args, output)
                 if loss is not None:
@@ -346,8 +348,8 @@ class FsdpObserver:
                     g = p.grad
                     if g is not None:
                         local = g.to_local() if hasattr(g, "to_local") else g
-                        if local.numel():
-                            total += float(local.abs().sum(dtype=torch.float64))
+                        if local.numel() and bool(local.detach().any()):  # a reduction: no copy the size of the gradient
+                            total += 1
                 self.grads_left = total > 0
         except Exception:  # an OOM on a full card: no reading for this step
             self.grads_left = None
@@ -367,7 +369,8 @@ class FsdpObserver:
             try:  # how much gradient this rank's backward sent into the model: zero where its loss was scaled by 0
                 with torch.no_grad():
                     g = grad.to_local() if hasattr(grad, "to_local") else grad
-                    obs.out_grad[index] = obs.out_grad.get(index, 0.0) + float(g.detach().abs().sum(dtype=torch.float64))
+                    # a reduction, not abs() of the logits' gradient: the counter would take that copy for the student's
+                    obs.out_grad[index] = obs.out_grad.get(index, 0.0) + float(torch.linalg.vector_norm(g.detach(), ord=1))
             except Exception:  # an odd gradient (a subclass, an OOM): no reading for this backward
                 pass
             return None
