@@ -92,12 +92,13 @@ def zero_tensors(tensors, lazy: bool = False):
 
 def squared_norm(tensors) -> float:
     """The squared L2 norm of all ``tensors`` together (None entries: zero)."""
-    total = 0.0
+    parts = []
     with torch.no_grad():
         for t in tensors:
             if t is not None and t.numel() and not t.is_sparse:
-                total += float(torch.linalg.vector_norm(_local(t))) ** 2  # a reduction: no double copy of the gradient
-    return total
+                parts.append(torch.linalg.vector_norm(_local(t)).double().square())  # a reduction: no copy of the gradient
+    # one read at the end: on a GPU, a float() per tensor would wait for the device once per parameter
+    return float(torch.stack([p.to(parts[0].device) for p in parts]).sum()) if parts else 0.0
 
 
 def _local(t: torch.Tensor) -> torch.Tensor:

@@ -335,7 +335,7 @@ class Observer:
         def counting_hook(state, bucket):
             obs.buckets += 1
             if len(obs.bucket_sq) < 4096:  # this rank's own gradients, before any rank's are reduced into them
-                obs.bucket_sq.append(bucket.buffer().detach().double().pow(2).sum())
+                obs.bucket_sq.append(torch.linalg.vector_norm(bucket.buffer().detach()).double().square())  # a reduction
                 try:  # kept on the device until the step: no synchronisation inside DDP's backward
                     obs.bucket_zero.append(contrib.zero_tensors(bucket.gradients(), lazy=True))
                 except Exception:  # an odd bucket: its zeros are not counted
