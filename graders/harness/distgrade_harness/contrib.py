@@ -64,8 +64,7 @@ class Sketcher:
             for i, t in enumerate(tensors):
                 if t is None:
                     continue
-                t = t.detach()
-                t = t.to_local() if hasattr(t, "to_local") else t
+                t = _local(t)
                 if not t.numel() or t.is_sparse:
                     continue
                 flat = t.reshape(-1)

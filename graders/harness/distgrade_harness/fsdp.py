@@ -342,15 +342,10 @@ class FsdpObserver:
             return
         self.grads_checked = self.steps
         try:
-            with torch.no_grad():
-                total = 0.0
-                for p in self.roots[index].parameters():
-                    g = p.grad
-                    if g is not None:
-                        local = g.to_local() if hasattr(g, "to_local") else g
-                        if local.numel() and bool(local.detach().any()):  # a reduction: no copy the size of the gradient
-                            total += 1
-                self.grads_left = total > 0
+            with torch.no_grad():  # any(): a reduction, no copy the size of the gradient
+                grads = (p.grad.to_local() if hasattr(p.grad, "to_local") else p.grad
+                         for p in self.roots[index].parameters() if p.grad is not None)
+                self.grads_left = any(g.numel() and bool(g.detach().any()) for g in grads)
         except Exception:  # an OOM on a full card: no reading for this step
             self.grads_left = None
 
