@@ -8,6 +8,7 @@ dictionaries included (``{"model": ..., "optim": ...}``): for each floating-poin
 and the sum of its absolute values in float64. Prints one JSON line.
 """
 import json
+import os
 import sys
 
 import torch
@@ -44,3 +45,5 @@ def main():
 
 if __name__ == "__main__":
     main()
+    sys.stdout.flush()
+    os._exit(0)  # the answer is printed: tearing torch's modules down would cost about a second of CPU

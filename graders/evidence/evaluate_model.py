@@ -18,6 +18,7 @@ held against it; an untrained model stays at chance under all of them. Prints on
 """
 import importlib.util
 import json
+import os
 import sys
 
 import numpy as np
@@ -162,3 +163,5 @@ def main():
 
 if __name__ == "__main__":
     main()
+    sys.stdout.flush()
+    os._exit(0)  # the answer is printed: tearing torch's modules down would cost about a second of CPU

@@ -42,6 +42,7 @@ def install() -> None:
     channel_dir = os.environ["DISTGRADE_CHANNEL"]
     try:
         if "RANK" not in os.environ:
+            atexit.register(_settle_before_teardown)
             signal.signal(DUMP_SIGNAL, signal.SIG_IGN)  # the launcher must outlive the dump
             return
         rank = int(os.environ["RANK"])
@@ -55,6 +56,20 @@ def install() -> None:
         _install_rank(channel_dir, rank)
     except Exception as exc:  # never break the student's run; the grader sees the missing stream
         sys.stderr.write(f"[distgrade harness] {type(exc).__name__}: {exc}\n")
+
+
+def _settle_before_teardown() -> None:
+    """The launcher's last act: freeze every live object, so CPython's teardown deallocates modules by
+    reference count without walking torch's objects again, collection after collection (about 0.5 to 1 s
+    of CPU per launch, two launches a grading). Only the launcher, which runs none of the student's code:
+    in a rank, an object of the student's that becomes cyclic garbage only at teardown (a log file held
+    by an object that refers to itself) would never be finalized, and its unflushed lines would be lost."""
+    import gc
+
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if getattr(spec, "name", None) == "torch.distributed.run":  # not a process of the student's without RANK
+        gc.collect()
+        gc.freeze()
 
 
 def _register_dump(path: str) -> None:
