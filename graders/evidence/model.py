@@ -14,8 +14,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import hashlib
-import json
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,8 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from coursework.report import text
-from graders import cifar, sandbox
-from graders.evidence import SOURCE_OUTSIDE
+from graders import cifar
+from graders.evidence import SOURCE_OUTSIDE, reader
 
 SCRIPT = Path(__file__).resolve().parent / "evaluate_model.py"
 HARNESS_FILE = "model-rank0.pt"
@@ -119,16 +117,10 @@ def evaluate(runs: list, job: Path, cfg: dict, synthetic: dict | bool | None = T
     params = synthetic if isinstance(synthetic, dict) else cfg.get("synthetic", {})  # the job's own seed
     data = write_held_out(job / "held_out.npz", params, int(spec.get("samples", 1000)))
     factory = Path(cfg["_path"]) / spec["factory_file"]
-    argv = [sys.executable, str(SCRIPT), str(factory), spec["factory"], str(data), *groups]
-    binds = [(str(SCRIPT), str(SCRIPT)), (str(factory), str(factory)), (str(data), str(data))]
-    binds += [(str(f), str(f)) for f in files]
     started = time.monotonic()
-    result = sandbox.run(argv, workdir=job / "evaluate", env={"OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"},
-                         ro_binds=binds, limits=sandbox.Limits(wall_s=EVAL_WALL_S, memory_bytes=4 * 1024 * sandbox.MiB,
-                                                               nproc=256, address_space=False))
-    try:
-        scores = json.loads(result.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
+    scores, result = reader.run(SCRIPT, [str(factory), spec["factory"], str(data), *groups],
+                                [str(factory), str(data), *(str(f) for f in files)], job / "evaluate", EVAL_WALL_S)
+    if not isinstance(scores, dict):
         for run in runs:
             run.evidence["model"]["why"] = text(f"评估失败（退出码 {result.returncode}）", f"the evaluation failed (exit "
                                                 f"{result.returncode}, {result.killed_reason or 'no kill'})")

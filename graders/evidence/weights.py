@@ -8,13 +8,11 @@ the same total. A freshly built model of the right size and shapes passes the si
 """
 from __future__ import annotations
 
-import json
-import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from graders import sandbox
-from graders.evidence import SOURCE_OUTSIDE
+from graders.evidence import SOURCE_OUTSIDE, reader
 
 SCRIPT = Path(__file__).resolve().parent / "checkpoint_sums.py"
 MAX_CHECKPOINT_BYTES = 16 * 1024 ** 3  # the 1b model in fp32 is 4.7 GB, 14 GB with AdamW states; mapped, not copied
@@ -32,14 +30,8 @@ def read(path: Path, job: Path) -> dict[str, Any]:
             return {**out, "error": "not a regular file of a readable size"}
     except OSError as exc:
         return {**out, "error": f"unreadable: {type(exc).__name__}"}
-    argv = [sys.executable, str(SCRIPT), str(path)]
-    result = sandbox.run(argv, workdir=job / "checkpoint_sums", env={"OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"},
-                         ro_binds=[(str(SCRIPT), str(SCRIPT)), (str(path), str(path))],
-                         limits=sandbox.Limits(wall_s=READ_WALL_S, memory_bytes=4 * 1024 * sandbox.MiB, nproc=256,
-                                               address_space=False))
-    try:
-        got = json.loads(result.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
+    got, result = reader.run(SCRIPT, [str(path)], [str(path)], job / "checkpoint_sums", READ_WALL_S)
+    if got is None:
         return {**out, "error": f"the reading failed (exit {result.returncode}, {result.killed_reason or 'no kill'})"}
     if not isinstance(got, dict) or not isinstance(got.get("tensors"), dict):
         return {**out, "error": str(got.get("error") if isinstance(got, dict) else "no reading")[:200]}
