@@ -191,9 +191,14 @@ def grade(folder: Path, var_dir: Path, share: HostShare) -> subprocess.Completed
         from coursework.trust import KINDS
         env[TRUSTED_ENV] = json.dumps([f"{d}:{p}:{k}" for d in cat.raw["fields"] for p in cat.fields(d) for k in KINDS])
     with share.hold(exclusive=_trapped(folder)), host_traps(expected.get("traps", [])):
-        return subprocess.run([sys.executable, "-m", "graders", "grade", folder.parent.parent.name,
+        proc = subprocess.run([sys.executable, "-m", "graders", "grade", folder.parent.parent.name,
                                str(_submission(folder)), "--json"], cwd=ROOT, env=env, capture_output=True,
                               text=True, timeout=600)
+    keep = os.environ.get("DISTGRADE_SAMPLE_REPORTS")  # a folder: every report kept, to tune a check on the corpus
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        (Path(keep) / f"{folder.parent.parent.name}__{folder.name}.json").write_text(proc.stdout, encoding="utf-8")
+    return proc
 
 
 @pytest.fixture(scope="module")
