@@ -75,12 +75,17 @@ def process_group(run) -> bool:
     return True
 
 
-def sync_kind(run) -> str | None:
+_UNJUDGED: Any = object()  # sync_kind's verdict not handed in: judge the contributions here
+
+
+def sync_kind(run, verdict: dict[str, Any] | None = _UNJUDGED) -> str | None:
     """How gradients were synchronised: "ddp", "fsdp", "hand" (a collective of the script's own averaged the ranks'
-    gradients or parameters), or None: also where the ranks' contributions were thrown away (``contrib``)."""
+    gradients or parameters), or None: also where the ranks' contributions were thrown away (``contrib``).
+    ``verdict``: ``contrib.judge(run)`` where the caller has it already."""
     if run is None or not run.ranks:
         return None
-    verdict = contrib.judge(run)
+    if verdict is _UNJUDGED:
+        verdict = contrib.judge(run)
     if contrib.discarded(verdict):
         return None  # rank 0's weights broadcast over everyone's is no synchronisation, whatever collective did it
     if any(s.first("ddp") for s in run.ranks.values()) and sync.ddp_drives(run, step_rows):
@@ -97,6 +102,22 @@ def sync_kind(run) -> str | None:
     if fractions and min(fractions) >= HAND_REDUCED_MIN:
         return "hand"
     return "hand" if contrib.synced_by_hand(verdict) else None
+
+
+def unused_rank(verdict: dict[str, Any] | None, kind: str | None) -> dict[str, Any] | None:
+    """The rank whose work never reached the update, as the contribution judge's ``verdict`` (``contrib.judge``)
+    names it: ``{"why": "rank_idle", "rank"}`` (its own gradient was zero: ``loss * 0``; not judged under FSDP,
+    whose local gradients are shards) or ``{"why": "discarded", "rank", "step", "steps", "of"}`` (its gradients or
+    weights were thrown away at too many steps); None where every rank's work counted. ``ddp.grad_sync`` fails on
+    it and ``sampler.coverage`` counts only the other ranks' data."""
+    if not verdict:
+        return None
+    if verdict["idle"] is not None and kind != "fsdp":
+        return {"why": "rank_idle", "rank": verdict["idle"]}
+    if contrib.discarded(verdict):
+        return {"why": "discarded", "rank": verdict["lost_rank"], "step": verdict["discarded"][0],
+                "steps": verdict["discarded_count"], "of": verdict["steps"]}
+    return None
 
 
 def distributed_gate(run) -> Finding | None:
@@ -341,7 +362,8 @@ def check_disjoint(run) -> Finding:
                    {**lopsided, "at_model": True, "dataloader": finding.evidence}, fallback="overlap_no_sampler")
 
 
-def _loader_coverage(run) -> Finding:
+def _loader_coverage(run, ranks: list[int] | None = None) -> Finding:
+    """Every epoch's indices of all ranks (``ranks``: of those only) against the data set's length."""
     eps = rank_epochs(run)
     gate = _data_gate(run, eps)
     if gate:
@@ -357,7 +379,7 @@ def _loader_coverage(run) -> Finding:
     allowed = run.nproc * (bs - 1) + run.nproc - 1 if drop else run.nproc - 1
     n_epochs = min(len(e) for e in eps.values())
     for k in range(n_epochs):
-        union = set().union(*(set(eps[r][k]["indices"]) for r in eps))
+        union = set().union(*(set(eps[r][k]["indices"]) for r in (eps if ranks is None else ranks)))
         missing = size - sum(1 for i in union if 0 <= i < base)  # never set(range(size)): __len__ is the student's
         if missing > allowed:
             return Finding(CheckStatus.FAIL, "missing", {
@@ -366,9 +388,15 @@ def _loader_coverage(run) -> Finding:
     return Finding(CheckStatus.PASS, "ok", {"size": size, "epochs": n_epochs}, {"allowed_missing": allowed})
 
 
-def _model_coverage(inputs, asked: int | None = None) -> Finding:
+def _model_coverage(inputs, asked: int | None = None, ranks: list[int] | None = None) -> Finding:
     """Coverage at the model: how much of the training files ever reached it (``asked``: the epochs the
-    grader asked for, which set what random draws must reach), then the first pass of each rank."""
+    grader asked for, which set what random draws must reach), then the first pass of each rank. ``ranks``:
+    count only what these ranks fed the model, against everything the run trained on."""
+    everything = inputs.trained()
+    if ranks is not None:
+        if asked is None:  # random draws are judged against every rank's draws, not only the counted ranks'
+            asked = sum(len(inputs.sequence(r)) for r in inputs.steps) / inputs.train_size
+        inputs = model_inputs.Inputs({r: inputs.steps[r] for r in ranks}, inputs.train_size)
     small = model_inputs.subset(inputs, asked)
     if small:
         return Finding(CheckStatus.FAIL, "subset_at_model", small, {**small, "at_model": True}, fallback="missing")
@@ -378,7 +406,7 @@ def _model_coverage(inputs, asked: int | None = None) -> Finding:
         reached = {"seen": seen, "size": inputs.train_size, "share": f"{100 * seen / inputs.train_size:.0f}%"}
         return Finding(CheckStatus.PASS, "ok_draws_at_model", reached, {**reached, "at_model": True, "random_draws": True},
                        fallback="ok")
-    lost = model_inputs.missing(inputs, epochs)
+    lost = model_inputs.missing(inputs, epochs, of=everything)
     if lost:
         return Finding(CheckStatus.FAIL, "missing_at_model", lost, {**lost, "at_model": True}, fallback="missing")
     return Finding(CheckStatus.PASS, "ok_at_model", {"size": seen}, {"at_model": True}, fallback="ok")
@@ -390,7 +418,33 @@ def _asked(run, epochs: int | None) -> int | None:
 
 
 def check_coverage(run, epochs: int | None = None) -> Finding:
-    return _sampler_check(run, _loader_coverage, functools.partial(_model_coverage, asked=_asked(run, epochs)))
+    """Every sample reached the model, counting only the data of ranks whose work reached the update: a rank that
+    fed the model its share but backpropagated ``loss * 0``, or whose gradients or weights were thrown away,
+    covered nothing (the contribution judge's verdict, ``unused_rank``)."""
+    asked = _asked(run, epochs)
+    finding = _sampler_check(run, _loader_coverage, functools.partial(_model_coverage, asked=asked))
+    if finding.status != CheckStatus.PASS:
+        return finding
+    verdict = contrib.judge(run)
+    unused = unused_rank(verdict, sync_kind(run, verdict))
+    if unused is None:
+        return finding
+    rank = unused["rank"]
+    ev = {"contribution": verdict, "all_ranks": {"key": finding.key, **finding.evidence}}
+    if rank not in range(run.nproc):  # no rank named (no reading says whose work was lost): nothing to recount
+        return Finding(CheckStatus.FAIL, unused["why"], {**unused, "rank": "?"}, ev, fallback="missing")
+    kept = [r for r in range(run.nproc) if r != rank]
+    recount = _loader_at_model(run, functools.partial(_loader_coverage, ranks=kept),
+                               functools.partial(_model_coverage, asked=asked, ranks=kept))
+    ev["counted_ranks"] = kept
+    if recount.status == CheckStatus.PASS:  # the other ranks fed the model every sample on their own
+        return dataclasses.replace(recount, evidence={**recount.evidence, **ev})
+    p = recount.params
+    counted = {k: p[k] for k in ("seen", "size", "epoch") if k in p}
+    if "missing" in p or ("seen" in p and "size" in p):
+        counted["missing"] = p.get("missing", p.get("size", 0) - p.get("seen", 0))
+    return Finding(CheckStatus.FAIL, unused["why"], {**unused, **counted},
+                   {**recount.evidence, **ev, "counted_key": recount.key}, fallback="missing")
 
 
 def check_coverage_alone(run1, nproc: int, epochs: int | None = None) -> Finding | None:
@@ -453,7 +507,8 @@ def check_grad_sync(run) -> Finding:
         return NO_TRAINING
     ref = fins[0]
     steps = {r: f["steps"] for r, f in fins.items()}
-    kind = sync_kind(run) if process_group(run) else None
+    verdict = contrib.judge(run)
+    kind = sync_kind(run, verdict) if process_group(run) else None
     ev = {"digests": {r: f["digest"][:16] for r, f in fins.items()}, "steps": steps,
           "model_source": ref["model_source"], "process_group": process_group(run), "sync": kind,
           "source": SOURCE_INSIDE}
@@ -471,15 +526,14 @@ def check_grad_sync(run) -> Finding:
             diff = f"{bad['diff']:.2e}" if bad["diff"] == bad["diff"] else "?"  # nan: no full record differs after it
             return Finding(CheckStatus.FAIL, key, {"rank": bad["rank"], "diff": diff,
                            "step": bad["step"]}, ev, fallback="differ" if kind else "no_ddp")
-    verdict = contrib.judge(run)
     if verdict:
         ev["contribution"] = verdict
-    if verdict and verdict["idle"] is not None and kind != "fsdp":  # the rank's data never moved the weights
-        r = verdict["idle"]
-        return Finding(CheckStatus.FAIL, "rank_idle", {"rank": r}, ev, fallback="differ")
-    if contrib.discarded(verdict):  # the ranks agree, but only because one rank's work was copied over the others'
-        return Finding(CheckStatus.FAIL, "discarded", {"step": verdict["discarded"][0], "rank": "?" if verdict["lost_rank"] is None else verdict["lost_rank"],
-                       "steps": verdict["discarded_count"], "of": verdict["steps"]}, ev, fallback="no_ddp")
+    unused = unused_rank(verdict, kind)
+    if unused and unused["why"] == "rank_idle":  # the rank's data never moved the weights
+        return Finding(CheckStatus.FAIL, "rank_idle", {"rank": unused["rank"]}, ev, fallback="differ")
+    if unused:  # the ranks agree, but only because one rank's work was copied over the others'
+        rank = "?" if unused["rank"] is None else unused["rank"]
+        return Finding(CheckStatus.FAIL, "discarded", {**unused, "rank": rank}, ev, fallback="no_ddp")
     reading = sync.loopback_reading(run, max(steps.values(), default=0)) if kind else None
     if reading:
         ev["traffic_of_ring"] = reading["of_ring"]  # what the margin below is measured against

@@ -191,13 +191,14 @@ def passes(inputs: Inputs) -> dict[int, list[list[int]]] | None:
     return out
 
 
-def missing(inputs: Inputs, epochs: dict[int, list[list[int]]]) -> dict | None:
+def missing(inputs: Inputs, epochs: dict[int, list[list[int]]], of: set[int] | None = None) -> dict | None:
     """Samples no rank fed the model in its first pass, out of every sample the run ever trained on
-    (a script that holds some data out for validation is judged on the rest), if more than a dropped
-    last batch per rank and a sampler's padding explain."""
+    (a script that holds some data out for validation is judged on the rest; ``of``: that set, where
+    ``inputs`` holds only some of the ranks), if more than a dropped last batch per rank and a sampler's
+    padding explain."""
     nproc = len(epochs)
     allowed = nproc * (inputs.batch - 1) + nproc - 1
-    trained = inputs.trained()
+    trained = inputs.trained() if of is None else of
     union = set().union(*(set(runs[0]) for runs in epochs.values()))
     lost = len(trained - union)
     if lost > allowed:

@@ -170,3 +170,47 @@ print(json.dumps({k: rows[k] for k in ("gl", "ga", "pl", "gn", "gz", "ar")}))
         assert len(got["pl"][i]) == K
         assert got["gz"][i] == 0  # counted when backward returned, before the script changed the gradients
     assert got["gz"][4] == 4 and got["gn"][4] == 0.0  # loss * 0: all four tensors zero
+
+
+def _marked(run, firsts: dict[int, list[list[int]]], size: int):
+    """``run`` with the marks each rank's model read (``seen``) and the training files' size: what the coverage
+    check judges at the model. ``firsts[r]``: rank r's batches, one per step."""
+    run.evidence["inputs"] = {"train_size": size}
+    for r, rows in firsts.items():
+        steps = next(rec for rec in run.ranks[r].records if rec["type"] == "steps")
+        steps.update(seen=rows, unread=[0] * len(rows))
+    return run
+
+
+@pytest.mark.parametrize("style, sync, key", [("idle_rank1", "ddp", "rank_idle"),
+                                               ("broadcast_rank0_weights", None, "discarded")])
+def test_coverage_counts_only_the_data_of_ranks_whose_work_reached_the_update(style, sync, key):
+    """Rank 1 feeds the model its half of every batch (the marks and the DataLoader say every sample was
+    trained on), but its gradient is zero (``loss * 0``) or its weights are overwritten by rank 0's: only rank
+    0's half moved the weights, and coverage says so with grad_sync's verdict."""
+    size = 8 * STEPS  # _run's DataLoader: 4 samples a step per rank, rank r takes r::2 of them
+    halves = {r: [list(range(8 * t + 4 * r, 8 * t + 4 * r + 4)) for t in range(STEPS)] for r in range(2)}
+    honest = _marked(_with_sketches(_run(sync=sync, steps=STEPS, hand=1.0 if sync is None else 0.0),
+                                    "ddp" if sync else "param_average"), halves, size)
+    assert ddp.check_coverage(honest).status == CheckStatus.PASS
+    run = _marked(_with_sketches(_run(sync=sync, steps=STEPS, hand=1.0 if sync is None else 0.0), style), halves,
+                  size)
+    assert ddp.check_grad_sync(run).key == key  # the contribution judge's verdict, read once by both checks
+    f = ddp.check_coverage(run)
+    assert (f.status, f.key, f.params["rank"]) == (CheckStatus.FAIL, key, 1), f
+    assert (f.params["seen"], f.params["size"], f.params["missing"]) == (48, 96, 48)
+    assert f.evidence["counted_ranks"] == [0] and f.evidence["all_ranks"]["key"] == "ok"
+    assert f.evidence["contribution"] == contrib.judge(run)
+    # the same run without marks (the real CIFAR-10): the DataLoader's indices of rank 0 alone are half the data
+    del run.evidence["inputs"]
+    f = ddp.check_coverage(run)
+    assert (f.status, f.key, f.params["rank"], f.params["missing"]) == (CheckStatus.FAIL, key, 1, 48)
+
+
+def test_coverage_still_passes_where_the_ranks_that_trained_fed_the_model_every_sample():
+    """Rank 1 idles, but rank 0's first pass alone fed the model every sample the run trained on: nothing missed
+    (the wasted rank costs grad_sync and the work share, not coverage)."""
+    whole = [list(range(4 * t, 4 * t + 4)) for t in range(STEPS)]
+    run = _marked(_with_sketches(_run(sync="ddp", steps=STEPS), "idle_rank1"), {0: whole, 1: whole}, 4 * STEPS)
+    f = ddp.check_coverage(run)
+    assert (f.status, f.key, f.evidence["counted_ranks"]) == (CheckStatus.PASS, "ok_at_model", [0]), f
