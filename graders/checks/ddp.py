@@ -22,6 +22,7 @@ from graders.checks.records import epochs_of, rank_epochs, step_rows
 from graders.early_stop import steps_taken
 from graders.checks.stacks import SPAWN_RERUN, helper_process, stuck_in, where
 from graders.evidence import SOURCE_CROSS_CHECKED, SOURCE_INSIDE, SOURCE_OUTSIDE
+from graders.evidence.files import CODE_SUFFIXES, LOG_SUFFIXES  # what a log is called, and code
 from graders.evidence.model import learned_nothing, unscored
 from graders.sandbox.result import KilledReason
 
@@ -635,24 +636,21 @@ def check_rank0_io(run, epochs: int, extra_prints: int) -> Finding:
         return Finding(CheckStatus.WARN, "output_erased", {"rank": r, "bytes": n}, {**ev, "erased": erased, "training": training},
                        fallback="prints")
     others = {r: logs for r, o in outside.items()
-              if (logs := [f for f in o["other_files"] if _log_like(f) or (f in o["texts"] and not _code(f))])}
-    if others:  # a log or metrics file a rank other than 0 left (every rank appending to metrics.csv) is output too
+              if (logs := [f for f in o["other_files"] if _log_like(f) or ((f in o["texts"] or f in o["written"]) and not _code(f))])}
+    # A log or metrics file a rank other than 0 left (every rank appending to metrics.csv) is output too, and so is
+    # any file such a rank opened for writing and left, whatever its name or format (raw float32 losses appended
+    # with tofile): only code, a build product or a compiler's cache (not listed) is nobody's output.
+    if others:
         r, files = next(iter(others.items()))
         return Finding(CheckStatus.WARN, "files_other", {"rank": r, "n": len(files), "paths": ", ".join(files[:3])},
                        {**ev, "training": training}, fallback="prints")
     return Finding(CheckStatus.PASS, "ok", {}, {**ev, "training": training})
 
 
-LOG_SUFFIXES = (".csv", ".tsv", ".log", ".txt", ".json", ".jsonl", ".out")
-
-
 def _log_like(name: str) -> bool:
     """A file a rank left that reads as a log or metrics (by name): a cache or a compiled module does not."""
     low = name.lower()
     return "__pycache__" not in low and (low.endswith(LOG_SUFFIXES) or "tfevents" in low)
-
-
-CODE_SUFFIXES = (".py", ".pyc", ".c", ".cc", ".cpp", ".h", ".cu", ".so", ".lock")
 
 
 def _code(name: str) -> bool:

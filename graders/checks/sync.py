@@ -217,8 +217,9 @@ def unclaimed_checkpoints(run) -> list[str]:
 
 def rank_output(run) -> dict[int, dict[str, Any]]:
     """rank -> stdout/stderr lines, redraws and bytes, the lines whose shape recurs, checkpoint-like ``files`` it
-    wrote that the run left, ``other_files``, and ``texts``: those of its files that read as text (a log or
-    metrics file, whatever its name)."""
+    wrote that the run left, ``other_files`` (with the logs it wrote outside the work folder), ``texts``: those of
+    its files that read as text (a log or metrics file, whatever its name), and ``written``: the files it reported
+    opening for writing that the run left."""
     ev = getattr(run, "evidence", None) or {}
     outs = (ev.get("outputs") or {}).get("ranks") or {}
     made = (ev.get("files") or {}).get("ranks") or {}
@@ -230,6 +231,7 @@ def rank_output(run) -> dict[int, dict[str, Any]]:
     texts = _texts(run)
     reached = (ev.get("host") or {}).get("output_reached") or {}
     elsewhere = (ev.get("files") or {}).get("elsewhere") or {}
+    far_logs = (ev.get("files") or {}).get("elsewhere_logs") or {}
     for r in range(1, run.nproc):
         o = outs.get(r) or {}
         far = reached.get(r, reached.get(str(r))) or {}  # how far the rank's descriptors wrote, seen while it ran
@@ -241,6 +243,8 @@ def rank_output(run) -> dict[int, dict[str, Any]]:
         left += [f for f, rank in texts.items() if rank == r and f not in left]  # a log no rank claimed, named r
         gone = elsewhere.get(r, elsewhere.get(str(r))) or []  # checkpoints it wrote where the run's end removed them
         gone = [str(f)[:200] for f in gone if isinstance(f, str)][:20]
+        gone_logs = far_logs.get(r, far_logs.get(str(r))) or []  # logs it wrote there: output, unread
+        gone_logs = [str(f)[:200] for f in gone_logs if isinstance(f, str)][:20]
         out[r] = {**{f"{kind}_{what}": _count(o.get(f"{kind}_{what}")) for kind in ("stdout", "stderr")
                      for what in ("lines", "redraws", "bytes")},
                   **{f"{kind}_recurring": _count(o.get(f"{kind}_recurring"))  # lines of a shape that comes back
@@ -248,8 +252,9 @@ def rank_output(run) -> dict[int, dict[str, Any]]:
                   **{f"{kind}_reached": _count(far.get(kind) if isinstance(far, dict) else None)
                      for kind in ("stdout", "stderr")},
                   "files": [f for f in left if f in saved or f.lower().endswith(CHECKPOINT_SUFFIXES)],
-                  "other_files": [f for f in left if not (f in saved or f.lower().endswith(CHECKPOINT_SUFFIXES))],
+                  "other_files": [f for f in left if not (f in saved or f.lower().endswith(CHECKPOINT_SUFFIXES))] + gone_logs,
                   "texts": [f for f in left if f in texts and f not in saved],
+                  "written": [str(f) for f in (made.get(r) or [])],  # the rank opened it for writing: its output
                   "elsewhere": gone}
     return out
 

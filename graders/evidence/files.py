@@ -16,11 +16,18 @@ size of every other file rank 0 did not write: the check weighs it against the e
 whose first bytes are text is a log or a metrics file, whatever its name or size, and is called one.
 
 The whole folder is listed, however deep (a run folder ``outputs/<run>/<date>/rank1/checkpoints/`` is as
-much the script's as the top level). Compiler caches (``torchinductor_*``, triton's, ``__pycache__``) are
+much the script's as the top level). Compiler caches (inductor's, triton's, ``__pycache__``) are
 listed too, since their names are the script's to choose: what a compiler writes there (source, shared
 objects, its own pickles with no suffix) is left alone, but a saved model found there by its suffix or
-its first bytes (a zip archive, NumPy, HDF5, safetensors: formats no compiler cache writes) counts like
-any other. What the grader could not list (a folder it cannot read, more entries than it lists, or one
+its first bytes (a zip archive, NumPy, HDF5, safetensors: formats no compiler cache writes), a pickle of
+NumPy arrays, and a log by its name whose first bytes are text count like any other. ``.cache`` itself (the
+job's ``XDG_CACHE_HOME``) is no compiler's folder, only the root the compilers' folders live in: what a script
+puts beside them is judged as anywhere else in the work folder.
+
+Outside the work folder (the sandbox's /tmp ends with the run) the grader cannot read a file, only the
+rank's record of opening it: ``elsewhere`` holds what a rank above 0 wrote there that its name does not call
+code, a compiler's cache or a log (those are ``elsewhere_logs``), whatever its suffix: unread counts against the
+run. What the grader could not list (a folder it cannot read, more entries than it lists, or one
 nested past any honest depth) is named in ``unlisted``: the check cannot confirm what it did not see.
 """
 from __future__ import annotations
@@ -35,8 +42,10 @@ from graders.evidence import SOURCE_CROSS_CHECKED
 
 MAX_ENTRIES = 20000  # a bound on the listing, not a place to hide: past it the listing is incomplete
 MAX_DEPTH = 32  # folders below it are not listed, and named as unlisted
-CACHE_DIRS = {"__pycache__", ".cache", "triton", ".triton"}  # compiler caches, not the script's output ...
-CACHE_PREFIXES = ("torchinductor_",)  # ... unless what is in them is a saved model (``cached_checkpoint``)
+# compilers' own folders, not the script's output (the job points TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR at
+# .cache/torchinductor and .cache/triton; .cache itself is XDG_CACHE_HOME, where a script's folder is its own) ...
+CACHE_DIRS = {"__pycache__", "torchinductor", "triton", ".triton", "torch_extensions"}
+CACHE_PREFIXES = ("torchinductor_",)  # ... unless what is in them is the script's all the same (``cached_output``)
 MAX_UNLISTED = 20
 
 
@@ -103,6 +112,8 @@ def rank_writes(stream) -> list[str]:
 
 
 CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".pkl", ".pickle", ".safetensors", ".npz", ".npy", ".h5")
+LOG_SUFFIXES = (".csv", ".tsv", ".log", ".txt", ".json", ".jsonl", ".out")  # what a log or metrics file is called
+CODE_SUFFIXES = (".py", ".pyc", ".c", ".cc", ".cpp", ".h", ".cu", ".so", ".o", ".lock")  # a compiler's, a library's
 MAX_SNIFFED = 200  # files whose first bytes are read
 _RANK_IN_NAME = re.compile(r"(?<![A-Za-z])(?:rank|gpu|proc|worker|device|dev|local|node|cuda|r)[-_. ]?(\d{1,3})(?!\d)", re.IGNORECASE)
 
@@ -139,16 +150,40 @@ def is_checkpoint(path: str) -> bool:
         return False
     if _saved_format(head):
         return True
-    return len(head) >= 2 and head[0] == 0x80 and 2 <= head[1] <= 5  # a pickle, protocol 2 to 5
+    return _is_pickle(head)
 
 
 def cached_checkpoint(path: str) -> bool:
     """A file in a compiler cache that is a saved model all the same: by its suffix, or by a format of saved
-    models (a compiler keeps its own pickles there, so a bare pickle is the cache's)."""
+    models (a compiler keeps its own pickles there, so a bare pickle is the cache's unless it holds NumPy
+    arrays, which no compiler pickles: ``pickles_arrays``)."""
     if path.lower().endswith(CHECKPOINT_SUFFIXES):
         return True
     head = _head(path, 16)
-    return bool(head) and _saved_format(head)
+    return bool(head) and (_saved_format(head) or pickles_arrays(path))
+
+
+def cached_output(path: str) -> bool:
+    """A file in a compiler cache that is the script's all the same: a saved model (``cached_checkpoint``), or a
+    log or metrics file by its name (no compiler writes a .csv or a .log) whose first bytes are text."""
+    low = path.lower()
+    return cached_checkpoint(path) or (low.endswith(LOG_SUFFIXES) and not low.endswith(".json") and is_text(path))
+
+
+# A pickled NumPy array names its module's reconstructor: protocol 2 (GLOBAL) and 4-5 (STACK_GLOBAL, or _frombuffer
+# with out-of-band buffers) alike spell the module out. These names appear in a pickle only as a global to call.
+_NUMPY_GLOBALS = (b"numpy.core.multiarray", b"numpy._core.multiarray", b"numpy.core.numeric", b"numpy._core.numeric")
+MAX_PICKLE_SCAN = 1 << 20  # bytes of a pickle searched for NumPy's names
+
+
+def _is_pickle(head: bytes) -> bool:
+    return len(head) >= 2 and head[0] == 0x80 and 2 <= head[1] <= 5  # a pickle, protocol 2 to 5
+
+
+def pickles_arrays(path: str) -> bool:
+    """Is the file a pickle that holds NumPy arrays (saved weights, an optimizer's state, whatever its name)?"""
+    head = _head(path, MAX_PICKLE_SCAN)
+    return bool(head) and _is_pickle(head) and any(g in head for g in _NUMPY_GLOBALS)
 
 
 _TEXT_BYTES = set(range(32, 127)) | {9, 10, 13, 27}
@@ -195,13 +230,14 @@ def created_files(run, work: Path) -> dict:
     "loose": [[relative path, bytes, rank that wrote it or None, rank its name gives or None, text?], ...],
     "texts": [relative paths a rank other than 0 wrote (or that no rank claimed) whose first bytes are text],
     "unlisted": [relative folders the listing could not see],
-    "elsewhere": {rank: [checkpoints by name that rank wrote outside the work folder]}}``: the sandbox's /tmp and
+    "elsewhere": {rank: [files that rank wrote outside the work folder, taken for checkpoints: ``_unread_kind``]},
+    "elsewhere_logs": {rank: [logs by name that rank wrote outside the work folder]}}``: the sandbox's /tmp and
     /dev/shm end with the run, so the grader cannot read them; the rank's word that it wrote one counts against it
     (a file the script removed from the work folder is a temporary one and counts for nothing). ``loose`` are the other files rank 0 did not
     write, which the check judges by size against the evaluated model (a writer in C leaves weights that start
     like nothing in particular: raw floats, a database), unless they are text."""
     left, cached, unlisted = walk(work)
-    left.update((p, n) for p, n in cached.items() if cached_checkpoint(p))  # at most MAX_ENTRIES heads of 16 bytes
+    left.update((p, n) for p, n in cached.items() if cached_output(p))  # heads of 16 bytes, a pickle's first MiB
     ranks, claimed, saved, writer = {}, set(), {}, {}
     for r in range(run.nproc):
         mine = sorted(_found(rank_writes(run.ranks.get(r)), left))
@@ -211,8 +247,12 @@ def created_files(run, work: Path) -> dict:
         ranks[r] = [os.path.relpath(p, work)[:200] for p in mine][:20]
         saved[r] = [os.path.relpath(p, work)[:200] for p in mine[:MAX_SNIFFED] if is_checkpoint(p)][:20]
     inside = str(work).rstrip("/") + "/"
-    elsewhere = {r: sorted({p for p in rank_writes(run.ranks.get(r)) if p.startswith("/") and not p.startswith(inside)
-                            and p.lower().endswith(CHECKPOINT_SUFFIXES)})[:20] for r in range(1, run.nproc)}
+    elsewhere, elsewhere_logs = {}, {}
+    for r in range(1, run.nproc):
+        outside = sorted({p for p in rank_writes(run.ranks.get(r)) if p.startswith("/") and not p.startswith(inside)})
+        kinds = [(p, _unread_kind(p)) for p in outside]
+        elsewhere[r] = [p for p, kind in kinds if kind == "saved"][:20]
+        elsewhere_logs[r] = [p for p, kind in kinds if kind == "log"][:20]
     rank0 = _found(rank_writes(run.ranks.get(0)), left)
     unclaimed, loose, texts = [], [], []
     for p in sorted(set(left) - rank0, key=lambda p: -left[p])[:MAX_SNIFFED]:
@@ -233,4 +273,18 @@ def created_files(run, work: Path) -> dict:
             "left": len(left), "ranks": ranks, "checkpoints": saved, "unclaimed": unclaimed, "loose": loose,
             "sizes": {f: rel_size[f] for f in sorted(listed) if f in rel_size},
             "texts": sorted(texts)[:MAX_LOOSE], "unlisted": sorted({os.path.relpath(p, work)[:200] for p in unlisted})[:MAX_UNLISTED],
-            "elsewhere": {r: [p[:200] for p in paths] for r, paths in elsewhere.items() if paths}}
+            "elsewhere": {r: [p[:200] for p in paths] for r, paths in elsewhere.items() if paths},
+            "elsewhere_logs": {r: [p[:200] for p in paths] for r, paths in elsewhere_logs.items() if paths}}
+
+
+def _unread_kind(path: str) -> str | None:
+    """What a file the grader cannot read (outside the work folder) is taken for, by its name alone: a checkpoint
+    suffix is ``"saved"``; code, a build product or anything in a compiler's cache is nobody's output (None); a
+    log's suffix is ``"log"``; any other name is ``"saved"``: its content is unknown, and unknown counts against
+    the run (a pickle called ``scratch.state`` is as much a checkpoint as ``ckpt.pkl``)."""
+    low = path.lower()
+    if low.endswith(CHECKPOINT_SUFFIXES):
+        return "saved"
+    if low.endswith(CODE_SUFFIXES) or any(_is_cache(part) for part in path.split("/")[:-1]):
+        return None
+    return "log" if low.endswith(LOG_SUFFIXES) or "tfevents" in low else "saved"

@@ -308,6 +308,79 @@ def test_a_checkpoint_a_rank_wrote_outside_the_work_folder_counts_by_its_name(tm
     assert (found.status, found.key, found.params["paths"]) == (CheckStatus.FAIL, "files_elsewhere", "/tmp/ckpt_rank1.pkl")
 
 
+def test_a_file_a_rank_wrote_outside_the_work_folder_counts_whatever_its_suffix(tmp_path):
+    """Round 5: rank 1 pickled NumPy weights to /tmp/ddp_scratch_rank1.state. The grader cannot read /tmp after the
+    run, so a name that is neither code, a compiler's cache nor a log is taken for the checkpoint it may be; a log
+    by its name is output (other_files); a compiler's cache or code written there is nobody's."""
+    writes = {"type": "writes", "paths": [["/tmp/ddp_scratch_rank1.state", 1], ["/tmp/ddp_scratch_rank1.txt", 1],
+                                          ["/tmp/torchinductor_x/ab/cab.py", 1], ["/tmp/k/__pycache__/m.pyc.123", 1],
+                                          ["/tmp/build/kernel.so", 1]], "more": 0}
+    got = files.created_files(_run({0: [], 1: [writes]}), tmp_path)
+    assert got["elsewhere"] == {1: ["/tmp/ddp_scratch_rank1.state"]}
+    assert got["elsewhere_logs"] == {1: ["/tmp/ddp_scratch_rank1.txt"]}
+    assert sync.rank_output(_run({0: [], 1: []}, {"files": got}))[1]["other_files"] == ["/tmp/ddp_scratch_rank1.txt"]
+    recs = {r: [{"type": "process_group", "world": 2}, {"type": "steps", "t": [1.0], "samples": [64], "loss": [1.0],
+                                                         "backwards": [1], "buckets": [1], "synced": [1],
+                                                         "bucket_bytes": [4]}] for r in (0, 1)}
+    found = ddp.check_rank0_io(_run(recs, {"files": got, "outputs": {"ranks": {}}}), 2, 3)
+    assert (found.status, found.key) == (CheckStatus.FAIL, "files_elsewhere")
+    assert "/tmp/ddp_scratch_rank1.state" in found.params["paths"]
+    logs_only = {**got, "elsewhere": {}}
+    found = ddp.check_rank0_io(_run(recs, {"files": logs_only, "outputs": {"ranks": {}}}), 2, 3)
+    assert (found.status, found.key) == (CheckStatus.WARN, "files_other")
+
+
+def test_dot_cache_is_no_compiler_cache_and_numpy_pickles_count_in_one(tmp_path):
+    """Round 5: every rank pickled NumPy weights to .cache/state{rank}/latest and appended .cache/state{rank}/metrics.csv.
+    .cache is only the root of the job's caches: what a script puts there is judged as anywhere; in a compiler's own
+    folder its pickles and source stay set aside, but a pickle of NumPy arrays and a .csv log do not."""
+    import pickle
+    import numpy as np
+    state = tmp_path / ".cache" / "state1"
+    state.mkdir(parents=True)
+    (state / "latest").write_bytes(pickle.dumps({"epoch": 0, "model": {"w": np.zeros(8, np.float32)}}, protocol=4))
+    (state / "metrics.csv").write_text("0,2.1034,25000\n")
+    inductor = tmp_path / ".cache" / "torchinductor" / "fxgraph" / "dh"
+    inductor.mkdir(parents=True)
+    (inductor / "entry").write_bytes(pickle.dumps({"source": "import torch\n", "n": 3}, protocol=4))  # the compiler's
+    (inductor / "c.py").write_text("import torch\n")
+    (inductor / "hidden").write_bytes(pickle.dumps([np.ones(4)], protocol=2))  # NumPy in a compiler's folder
+    (inductor / "epochs.csv").write_text("0,2.1\n")
+    paths = [state / "latest", state / "metrics.csv", inductor / "entry", inductor / "c.py", inductor / "hidden",
+             inductor / "epochs.csv"]
+    writes = {"type": "writes", "paths": [[str(p), 1] for p in paths], "more": 0}
+    got = files.created_files(_run({0: [], 1: [writes]}), tmp_path)
+    assert got["ranks"][1] == [".cache/state1/latest", ".cache/state1/metrics.csv",
+                               ".cache/torchinductor/fxgraph/dh/epochs.csv", ".cache/torchinductor/fxgraph/dh/hidden"]
+    assert got["checkpoints"][1] == [".cache/state1/latest", ".cache/torchinductor/fxgraph/dh/hidden"]
+    recs = {r: [{"type": "process_group", "world": 2}, {"type": "steps", "t": [1.0], "samples": [64], "loss": [1.0],
+                                                         "backwards": [1], "buckets": [1], "synced": [1],
+                                                         "bucket_bytes": [4]}] for r in (0, 1)}
+    found = ddp.check_rank0_io(_run(recs, {"files": got, "outputs": {"ranks": {}}}), 2, 3)
+    assert (found.status, found.key) == (CheckStatus.FAIL, "files") and ".cache/state1/latest" in found.params["paths"]
+
+
+def test_any_file_a_rank_above_0_wrote_is_output(tmp_path):
+    """Round 5: every rank appended raw float32 (rank, epoch, loss) triples to one losses.f32: not text, not named
+    like a log, far smaller than the model, yet rank 1 opened it for writing and the run left it: output (a
+    warning). A compiled module rank 1 wrote is not."""
+    (tmp_path / "losses.f32").write_bytes(b"\x00\x00\x80?" * 6)
+    (tmp_path / "ext.so").write_bytes(b"\x7fELF" + b"\0" * 20)
+    w = {"type": "writes", "paths": [[str(tmp_path / "losses.f32"), 2]], "more": 0}
+    w1 = {"type": "writes", "paths": [[str(tmp_path / "losses.f32"), 2], [str(tmp_path / "ext.so"), 1]], "more": 0}
+    got = files.created_files(_run({0: [w], 1: [w1]}), tmp_path)
+    recs = {r: [{"type": "process_group", "world": 2}, {"type": "steps", "t": [1.0], "samples": [64], "loss": [1.0],
+                                                         "backwards": [1], "buckets": [1], "synced": [1],
+                                                         "bucket_bytes": [4]}] for r in (0, 1)}
+    model = {"evaluated": True, "learned": True, "parameters": 25_000}
+    found = ddp.check_rank0_io(_run(recs, {"files": got, "model": model, "outputs": {"ranks": {}}}), 2, 3)
+    assert (found.status, found.key, found.params["paths"]) == (CheckStatus.WARN, "files_other", "losses.f32")
+    w1["paths"] = [[str(tmp_path / "ext.so"), 1]]
+    got = files.created_files(_run({0: [w], 1: [w1]}), tmp_path)
+    found = ddp.check_rank0_io(_run(recs, {"files": got, "model": model, "outputs": {"ranks": {}}}), 2, 3)
+    assert found.status == CheckStatus.PASS
+
+
 def test_a_text_file_is_a_log_whatever_its_name(tmp_path):
     """metrics_rank1.json is rank 1's metrics, not a checkpoint its name's rank makes it: a warning named for
     what it is; a log no rank claimed whose name gives rank 1 is rank 1's output."""
