@@ -43,8 +43,9 @@ from graders.evidence import SOURCE_CROSS_CHECKED
 MAX_ENTRIES = 20000  # a bound on the listing, not a place to hide: past it the listing is incomplete
 MAX_DEPTH = 32  # folders below it are not listed, and named as unlisted
 # compilers' own folders, not the script's output (the job points TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR at
-# .cache/torchinductor and .cache/triton; .cache itself is XDG_CACHE_HOME, where a script's folder is its own) ...
-CACHE_DIRS = {"__pycache__", "torchinductor", "triton", ".triton", "torch_extensions"}
+# .cache/torchinductor and .cache/triton; .cache itself is XDG_CACHE_HOME, where a script's folder is its own; the
+# CUDA driver's JIT cache is ~/.nv/ComputeCache, HOME being the work folder) ...
+CACHE_DIRS = {"__pycache__", "torchinductor", "triton", ".triton", "torch_extensions", "ComputeCache"}
 CACHE_PREFIXES = ("torchinductor_",)  # ... unless what is in them is the script's all the same (``cached_output``)
 MAX_UNLISTED = 20
 

@@ -729,3 +729,16 @@ def test_a_metadata_pickle_naming_many_globals_is_refused_not_grown_into(tmp_pat
     assert len(b"".join(ops)) < dcp.MAX_METADATA_BYTES
     got = dcp.read_metadata(tmp_path / "many")
     assert got["error"].startswith("unreadable") and len(made) <= dcp.MAX_GLOBALS
+
+
+def test_the_cuda_drivers_jit_cache_is_a_compilers_folder(tmp_path):
+    """HOME is the work folder, so the CUDA driver's JIT cache lands in .nv/ComputeCache, written from C (no rank
+    claims it) and as large as the kernels it compiled: a compiler's folder like inductor's, not a checkpoint nobody
+    claimed. A saved model beside it, in .nv itself, still counts."""
+    cache = tmp_path / ".nv" / "ComputeCache" / "a" / "3"
+    cache.mkdir(parents=True)
+    (cache / "9f0c1e2d4b5a6978").write_bytes(bytes(range(256)) * 4096)  # 1 MiB of a format of the driver's own
+    (tmp_path / ".nv" / "weights").write_bytes(b"PK\x03\x04" + b"\0" * 20)
+    got = files.created_files(_run({0: [], 1: []}), tmp_path)
+    assert got["unclaimed"] == [[".nv/weights", None]]
+    assert [f[0] for f in got["loose"]] == []  # a loose file no rank wrote counts by its size against the model's
