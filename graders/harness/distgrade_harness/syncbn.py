@@ -43,7 +43,8 @@ def install() -> None:
     warnings.filterwarnings("ignore", message=r".*distributed\.nn\.functional\.all_reduce is deprecated")
     original = SyncBatchNorm.forward
 
-    def forward(self, x):
+    def forward(self, input):  # noqa: A002 - torch's own name: a script may call layer(input=x)
+        x = input
         needs_sync = (self.training and x.device.type == "cpu" and dist.is_available()
                       and dist.is_initialized())
         if not needs_sync:
