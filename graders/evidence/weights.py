@@ -46,7 +46,8 @@ def clean_key(key: str) -> str:
 def holds_trained(read_: dict[str, Any], shapes: list[list], trained_sum: float,
                   copies: Callable[[str], int] = lambda name: 1) -> dict[str, Any]:
     """Does the checkpoint hold the trained weights? For each parameter (``[[name, dims], ...]``) the first tensor
-    whose key is the name or ends with ``.name`` (a nested ``{"model": ...}``), with the same shape: their sums, each
+    whose key is the name or ends with ``.name`` (a nested ``{"model": ...}``), or else with the name less its
+    leading segments (a wrapper's prefix the saved keys lack), with the same shape: their sums, each
     times ``copies(name)`` (the ranks that hold it whole: a parameter no FSDP unit owns is on every rank), must add
     up to ``trained_sum``. ``{"matched", "missing", "sum", "trained", "holds"}``."""
     tensors = read_.get("tensors") if isinstance(read_.get("tensors"), dict) else {}
@@ -59,7 +60,11 @@ def holds_trained(read_: dict[str, Any], shapes: list[list], trained_sum: float,
             by_name.setdefault(".".join(parts[i:]), []).append(value)
     total, other_copies, missing = 0.0, 0.0, []
     for name, dims in shapes:
-        found = next((v for v in by_name.get(name, []) if list(v[0]) == list(dims)), None)
+        # the name itself, else without its leading segments: a module of the student's around the model that
+        # trained (self.inner) prefixes every name, and saving the model inside it leaves the prefix out
+        parts = clean_key(name).split(".")
+        found = next((v for i in range(len(parts)) for v in by_name.get(".".join(parts[i:]), [])
+                      if list(v[0]) == list(dims)), None)
         if found is None:
             missing.append(name)
         else:

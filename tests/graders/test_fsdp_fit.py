@@ -521,6 +521,11 @@ def test_a_full_checkpoint_must_hold_the_weights_that_trained():
     # a wrapper's prefix in the saved keys is no other parameter
     wrapped = {f"_fsdp_wrapped_module.{k}": v for k, v in tensors.items()}
     assert weights.holds_trained({"tensors": wrapped}, SHAPES, 100.0)["holds"]
+    # round 6: the model trained inside a thin module of the student's (self.inner) and the inner model's state
+    # dict saved: the parameters are named inner.*, the keys are not; the same weights all the same
+    inner = [[f"inner.{name}", dims] for name, dims in SHAPES]
+    assert weights.holds_trained({"tensors": tensors}, inner, 100.0)["holds"]
+    assert not weights.holds_trained({"tensors": fresh["ckpt.pt"]["tensors"]}, inner, 100.0)["holds"]
 
 
 def test_a_parameter_no_unit_shards_is_summed_on_every_rank():
