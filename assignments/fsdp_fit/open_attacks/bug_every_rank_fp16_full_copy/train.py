@@ -1,0 +1,75 @@
+"""a6 (fsdp_fit, ckpt.save): every rank also writes a full fp16 copy of the model ("for inference").
+Idea: besides the reference's rank-0 full checkpoint, every rank gathers each parameter (DTensor.full_tensor())
+and torch.saves a half-precision full state dict, model_fp16_rank{rank}.pt. The "full copy on every rank" test
+counts a save as full only from 0.9 of the model's fp32 bytes: half precision is 0.5, so rank 1's full copy is not
+a full copy to the grader.
+Fair teacher: README: "full copies (in any file format) on every rank ... are warnings" -> ckpt.save WARN
+(every_rank). Expected grader: ckpt.save PASS (rank0_cpu).
+"""
+
+import argparse
+import os
+
+import torch
+import torch.distributed as dist
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+from torch.distributed.fsdp import fully_shard
+from torch.utils.data import DataLoader, DistributedSampler
+
+from model import SIZES, build_model, make_dataset
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model-size", default="tiny", choices=sorted(SIZES))
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--save", default="ckpt.pt")
+    args = parser.parse_args()
+
+    use_cuda = torch.cuda.is_available()
+    dist.init_process_group("nccl" if use_cuda else "gloo")
+    rank = dist.get_rank()
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if use_cuda else torch.device("cpu")
+    if use_cuda:
+        torch.cuda.set_device(device)
+    torch.manual_seed(0)
+
+    model = build_model(args.model_size)
+    for block in model.blocks:  # one unit per block: a forward gathers one block at a time
+        fully_shard(block)
+    fully_shard(model)  # the root: embeddings and the final norm
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)  # after wrapping: the sharded params
+
+    data = make_dataset(args.model_size)
+    sampler = DistributedSampler(data, shuffle=True, seed=0)
+    loader = DataLoader(data, batch_size=SIZES[args.model_size].batch_size, sampler=sampler, drop_last=True)
+    step, epoch = 0, 0
+    while step < args.steps:
+        sampler.set_epoch(epoch)
+        for input_ids, labels in loader:
+            loss = model(input_ids.to(device), labels.to(device))
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            step += 1
+            if rank == 0:
+                print(f"step {step} loss {loss.item():.3f}")
+            if step == args.steps:
+                break
+        epoch += 1
+
+    # Every rank takes part in the gather; only rank 0 receives it, in CPU memory.
+    state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    if rank == 0:
+        torch.save(state, args.save)
+    half = {}
+    for name, p in model.named_parameters():  # every rank: a small inference copy
+        full = p.full_tensor() if hasattr(p, "full_tensor") else p.detach()
+        half[name] = full.detach().to("cpu", torch.float16)
+    torch.save(half, f"model_fp16_rank{rank}.pt")
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
