@@ -259,3 +259,64 @@ def test_a_counter_left_on_the_stack_but_excluded_from_dispatch_is_off() -> None
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out == {"on": True, "silenced_counted": 0, "silenced": False, "excluded": False, "after": True}
+
+
+UNWOUND = r"""
+import functools, json, os, sys
+sys.path.insert(0, os.environ["STARTER"])
+from distgrade_harness import fsdp
+import torch
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
+    CheckpointImpl, apply_activation_checkpointing, checkpoint_wrapper)
+
+class Stream:
+    pid = os.getpid()
+    def __init__(self): self.records = []
+    def send(self, r): self.records.append(r)
+
+stream = Stream()
+obs = fsdp.install(stream, 0)
+import model as starter
+torch.manual_seed(0)
+x, y = starter.make_dataset("tiny")[0]
+m = starter.build_model("tiny")
+block = type(m.blocks[0])
+# non-reentrant checkpointing: in the backward each block's forward runs again and PyTorch stops it early by
+# raising once it has the tensors it needs, so the block's post-hook never runs
+apply_activation_checkpointing(m, checkpoint_wrapper_fn=functools.partial(
+    checkpoint_wrapper, checkpoint_impl=CheckpointImpl.NO_REENTRANT), check_fn=lambda mod: isinstance(mod, block))
+opt = torch.optim.AdamW(m.parameters(), lr=3e-3)
+for i in range(3):
+    if i == 1:
+        try:  # a forward that raises inside the model (a token id past the vocabulary), caught by the script
+            m(torch.full_like(x[None], 10 ** 6), y[None])
+        except IndexError:
+            pass
+    loss = m(x[None], y[None])
+    stream.send({"type": "script_loss", "loss": float(loss)})
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+print(json.dumps(stream.records))
+"""
+
+
+def test_a_forward_that_never_returns_leaves_the_next_one_outermost(tmp_path: Path) -> None:
+    """A forward pre-hook without its post-hook (a block's recomputation that activation checkpointing stops
+    early in the backward, an exception the script catches) must not leave the model's next forward taken for
+    a nested one: every step still reads the model's own loss, its input rows and the gradient at its output."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "graders/harness"), "OMP_NUM_THREADS": "1", "TMP": str(tmp_path),
+           "STARTER": str(ROOT / "assignments/fsdp_fit/starter"), "DISTGRADE_MODE": "cpu"}
+    env.pop("DISTGRADE_CHANNEL", None)
+    proc = subprocess.run([sys.executable, "-c", UNWOUND], env=env, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    recs: dict[str, list] = {}
+    for r in json.loads(proc.stdout.strip().splitlines()[-1]):
+        recs.setdefault(r["type"], []).append(r)
+    mems = recs["fsdp_mem"]
+    assert {m["root"] for m in mems} == {0} and mems[-1]["trained"] == [0]
+    assert [round(m["model_loss"], 5) for m in mems] == [round(r["loss"], 5) for r in recs["script_loss"]]
+    assert [m["model_forwards"] for m in mems] == [1, 1, 1]
+    # the same sample every step (the forward that raised was read at its start, before it)
+    assert mems[0]["rows"] and all(m["rows"][-1] == mems[0]["rows"][0] for m in mems)
+    assert [m["out_grad"] for m in mems] == [1.0, 1.0, 1.0]

@@ -1,11 +1,12 @@
 """What the FSDP homework grader observes in a rank (on only when ``DISTGRADE_FSDP=1``).
 
-* The model: every outermost module whose forward runs (global forward hooks, a depth per
-  thread), read once at its first forward, before FSDP's lazy initialisation: FSDP2 units
-  (``fully_shard``) and FSDP1 units (``FullyShardedDataParallel``) with their parameter
-  counts and sharding, or a DDP wrapper; each such root has a number (``root``). Modules without
-  parameters (a loss module, a wrapper holding the model outside its submodules) are passed
-  through, so the model they call is the root. The one that trained is the root that took the
+* The model: every outermost module whose forward runs (global forward hooks, a stack per thread
+  of the forwards running, unwound when a forward returns or raises), read once at its first
+  forward, before FSDP's lazy initialisation: FSDP2 units (``fully_shard``) and FSDP1 units
+  (``FullyShardedDataParallel``) with their parameter counts and sharding, or a DDP wrapper;
+  each such root has a number (``root``). Modules without parameters (a loss module, a wrapper
+  holding the model outside its submodules) are passed through, so the model they call is the
+  root. The one that trained is the root that took the
   DataLoader's batches and whose outputs a backward ran through (then: a backward at all, the most
   parameters), never the one called most often: a sharded decoy called twice per step on one
   token does not stand in for the model that learned. Every step record names it, and lists
@@ -169,7 +170,7 @@ class FsdpObserver:
         self.grads_left: bool | None = None  # the trained root's gradients were set and not zero at the step's first backward
         self.grads_checked = -1  # the step whose first backward was checked for gradients left over
         self.optimizers: list[torch.optim.Optimizer] = []
-        self.local = threading.local()  # forward depth: a model in another thread is a root of its own
+        self.local = threading.local()  # forwards running (``_running``): a model in another thread is a root too
         self.steps = 0
         self.sum_before: float | None = None
         self.last_states: dict = {}
@@ -188,6 +189,8 @@ class FsdpObserver:
             self.counter = fsdp_memory.start()
         nn.modules.module.register_module_forward_pre_hook(self._pre_forward)
         nn.modules.module.register_module_forward_hook(self._post_forward, with_kwargs=True)
+        # after _post_forward (hooks run in the order registered), and also where the forward raised
+        nn.modules.module.register_module_forward_hook(self._unwind, always_call=True)
         self._hook_dataloader()
         from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
         register_optimizer_step_pre_hook(self._pre_step)
@@ -245,10 +248,18 @@ class FsdpObserver:
             return False
         return False
 
+    def _running(self) -> list[nn.Module]:
+        """The modules whose forwards run in this thread, outermost first (parameterless ones at the top left
+        out). Empty: the next forward is an outermost one."""
+        stack = getattr(self.local, "stack", None)
+        if stack is None:
+            stack = self.local.stack = []
+        return stack
+
     def _pre_forward(self, module, args):
-        depth = getattr(self.local, "depth", 0)
+        stack = self._running()
         self._note_blind(module)
-        if depth == 0:
+        if not stack:
             if next(iter(module.parameters()), None) is None:
                 return None  # a loss module or a wrapper holding the model elsewhere: the model it calls is the root
             index = next((i for i, m in enumerate(self.roots) if m is module), None)
@@ -269,15 +280,15 @@ class FsdpObserver:
                     self.fed_batch[index] = self.batch_number
                     self.fed[index] += 1
                 self._digest_rows(index, args)
-        self.local.depth = depth + 1
+        stack.append(module)
         return None
 
     def _post_forward(self, module, args, kwargs, output):
-        depth = getattr(self.local, "depth", 0)
-        if depth == 0:
-            return  # a parameterless module at the top: its pre-hook counted nothing
-        self.local.depth = depth - 1
-        if depth == 1 and torch.is_grad_enabled():
+        """A forward returned (not called where it raised): an outermost one's loss, rows and backward."""
+        stack = self._running()
+        if len(stack) != 1 or stack[0] is not module:
+            return  # a nested forward, or a parameterless module at the top (its pre-hook pushed nothing)
+        if torch.is_grad_enabled():
             index = next((i for i, m in enumerate(self.roots) if m is module), None)
             if index is not None:
                 if kwargs and not any(isinstance(t, torch.Tensor) for t in tree_leaves(args)):
@@ -286,6 +297,18 @@ class FsdpObserver:
                 loss = self.loss_of(args, output)
                 if loss is not None:
                     self.losses.setdefault(index, []).append(loss)
+
+    def _unwind(self, module, args, output):
+        """A forward ended, returned or raised (``always_call``): it and every forward still open inside it are
+        over. A pre-hook without its post-hook (an exception the script caught, a checkpointed block whose
+        recomputation in the backward PyTorch stops early by raising) left a counter raised for good, and
+        every later forward of the model was taken for a nested one: no loss, no rows were read."""
+        stack = self._running()
+        for i in range(len(stack) - 1, -1, -1):
+            if stack[i] is module:
+                del stack[i:]
+                break
+        return None
 
     def loss_of(self, args, output) -> float | None:
         """The loss of one forward as the model itself gave it, whatever the script does with it afterwards
