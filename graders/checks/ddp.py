@@ -428,7 +428,7 @@ def check_coverage(run, epochs: int | None = None) -> Finding:
         return finding
     verdict = contrib.judge(run)
     unused = unused_rank(verdict, sync_kind(run, verdict))
-    if unused is None:
+    if unused is None or _replicas_apart(run):  # each rank kept its own model: unsynchronised, not thrown away
         return finding
     rank = unused["rank"]
     ev = {"contribution": verdict, "all_ranks": {"key": finding.key, **finding.evidence}}
@@ -446,6 +446,17 @@ def check_coverage(run, epochs: int | None = None) -> Finding:
         counted["missing"] = p.get("missing", p.get("size", 0) - p.get("seen", 0))
     return Finding(CheckStatus.FAIL, unused["why"], {**unused, **counted},
                    {**recount.evidence, **ev, "counted_key": recount.key}, fallback="missing")
+
+
+def _replicas_apart(run) -> bool:
+    """Did the ranks' models differ, while training (the per-step comparison) or at the end? Then no rank's work
+    was copied over or zeroed in a shared model: each rank trained a replica of its own on its own data (a model
+    never wrapped in DDP), which grad_sync fails, and the data each rank fed still reached a model."""
+    during = sync.compare_params(run)
+    if during is not None and not during["sharded"] and during["differ"]:
+        return True
+    fins = [run.ranks[r].first("finished") for r in range(run.nproc) if r in run.ranks]
+    return len({f.get("digest") for f in fins if f}) > 1
 
 
 def check_coverage_alone(run1, nproc: int, epochs: int | None = None) -> Finding | None:

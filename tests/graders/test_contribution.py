@@ -214,3 +214,16 @@ def test_coverage_still_passes_where_the_ranks_that_trained_fed_the_model_every_
     run = _marked(_with_sketches(_run(sync="ddp", steps=STEPS), "idle_rank1"), {0: whole, 1: whole}, 4 * STEPS)
     f = ddp.check_coverage(run)
     assert (f.status, f.key, f.evidence["counted_ranks"]) == (CheckStatus.PASS, "ok_at_model", [0]), f
+
+
+def test_coverage_keeps_the_data_of_ranks_that_trained_replicas_of_their_own():
+    """A model never wrapped in DDP (sample bug_no_ddp_wrap): each rank steps its own gradient and keeps its own
+    weights, so the judge finds every step "discarded", but nothing was thrown away in a shared model: the ranks'
+    models differ, grad_sync fails for it, and coverage keeps its verdict on the data each rank fed."""
+    halves = {r: [list(range(8 * t + 4 * r, 8 * t + 4 * r + 4)) for t in range(STEPS)] for r in range(2)}
+    run = _marked(_with_sketches(_run(sync=None, steps=STEPS, hand=0.0), "broadcast_rank0_weights"), halves, 8 * STEPS)
+    assert ddp.check_coverage(run).status == CheckStatus.FAIL  # one shared model: rank 1's data was overwritten
+    run.ranks[1].first("finished")["digest"] = "e"  # ... but here each rank ended with a model of its own
+    f = ddp.check_coverage(run)
+    assert f.status == CheckStatus.PASS and "counted_ranks" not in f.evidence, f
+
