@@ -177,15 +177,21 @@ print(json.dumps(stream.records))
 """
 
 
-def test_the_model_that_trained_took_the_batches_and_the_counter_saw_it(tmp_path: Path) -> None:
+def _records_by_type(script: str, tmp_path: Path) -> dict[str, list]:
+    """Run ``script`` (it prints the observer's records last) outside any grading job: its records by type."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "graders/harness"), "OMP_NUM_THREADS": "1", "TMP": str(tmp_path),
            "STARTER": str(ROOT / "assignments/fsdp_fit/starter"), "DISTGRADE_MODE": "cpu"}
     env.pop("DISTGRADE_CHANNEL", None)
-    proc = subprocess.run([sys.executable, "-c", TRAINED], env=env, capture_output=True, text=True, timeout=180)
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:]
     recs: dict[str, list] = {}
     for r in json.loads(proc.stdout.strip().splitlines()[-1]):
         recs.setdefault(r["type"], []).append(r)
+    return recs
+
+
+def test_the_model_that_trained_took_the_batches_and_the_counter_saw_it(tmp_path: Path) -> None:
+    recs = _records_by_type(TRAINED, tmp_path)
     roots = {r["root"]: r for r in recs["fsdp_model"]}
     assert len(roots) == 2 and not roots[1]["fsdp2_units"]  # the loss module is no root
     assert {m["root"] for m in recs["fsdp_mem"]} == {1}  # the plain model took the batches, not the busier decoy
@@ -305,14 +311,7 @@ def test_a_forward_that_never_returns_leaves_the_next_one_outermost(tmp_path: Pa
     """A forward pre-hook without its post-hook (a block's recomputation that activation checkpointing stops
     early in the backward, an exception the script catches) must not leave the model's next forward taken for
     a nested one: every step still reads the model's own loss, its input rows and the gradient at its output."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "graders/harness"), "OMP_NUM_THREADS": "1", "TMP": str(tmp_path),
-           "STARTER": str(ROOT / "assignments/fsdp_fit/starter"), "DISTGRADE_MODE": "cpu"}
-    env.pop("DISTGRADE_CHANNEL", None)
-    proc = subprocess.run([sys.executable, "-c", UNWOUND], env=env, capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    recs: dict[str, list] = {}
-    for r in json.loads(proc.stdout.strip().splitlines()[-1]):
-        recs.setdefault(r["type"], []).append(r)
+    recs = _records_by_type(UNWOUND, tmp_path)
     mems = recs["fsdp_mem"]
     assert {m["root"] for m in mems} == {0} and mems[-1]["trained"] == [0]
     assert [round(m["model_loss"], 5) for m in mems] == [round(r["loss"], 5) for r in recs["script_loss"]]
