@@ -130,6 +130,16 @@ def test_observer_in_a_one_rank_fsdp2_job(tmp_path: Path) -> None:
     assert recs["fsdp_save"][0]["bytes"] == 40 and recs["fsdp_save"][0]["devices"] == ["cpu"]
 
 
+# the observer of a rank, its records kept in ``stream.records`` (the scripts below print them last)
+OBSERVER = r"""class Stream:
+    pid = os.getpid()
+    def __init__(self): self.records = []
+    def send(self, r): self.records.append(r)
+
+stream = Stream()
+obs = fsdp.install(stream, 0)
+"""
+
 TRAINED = r"""
 import json, os, sys
 sys.path.insert(0, os.environ["STARTER"])
@@ -138,14 +148,7 @@ import torch
 from torch.utils.data import DataLoader
 from torch.utils._python_dispatch import _disable_current_modes
 
-class Stream:
-    pid = os.getpid()
-    def __init__(self): self.records = []
-    def send(self, r): self.records.append(r)
-
-stream = Stream()
-obs = fsdp.install(stream, 0)
-import torch.distributed as dist
+""" + OBSERVER + r"""import torch.distributed as dist
 from torch.distributed.fsdp import fully_shard
 import model as starter
 dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
@@ -275,14 +278,7 @@ import torch
 from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
     CheckpointImpl, apply_activation_checkpointing, checkpoint_wrapper)
 
-class Stream:
-    pid = os.getpid()
-    def __init__(self): self.records = []
-    def send(self, r): self.records.append(r)
-
-stream = Stream()
-obs = fsdp.install(stream, 0)
-import model as starter
+""" + OBSERVER + r"""import model as starter
 torch.manual_seed(0)
 x, y = starter.make_dataset("tiny")[0]
 m = starter.build_model("tiny")
