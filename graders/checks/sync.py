@@ -215,6 +215,12 @@ def unclaimed_checkpoints(run) -> list[str]:
     return [f for f, named in _unclaimed(run) if named is None]
 
 
+def _rank_paths(by_rank: dict, r: int) -> list[str]:
+    """Rank ``r``'s paths in a ``{rank: [path, ...]}`` of the evidence (keys ints, or strings once stored as JSON)."""
+    paths = by_rank.get(r, by_rank.get(str(r))) or []
+    return [f[:200] for f in paths if isinstance(f, str)][:20]
+
+
 def rank_output(run) -> dict[int, dict[str, Any]]:
     """rank -> stdout/stderr lines, redraws and bytes, the lines whose shape recurs, checkpoint-like ``files`` it
     wrote that the run left, ``other_files`` (with the logs it wrote outside the work folder), ``texts``: those of
@@ -241,10 +247,8 @@ def rank_output(run) -> dict[int, dict[str, Any]]:
         saved = {str(f) for f in sniffed.get(r) or []} | set(named) | weights  # by first bytes, name or size
         left += named
         left += [f for f, rank in texts.items() if rank == r and f not in left]  # a log no rank claimed, named r
-        gone = elsewhere.get(r, elsewhere.get(str(r))) or []  # checkpoints it wrote where the run's end removed them
-        gone = [str(f)[:200] for f in gone if isinstance(f, str)][:20]
-        gone_logs = far_logs.get(r, far_logs.get(str(r))) or []  # logs it wrote there: output, unread
-        gone_logs = [str(f)[:200] for f in gone_logs if isinstance(f, str)][:20]
+        gone = _rank_paths(elsewhere, r)  # checkpoints it wrote where the run's end removed them
+        gone_logs = _rank_paths(far_logs, r)  # logs it wrote there: output, unread
         out[r] = {**{f"{kind}_{what}": _count(o.get(f"{kind}_{what}")) for kind in ("stdout", "stderr")
                      for what in ("lines", "redraws", "bytes")},
                   **{f"{kind}_recurring": _count(o.get(f"{kind}_recurring"))  # lines of a shape that comes back
