@@ -17,6 +17,11 @@ from graders.checks.ddp import Finding
 SHARED_ROWS = 0.5  # of the rows two ranks fed the model in the same steps: beyond a sampler's padding and chance
 REPEATED_ROWS = 0.5  # of a rank's rows that repeat earlier ones: the same batch stepped on again and again
 IDLE_GRAD = 1e-3  # a rank whose backward sent less than this share of the busiest rank's gradient into the model
+# A rank whose backward sent less than this share: its loss is weighted down (loss * 0.005 on rank 1), its data
+# barely counts. Every rank of a correct run backpropagates the same loss over the same number of steps: where the
+# model returns its loss the reading is that loss's gradient (1.0 a backward), so the ranks' totals are equal (1.0
+# of the busiest in every correct and warn sample where it does; 0.998 where the script takes the cross-entropy of logits).
+SCALED_GRAD = 0.25
 SAME_DATA_FRACTION = 0.2  # of train.progress's points for ranks that trained on the same samples (a wasted card)
 GRADS_LEFT_FRACTION = 1 / 3  # for gradients added onto the last step's (zero_grad forgotten)
 
@@ -65,10 +70,11 @@ def repeated_inputs(run) -> dict | None:
     return None
 
 
-def idle_rank(run) -> dict | None:
+def idle_rank(run, share: float = IDLE_GRAD) -> dict | None:
     """A rank whose backward sent (next to) no gradient into the trained module over the whole run (its loss
     scaled by 0): the reduce-scatter averages the other ranks' gradients with zeros. A rank with no reading at all
-    (no backward through the module's output seen) counts as idle: missing evidence is no contribution shown."""
+    (no backward through the module's output seen) counts as idle: missing evidence is no contribution shown.
+    With ``share`` = ``SCALED_GRAD``: a rank whose loss is weighted down so far that its data barely counts."""
     totals = {}
     for r in sorted(run.ranks):
         vals = [m.get("out_grad") for m in _mem_rows(run, r)]
@@ -76,8 +82,8 @@ def idle_rank(run) -> dict | None:
         totals[r] = sum(vals) if vals else 0.0
     busiest = max(totals.values(), default=0.0)
     for r, total in totals.items():
-        if busiest > 0 and total <= IDLE_GRAD * busiest:
-            return {"rank": r, "grad": f"{total:.3g}", "busiest": f"{busiest:.3g}"}
+        if busiest > 0 and total <= share * busiest:
+            return {"rank": r, "grad": f"{total:.3g}", "busiest": f"{busiest:.3g}", "share": f"{total / busiest:.2g}"}
     return None
 
 
@@ -98,6 +104,9 @@ def training_logic(run, params: dict, ev: dict) -> Finding | None:
     found = idle_rank(run)
     if found:
         return Finding(CheckStatus.FAIL, "idle_rank", {**params, **found}, {**ev, "idle_rank": found})
+    found = idle_rank(run, SCALED_GRAD)
+    if found:
+        return Finding(CheckStatus.FAIL, "rank_scaled", {**params, **found}, {**ev, "rank_scaled": found})
     found = repeated_inputs(run)
     if found:
         return Finding(CheckStatus.FAIL, "one_batch", {**params, **found}, {**ev, "repeated": found})

@@ -124,6 +124,7 @@ LABELS: dict[str, tuple[str, str, str]] = {
     "outside_units_params": ("不属于任何分片单元的参数数", "Parameters outside every sharded unit", "plain"),
     "strategy": ("分片策略", "Sharding strategy", "id"),
     "idle_rank": ("反向传播没有把梯度送进模型的 rank", "Rank whose backward sent no gradient into the model", "plain"),
+    "rank_scaled": ("loss 被按 rank 缩小、梯度几乎不计的 rank", "Rank whose loss was weighted down so its gradient barely counts", "plain"),
     "repeated": ("每一步重复的输入行（同一批次）", "Input rows repeated every step (one batch)", "plain"),
     "inputs_unread": ("读不到模型输入的 rank", "Rank whose model inputs could not be read", "plain"),
     "same_inputs": ("两个 rank 在同一步喂给模型的相同输入", "Same inputs two ranks fed the model in the same steps", "plain"),

@@ -295,6 +295,19 @@ def test_a_falling_loss_does_not_hide_what_the_ranks_fed_and_sent_into_the_model
     assert got["points"] == 5 and "zero_grad" in got["message"]["en"] and "zero_grad" in got["message"]["zh"]
 
 
+def test_a_rank_whose_loss_is_weighted_down_by_rank_barely_trained():
+    """Rank 1 backpropagates loss * 0.005: above the idle bar (1e-3 of the busiest rank), far below what any correct
+    run shows (every rank backpropagates the same loss, so the totals differ only by the data). A rank sending 0.3 of
+    the busiest's (a batch three times smaller, say) is not judged here."""
+    f = fsdp.check_progress(two_ranks(rank1={"out_grad": 0.005}), 0.05)
+    assert (f.status, f.key, f.params["rank"], f.params["share"]) == (CheckStatus.FAIL, "rank_scaled", 1, "0.005")
+    got = render("train.progress", f)
+    assert got["points"] == 0 and "0.005" in got["message"]["en"] and "0.005" in got["message"]["zh"]
+    assert "by rank" in got["hint"]["en"]
+    assert fsdp.check_progress(two_ranks(rank1={"out_grad": 0.3}), 0.05).status == CheckStatus.PASS
+    assert fsdp.check_progress(two_ranks(rank1={"out_grad": 0.0}), 0.05).key == "idle_rank"
+
+
 def test_inputs_or_gradients_the_harness_could_not_read_count_against_the_run():
     """No rows on a rank's steps: nothing shows the data was split. No gradient reading on a rank while the other
     has one: no contribution of that rank is shown."""
