@@ -163,6 +163,10 @@ def loopback_shortfall(run, steps: int) -> dict[str, Any] | None:
 # pass as anything but weights. A log or metrics file is never judged by size (text, or a binary log's name).
 QUANTISED_BYTES_PER_PARAMETER = 0.5
 BINARY_LOG_NAMES = ("tfevents",)  # TensorBoard's event files: binary records, but a log
+# A file rank 0 and another rank both wrote counts as weights up to 8 bytes a parameter (float64, 16 times the
+# 4-bit floor): larger, it is a data cache every rank built, output and not a copy of the model.
+SHARED_MOST = 16
+MAX_SHARED = 20
 
 
 def checkpoint_bytes(run) -> int | None:
@@ -177,12 +181,13 @@ def checkpoint_bytes(run) -> int | None:
 
 
 def _loose(run) -> list[tuple[str, int | None, int | None]]:
-    """``(path, rank that wrote it, rank its name gives)`` of the files rank 0 did not write that count as
-    saved weights although they start like no checkpoint: a non-zero rank in the name, or model-sized (at 4 bits
-    a parameter or more). A file that reads as text is a log or metrics file, not weights, whatever its name or
+    """``(path, rank that wrote it, rank its name gives)`` of the files rank 0 did not write (or wrote, as another
+    rank did) that count as saved weights although they start like no checkpoint: a non-zero rank in the name, or
+    model-sized (at 4 bits a parameter or more; at most 8 where rank 0 wrote the path too). A file that reads as text is a log or metrics file, not weights, whatever its name or
     size, and so is a TensorBoard event file."""
     files = (getattr(run, "evidence", None) or {}).get("files") or {}
     least, out = checkpoint_bytes(run), []
+    shared = {f for f in (files.get("shared_paths") or [])[:MAX_SHARED] if isinstance(f, str)}  # rank 0 wrote it too
     for item in files.get("loose") or []:
         if not (isinstance(item, list) and len(item) in (4, 5) and isinstance(item[1], int)):
             continue
@@ -192,6 +197,8 @@ def _loose(run) -> list[tuple[str, int | None, int | None]]:
         writer = writer if isinstance(writer, int) and not isinstance(writer, bool) else None
         named = named if isinstance(named, int) and not isinstance(named, bool) else None
         binary_log = any(word in path.lower() for word in BINARY_LOG_NAMES)
+        if path in shared and (least is None or size > SHARED_MOST * least):
+            continue  # every rank writing one path much larger than the weights: a data cache, output
         if named or (least is not None and size >= least and not binary_log):
             out.append((path, writer, named))
     return out

@@ -229,19 +229,21 @@ def created_files(run, work: Path) -> dict:
     "unclaimed": [[relative path, rank its name gives or None], ...]} (checkpoints no rank claimed),
     "sizes": {relative path: bytes} of those checkpoints, claimed or not,
     "loose": [[relative path, bytes, rank that wrote it or None, rank its name gives or None, text?], ...],
+    "shared_paths": [relative paths rank 0 wrote and another rank wrote too],
     "texts": [relative paths a rank other than 0 wrote (or that no rank claimed) whose first bytes are text],
     "unlisted": [relative folders the listing could not see],
     "elsewhere": {rank: [files that rank wrote outside the work folder, taken for checkpoints: ``_unread_kind``]},
     "elsewhere_logs": {rank: [logs by name that rank wrote outside the work folder]}}``: the sandbox's /tmp and
     /dev/shm end with the run, so the grader cannot read them; the rank's word that it wrote one counts against it
     (a file the script removed from the work folder is a temporary one and counts for nothing). ``loose`` are the other files rank 0 did not
-    write, which the check judges by size against the evaluated model (a writer in C leaves weights that start
+    write (or wrote, as another rank did: ``shared_paths``), which the check judges by size against the evaluated model (a writer in C leaves weights that start
     like nothing in particular: raw floats, a database), unless they are text."""
     left, cached, unlisted = walk(work)
     left.update((p, n) for p, n in cached.items() if cached_output(p))  # heads of 16 bytes, a pickle's first MiB
-    ranks, claimed, saved, writer = {}, set(), {}, {}
+    ranks, claimed, saved, writer, ranks_found = {}, set(), {}, {}, {}
     for r in range(run.nproc):
         mine = sorted(_found(rank_writes(run.ranks.get(r)), left))
+        ranks_found[r] = set(mine)
         claimed.update(mine)
         for p in mine:
             writer.setdefault(p, r)
@@ -255,10 +257,18 @@ def created_files(run, work: Path) -> dict:
         elsewhere[r] = [p for p, kind in kinds if kind == "saved"][:20]
         elsewhere_logs[r] = [p for p, kind in kinds if kind == "log"][:20]
     rank0 = _found(rank_writes(run.ranks.get(0)), left)
+    # A file rank 0 wrote and another rank wrote too (every rank writing one path): judged as that rank's, by size
+    # like the others, unless it reads as text (N ranks appending to one log is output, judged as such).
+    shared = {p: next(r for r in range(1, run.nproc) if p in ranks_found[r])
+              for p in rank0 if any(p in ranks_found[r] for r in range(1, run.nproc))}
     unclaimed, loose, texts = [], [], []
-    for p in sorted(set(left) - rank0, key=lambda p: -left[p])[:MAX_SNIFFED]:
+    for p in sorted((set(left) - rank0) | set(shared), key=lambda p: -left[p])[:MAX_SNIFFED]:
         rel = os.path.relpath(p, work)[:200]
         text_file = not rel.lower().endswith(CHECKPOINT_SUFFIXES) and is_text(p)  # a log, whatever its name
+        if p in shared:
+            if not text_file and not is_checkpoint(p):  # a checkpoint by content is the rank's already (``saved``)
+                loose.append([rel, left[p], shared[p], rank_in_name(rel, run.nproc), False])
+            continue
         if text_file:
             texts.append(rel)
         if p not in claimed and not text_file and is_checkpoint(p):
@@ -273,6 +283,7 @@ def created_files(run, work: Path) -> dict:
     return {"source": SOURCE_CROSS_CHECKED, "what": text("工作目录里留下的文件，按打开它们的 rank 分", "files left in the work folder, by the rank that opened them"),
             "left": len(left), "ranks": ranks, "checkpoints": saved, "unclaimed": unclaimed, "loose": loose,
             "sizes": {f: rel_size[f] for f in sorted(listed) if f in rel_size},
+            "shared_paths": sorted(os.path.relpath(p, work)[:200] for p in shared)[:MAX_LOOSE],
             "texts": sorted(texts)[:MAX_LOOSE], "unlisted": sorted({os.path.relpath(p, work)[:200] for p in unlisted})[:MAX_UNLISTED],
             "elsewhere": {r: [p[:200] for p in paths] for r, paths in elsewhere.items() if paths},
             "elsewhere_logs": {r: [p[:200] for p in paths] for r, paths in elsewhere_logs.items() if paths}}

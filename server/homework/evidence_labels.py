@@ -57,6 +57,7 @@ LABELS: dict[str, tuple[str, str, str]] = {
     "unclaimed": ("没有任何 rank 报告写过的检查点", "Checkpoints no rank reported writing", "plain"),
     "loose": ("其他留下的文件（路径、字节数、写它的 rank、文件名里的 rank、是否文本）", "Other files left (path, bytes, rank that wrote it, rank its name gives, text or not)", "plain"),
     "sizes": ("这些检查点的字节数", "Bytes of those checkpoints", "plain"),
+    "shared_paths": ("rank 0 和其他 rank 都写过的文件（同一路径）", "Files rank 0 and another rank both wrote (one path)", "plain"),
     "dcp": ("分布式检查点 .metadata 的读取结果", "What each distributed checkpoint's .metadata held", "plain"),
     "tensors": ("张量（键和完整形状）", "Tensors (key and global shape)", "plain"),
     "other": ("不是张量的条目", "Entries that are no tensor", "plain"),

@@ -504,6 +504,30 @@ def test_loose_files_judged_by_size_and_name(tmp_path):
     got = ddp.check_rank0_io(_run(recs, {**evaluated, "outputs": {"ranks": {}}}), 2, 3)
     assert (got.status, got.key) == (CheckStatus.FAIL, "files")
 
+def test_one_path_every_rank_writes_is_judged_as_the_other_ranks_file(tmp_path):
+    """Every rank writing raw float32 weights to the path rank 0 writes (numpy's tofile): rank 1's copy is weights,
+    not output, though rank 0 wrote the path too. Every rank appending to one log stays output, and a shared file
+    much larger than the weights (a data cache every rank built) is not taken for a copy of the model."""
+    (tmp_path / "weights.f32").write_bytes(b"\x81" * 4000)  # 1000 parameters as float32
+    (tmp_path / "train.log").write_bytes(b"epoch 1 loss 0.5\n" * 50)
+    (tmp_path / "features.cache").write_bytes(b"\x81" * 40_000)  # 40 bytes a parameter
+    paths = [[str(tmp_path / n), 1] for n in ("weights.f32", "train.log", "features.cache")]
+    w = {r: [{"type": "writes", "paths": paths, "more": 0}] for r in (0, 1)}
+    got = files.created_files(_run(w), tmp_path)
+    assert got["shared_paths"] == ["features.cache", "train.log", "weights.f32"]
+    evaluated = {"files": got, "model": {"evaluated": True, "learned": True, "parameters": 1000}}
+    by_rank = sync.rank_output(_run({0: [], 1: []}, evaluated))[1]
+    assert by_rank["files"] == ["weights.f32"]
+    assert sorted(by_rank["other_files"]) == ["features.cache", "train.log"]
+    recs = {r: [{"type": "process_group", "world": 2}, {"type": "steps", "t": [1.0], "samples": [64], "loss": [1.0],
+                                                         "backwards": [1], "buckets": [1], "synced": [1],
+                                                         "bucket_bytes": [4]}] for r in (0, 1)}
+    f = ddp.check_rank0_io(_run(recs, {**evaluated, "outputs": {"ranks": {}}}), 2, 3)
+    assert (f.status, f.key) == (CheckStatus.FAIL, "files") and "weights.f32" in f.params["paths"]
+    only_rank0 = files.created_files(_run({0: w[0], 1: []}), tmp_path)  # rank 0 alone wrote them: its own files
+    assert only_rank0["shared_paths"] == [] and only_rank0["loose"] == []
+
+
 def test_quantised_weights_count_as_a_model_copy_and_binary_logs_do_not(tmp_path):
     """Weights quantised to int8 (one byte per parameter, numpy's tofile) or 4 bits (half a byte) are a model copy
     on the rank that wrote them, whatever their name; a smaller binary file is not, and a TensorBoard event file,
