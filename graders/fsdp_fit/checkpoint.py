@@ -7,6 +7,8 @@ much as one it ``torch.save``d). A distributed checkpoint is judged by what its 
 the grader (``graders.evidence.dcp``): every parameter of the model that trained, by name and global shape. A full
 state dict rank 0 saved must hold the trained weights (``trained_weights``): the grader reads the file's tensors in a
 sandbox (``graders.evidence.weights``) and sums them against the harness's sums of every rank's shard at the end.
+A full copy is judged by the model's elements it holds, whatever their dtype: a float16 or int8 copy of the whole
+model on every rank is a full copy on every rank.
 """
 from __future__ import annotations
 
@@ -30,7 +32,8 @@ def check_checkpoint(run, global_param_bytes: float, mode: str) -> Finding:
         global_param_bytes = count(model.get("global_params")) * max(count(model.get("element_size")), 1)
     if any(s.first("fsdp_dcp") for s in run.ranks.values()):
         return _check_dcp(run, model, left)
-    full = {r: [x for x in s.of("fsdp_save") if not x["sharded"] and x["bytes"] >= 0.9 * global_param_bytes]
+    elements = count(model.get("global_params")) if model else 0
+    full = {r: [x for x in s.of("fsdp_save") if not x["sharded"] and _whole(x, elements, global_param_bytes)]
             for r, s in run.ranks.items()}
     for r, files in _full_files(run, global_param_bytes).items():  # a copy no torch.save of the rank's explains
         full.setdefault(r, []).extend({"bytes": n, "devices": ["cpu"], "file": f} for f, n in files)
@@ -68,6 +71,14 @@ def check_checkpoint(run, global_param_bytes: float, mode: str) -> Finding:
         return Finding(CheckStatus.FAIL, "shards_lost", {"ranks": ", ".join(map(str, savers)),
                        "lost": ", ".join(map(str, lost))}, ev)
     return Finding(CheckStatus.PASS, "shards", {"n": len([r for r, n in saves.items() if n])}, ev)
+
+
+def _whole(save: dict, elements: int, model_bytes: float) -> bool:
+    """Does a ``torch.save`` hold the whole model? By its elements where the model's count is known, whatever their
+    dtype (a float16 copy is half the bytes of the float32 model and still all of it); else by 0.9 of its bytes."""
+    if elements and isinstance(save.get("elements"), int) and not isinstance(save.get("elements"), bool):
+        return save["elements"] >= 0.9 * elements
+    return save["bytes"] >= 0.9 * model_bytes
 
 
 def _check_dcp(run, model: dict | None, left: dict[int, list[str]]) -> Finding:

@@ -451,6 +451,17 @@ def test_a_full_copy_another_rank_left_counts_whatever_wrote_it():
     assert checkpoint.check_checkpoint(small, 48.9 * MB, "cpu").key == "rank0_cpu"
 
 
+def test_a_full_copy_is_counted_by_its_elements_whatever_their_dtype():
+    """Every rank torch.saves a float16 copy of the whole 12M-parameter model (24 MB, half the float32 48 MB): a full
+    copy on every rank all the same. Half of the model saved as a plain tensor is no full copy, whatever its dtype."""
+    half = {**save(24 * MB), "elements": 12_000_000}
+    f = checkpoint.check_checkpoint(make_run({0: [*TRAINED, save(49 * MB), half], 1: [half]}), 48.9 * MB, "cpu")
+    assert (f.status, f.key, f.params["ranks"]) == (CheckStatus.WARN, "every_rank", "0, 1")
+    wide = {**save(48 * MB), "elements": 6_000_000}  # a float64 half of the model: the bytes of the whole
+    f = checkpoint.check_checkpoint(make_run({0: [*TRAINED, save(49 * MB)], 1: [wide]}), 48.9 * MB, "cpu")
+    assert (f.status, f.key) == (CheckStatus.PASS, "rank0_cpu")
+
+
 def test_a_full_save_is_measured_against_the_model_that_trained():
     """A 3.4M-parameter model saved whole by rank 0 is its full state dict, though the requested size is larger."""
     smaller = [{**TRAINED[0], "global_params": 3_425_792}, TRAINED[1]]

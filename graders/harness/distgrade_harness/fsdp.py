@@ -141,6 +141,7 @@ def _summarise(obj, out: dict, depth: int = 0) -> None:
         local = obj.to_local() if hasattr(obj, "to_local") else obj
         out["tensors"] += 1
         out["bytes"] += local.numel() * local.element_size()
+        out["elements"] = out.get("elements", 0) + local.numel()
         out["sharded"] += int(local is not obj or type(obj).__name__ == "ShardedTensor")
         out["devices"].add(local.device.type)
     elif isinstance(obj, dict):
@@ -526,7 +527,7 @@ class FsdpObserver:
         obs, save = self, torch.save
 
         def hooked_save(obj, f, *args, **kwargs):
-            out = {"tensors": 0, "bytes": 0, "sharded": 0, "devices": set()}
+            out = {"tensors": 0, "bytes": 0, "elements": 0, "sharded": 0, "devices": set()}
             _summarise(obj, out)
             try:  # where it went: the grader matches a rank's sharded save to the file it left
                 named = os.fspath(f) if isinstance(f, (str, os.PathLike)) else None
