@@ -6,9 +6,10 @@ it: the harness's ``fsdp_save`` records of ``torch.save``, and the files each ra
 much as one it ``torch.save``d). A distributed checkpoint is judged by what its ``.metadata`` lists, read by
 the grader (``graders.evidence.dcp``): every parameter of the model that trained, by name and global shape. A full
 state dict rank 0 saved must hold the trained weights (``trained_weights``): the grader reads the file's tensors in a
-sandbox (``graders.evidence.weights``) and sums them against the harness's sums of every rank's shard at the end.
-A full copy is judged by the model's elements it holds, whatever their dtype: a float16 or int8 copy of the whole
-model on every rank is a full copy on every rank.
+sandbox (``graders.evidence.weights``) and sums them against the harness's sums of every rank's shard at the end:
+absolute sums, and signed sums weighted by each element's position, so that the trained values in the wrong places
+(rows interleaved by a hand-made gather) are not the trained model. A full copy is judged by the model's elements it
+holds, whatever their dtype: a float16 or int8 copy of the whole model on every rank is a full copy on every rank.
 """
 from __future__ import annotations
 
@@ -163,21 +164,26 @@ def trained_weights(found: Finding, run, read: Callable[[str], dict]) -> Finding
               and isinstance(x[0], str) and isinstance(x[1], list)]
     ends = [run.ranks[r].first("fsdp_end") if r in run.ranks else None for r in range(run.nproc)]
     sums = [e.get("sum_after") for e in ends if isinstance(e, dict)]
-    sums = [float(v) for v in sums if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v]
+    sums = [float(v) for v in sums if _number(v)]
+    placed = [([float(x) for x in e["order"]], float(e["squares"])) for e in ends if isinstance(e, dict)
+              and isinstance(e.get("order"), list) and 0 < len(e["order"]) <= 16
+              and all(_number(x) for x in e["order"]) and _number(e.get("squares"))]
+    placed = placed if len({len(o) for o, _ in placed}) == 1 else []  # every rank the same patterns
     files = (getattr(run, "evidence", None) or {}).get("files") or {}
     sizes = files.get("sizes") if isinstance(files.get("sizes"), dict) else {}
     mine = _left_checkpoints(run).get(0, [])
     paths = sorted(mine, key=lambda f: -(sizes.get(f) if isinstance(sizes.get(f), int) else 0))[:MAX_READ]
     ev = dict(found.evidence)
-    if not shapes or len(sums) != run.nproc or not paths:
-        ev["weights"] = {"model": bool(shapes), "sums": len(sums), "files": paths}
+    if not shapes or len(sums) != run.nproc or len(placed) != run.nproc or not paths:
+        ev["weights"] = {"model": bool(shapes), "sums": len(sums), "placed": len(placed), "files": paths}
         return Finding(CheckStatus.FAIL, "weights_unread", {**found.params}, ev)
     trained = sum(sums)
+    trained_order = ([sum(col) for col in zip(*(o for o, _ in placed))], sum(q for _, q in placed))
     copies = _copies(model, run.nproc)
     readings = []
     for path in paths:
         got = read(path)
-        compared = weights.holds_trained(got, shapes, trained, copies) if "tensors" in got else None
+        compared = weights.holds_trained(got, shapes, trained, copies, trained_order) if "tensors" in got else None
         readings.append({"file": path, "error": got.get("error"), **(compared or {})})
         if compared and compared["holds"]:
             return Finding(found.status, found.key, found.params, {**ev, "weights": readings}, found.fraction)
@@ -185,9 +191,20 @@ def trained_weights(found: Finding, run, read: Callable[[str], dict]) -> Finding
     best = next((x for x in readings if "holds" in x), None)
     if best is None:
         return Finding(CheckStatus.FAIL, "weights_unread", {**found.params}, ev)
+    shuffled = next((x for x in readings if x.get("summed") and x.get("in_place") is False
+                     and not x.get("unordered")), None)
+    if shuffled is not None:  # the trained values, not in their places: rows or columns put back wrongly
+        k = max(range(len(trained_order[0])), key=lambda i: abs(shuffled["order"][i] - trained_order[0][i]))
+        return Finding(CheckStatus.FAIL, "not_in_place", {**found.params, "file": shuffled["file"][:120],
+                       "saved_order": f"{shuffled['order'][k]:.6g}", "trained_order": f"{trained_order[0][k]:.6g}"},
+                       ev)
     return Finding(CheckStatus.FAIL, "not_trained", {**found.params, "file": best["file"][:120],
                    "matched": best["matched"], "total": len(shapes), "saved_sum": f"{best['sum']:.6g}",
                    "trained_sum": f"{trained:.6g}"}, ev)
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v
 
 
 def _copies(model: dict, nproc: int) -> Callable[[str], int]:

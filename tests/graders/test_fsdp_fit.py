@@ -514,8 +514,12 @@ def test_a_full_checkpoint_must_hold_the_weights_that_trained():
     the sums of every rank's shard at the end. A fresh model of the same size and names does not; a file, a sum or
     a model that cannot be read counts against the run."""
     from graders.evidence import weights
-    ends = {0: {"type": "fsdp_end", "sum_before": 90.0, "sum_after": 60.0}, 1: {"type": "fsdp_end", "sum_after": 40.0}}
-    tensors = {f"model.{name}": [dims, 100.0 / len(SHAPES)] for name, dims in SHAPES}
+    # the signed sums by position, one per sign pattern: [3, 0, 1, 0] in all; the L2 norm is 10
+    ends = {0: {"type": "fsdp_end", "sum_before": 90.0, "sum_after": 60.0, "order": [2.0, 1.0, 1.0, -1.0],
+                "squares": 50.0}, 1: {"type": "fsdp_end", "sum_after": 40.0, "order": [1.0, -1.0, 0.0, 1.0],
+                                      "squares": 50.0}}
+    placed = [1.0, 0.0, 1 / 3, 0.0]
+    tensors = {f"model.{name}": [dims, 100.0 / len(SHAPES), placed] for name, dims in SHAPES}
 
     def run_with(rank0_end=ends[0], rank1_end=ends[1]):
         run = make_run({0: [*TRAINED, save(49 * MB), rank0_end], 1: [rank1_end]})
@@ -527,7 +531,7 @@ def test_a_full_checkpoint_must_hold_the_weights_that_trained():
     read = {"ckpt.pt": {"tensors": tensors}}
     f = checkpoint.trained_weights(passed, run, lambda rel: read[rel])
     assert (f.status, f.key) == (CheckStatus.PASS, "rank0_cpu") and f.evidence["weights"][0]["holds"]
-    fresh = {"ckpt.pt": {"tensors": {k: [d, s * 0.93] for k, (d, s) in tensors.items()}}}
+    fresh = {"ckpt.pt": {"tensors": {k: [d, s * 0.93, o] for k, (d, s, o) in tensors.items()}}}
     f = checkpoint.trained_weights(passed, run, lambda rel: fresh[rel])
     assert (f.status, f.key, f.params["matched"]) == (CheckStatus.FAIL, "not_trained", len(SHAPES))
     got = render("ckpt.save", f)
@@ -540,6 +544,18 @@ def test_a_full_checkpoint_must_hold_the_weights_that_trained():
     f = checkpoint.trained_weights(passed, no_sum, lambda rel: read[rel])
     assert (f.status, f.key) == (CheckStatus.FAIL, "weights_unread")
     assert "cannot be checked" in render("ckpt.save", f)["message"]["en"]
+    # the trained values with rows interleaved (shards joined on the wrong dimension): the absolute sums match,
+    # the signed sums by position do not (the fourth: 3 against 0, beyond 0.05 of the L2 norm 10)
+    shuffled = {"ckpt.pt": {"tensors": {k: [d, s, [1.0, 0.0, 1 / 3, 1.0]] for k, (d, s, o) in tensors.items()}}}
+    f = checkpoint.trained_weights(passed, run, lambda rel: shuffled[rel])
+    assert (f.status, f.key) == (CheckStatus.FAIL, "not_in_place"), f.evidence["weights"]
+    got = render("ckpt.save", f)
+    assert got["points"] == 0 and "not in their places" in got["message"]["en"] and "ckpt.pt" in got["message"]["zh"]
+    assert (f.params["saved_order"], f.params["trained_order"]) == ("3", "0")
+    rounded = {"ckpt.pt": {"tensors": {k: [d, s, [1.1, 0.1, 0.3, -0.1]] for k, (d, s, o) in tensors.items()}}}
+    assert checkpoint.trained_weights(passed, run, lambda rel: rounded[rel]).key == "rank0_cpu"
+    unplaced = run_with(rank1_end={"type": "fsdp_end", "sum_after": 40.0})  # no signed sum: counts against
+    assert checkpoint.trained_weights(passed, unplaced, lambda rel: read[rel]).key == "weights_unread"
     shards = checkpoint.trained_weights(fsdp.Finding(CheckStatus.PASS, "shards"), run, lambda rel: broken[rel])
     assert shards.key == "shards"  # only a full state dict of rank 0's is read
     # a wrapper's prefix in the saved keys is no other parameter
@@ -558,16 +574,20 @@ def test_a_parameter_no_unit_shards_is_summed_on_every_rank():
     blocks_only = [u for u in per_block() if u["name"] != "(root)"]
     model = {**model_rec(blocks_only, global_params=12_000_000), "root": 0, "param_shapes": SHAPES}
     sums = {"tok.weight": 30.0, "blocks.0.qkv.weight": 50.0, "ln.bias": 20.0}
-    tensors = {name: [dims, sums[name]] for name, dims in SHAPES}
-    run = make_run({0: [model, {**mem(100 * MB), "root": 0}, save(49 * MB), {"type": "fsdp_end", "sum_after": 75.0}],
-                    1: [{"type": "fsdp_end", "sum_after": 75.0}]})  # 50 + 2 * (30 + 20) = 150
+    orders = {"tok.weight": 1.0, "blocks.0.qkv.weight": 2.0, "ln.bias": 0.5}  # 2 + 2 * (1 + 0.5) = 5
+    tensors = {name: [dims, sums[name], [orders[name]] * 4] for name, dims in SHAPES}
+    placed = {"order": [2.5] * 4, "squares": 1.0}
+    run = make_run({0: [model, {**mem(100 * MB), "root": 0}, save(49 * MB),
+                        {"type": "fsdp_end", "sum_after": 75.0, **placed}],
+                    1: [{"type": "fsdp_end", "sum_after": 75.0, **placed}]})  # 50 + 2 * (30 + 20) = 150
     run.evidence.update(files_of({0: ["ckpt.pt"]}, {"ckpt.pt": 49 * MB}))
     passed = checkpoint.check_checkpoint(run, 48.9 * MB, "cpu")
     f = checkpoint.trained_weights(passed, run, lambda rel: {"tensors": tensors})
     assert (f.status, f.key) == (CheckStatus.PASS, "rank0_cpu"), f.evidence.get("weights")
-    drifted = make_run({0: [model, {**mem(100 * MB), "root": 0}, save(49 * MB), {"type": "fsdp_end", "sum_after": 75.0}],
-                        1: [{"type": "fsdp_end", "sum_after": 77.0}]})  # rank 1's unaveraged copies drifted by 2
+    drifted = make_run({0: [model, {**mem(100 * MB), "root": 0}, save(49 * MB),
+                            {"type": "fsdp_end", "sum_after": 75.0, **placed}],
+                        1: [{"type": "fsdp_end", "sum_after": 77.0, "order": [2.7] * 4, "squares": 1.0}]})  # drifted
     drifted.evidence.update(files_of({0: ["ckpt.pt"]}, {"ckpt.pt": 49 * MB}))
     assert checkpoint.trained_weights(passed, drifted, lambda rel: {"tensors": tensors}).key == "rank0_cpu"
-    fresh = {name: [dims, 0.8 * v] for name, (dims, v) in tensors.items()}  # 120 against 152: beyond any drift
+    fresh = {name: [dims, 0.8 * v, o] for name, (dims, v, o) in tensors.items()}  # 120 against 152: beyond any drift
     assert checkpoint.trained_weights(passed, drifted, lambda rel: {"tensors": fresh}).key == "not_trained"

@@ -32,7 +32,7 @@ import torch
 import torch.nn as nn
 from torch.utils._pytree import tree_leaves
 
-from distgrade_harness import fsdp_memory
+from distgrade_harness import fsdp_memory, order
 
 _ON_GPU = os.environ.get("DISTGRADE_MODE") == "gpu"
 MAX_ROOTS = 16  # outermost modules described per rank
@@ -605,8 +605,10 @@ class FsdpObserver:
         if os.getpid() != self.stream.pid:
             return
         after = self._param_sum() if self.roots else None
+        index = self.trained_root()
+        placed = order.model_order(self.roots[index]) if index is not None else None
         self.stream.send({"type": "fsdp_end", "steps": self.steps, "sum_before": self.sum_before,
-                          "sum_after": after, **self._stale()})
+                          "sum_after": after, **(placed or {"order": None, "squares": None}), **self._stale()})
 
 
 def install(stream, rank: int):
