@@ -327,8 +327,9 @@ def mean_loss(run, first: bool, k: int = 2) -> float | None:
     return statistics.mean(values) if values else None
 
 
-def check_progress(run, min_drop: float) -> Finding:
-    """Does the loss fall and do the parameters change? Catches an optimizer built before wrapping."""
+def check_progress(run, min_drop: float, epoch_rows: int | None = None) -> Finding:
+    """Does the loss fall and do the parameters change? Catches an optimizer built before wrapping. ``epoch_rows``:
+    the samples one rank takes in an epoch of the grader's data set (see ``training.training_logic``)."""
     s = run.ranks.get(0) if run else None
     opts = s.of("fsdp_optimizer") if s else []
     end = s.first("fsdp_end") if s else None
@@ -363,5 +364,5 @@ def check_progress(run, min_drop: float) -> Finding:
     ev.update(first_loss=first, last_loss=last)
     if last > first * (1 - min_drop):
         return Finding(CheckStatus.FAIL, "flat", params, ev)
-    return training_logic(run, params, ev) or Finding(CheckStatus.PASS, "ok", params, ev)
+    return training_logic(run, params, ev, epoch_rows) or Finding(CheckStatus.PASS, "ok", params, ev)
 

@@ -89,7 +89,11 @@ def grade(assignment: Assignment, job: Path, files: list[Path], mode: str = "cpu
     os.chmod(job, 0o711)
     script = _stage(files[0], job, assignment.path / "starter" / "model.py")
     limits = torchrun.make_limits(assignment.limits.get(mode, {}), json.loads(os.environ.get("DISTGRADE_LIMITS", "{}")))
-    env = {"DISTGRADE_FSDP": "1", "DISTGRADE_CAPACITY_BYTES": str(int(capacity))}
+    # The data set holds one epoch of the graded run (model.py reads DISTGRADE_DATA_LEN): within it a DistributedSampler
+    # hands each sample to one rank only, so rows two ranks share show the data was not split (train.progress)
+    epoch_rows = int(cfg["batch_size"][size]) * steps
+    env = {"DISTGRADE_FSDP": "1", "DISTGRADE_CAPACITY_BYTES": str(int(capacity)),
+           "DISTGRADE_DATA_LEN": str(epoch_rows * nproc)}
 
     def launch(n: int, k: int, tag: str):
         report_progress(f"run.{tag}", logs={})
@@ -104,7 +108,7 @@ def grade(assignment: Assignment, job: Path, files: list[Path], mode: str = "cpu
         base = launch(1, int(cfg["baseline"]["steps"]), "baseline")
     est = estimates(size_params, nproc, cfg["precision"], cfg["optimizer"])
     card = card_label(cfg["card"], size)
-    findings = _findings(cfg, run, base, nproc, capacity, card, est, mode, plan["reason"], size, job)
+    findings = _findings(cfg, run, base, nproc, capacity, card, est, mode, plan["reason"], size, job, epoch_rows)
     for check_id in cfg["checks"]:  # every check of assignment.json: the report is out of its total
         finding = findings.get(check_id) or Finding(CheckStatus.ERROR, "error")
         report.add(checks_runner.render(result_of, cfg["checks"][check_id], check_id, finding))  # isolated
@@ -134,7 +138,7 @@ def _stage(src: Path, job: Path, starter: Path) -> Path:
     return script
 
 
-def _findings(cfg, run, base, nproc, capacity, card, est, mode, reason, size, job) -> dict[str, Finding]:
+def _findings(cfg, run, base, nproc, capacity, card, est, mode, reason, size, job, epoch_rows) -> dict[str, Finding]:
     if run is None:
         skipped = Finding(CheckStatus.SKIP, "host", {"reason": reason or ""})
         return {cid: skipped for cid in CHECKS}
@@ -147,7 +151,7 @@ def _findings(cfg, run, base, nproc, capacity, card, est, mode, reason, size, jo
            "memory.fit": fsdp.check_fit(run, capacity, card, base, requested={"size": size, "params": size_params})}
     if run.all_finished:
         global_bytes = est[0]["params_bytes"]
-        out["train.progress"] = fsdp.check_progress(run, float(ccfg["train.progress"]["min_loss_drop"]))
+        out["train.progress"] = fsdp.check_progress(run, float(ccfg["train.progress"]["min_loss_drop"]), epoch_rows)
         ckpt = checks_runner.isolated(ckpt_checks)
         work = job / f"n{nproc}" / "work"
         out["ckpt.save"] = ckpt.trained_weights(ckpt.check_checkpoint(run, global_bytes, mode), run,

@@ -14,6 +14,7 @@ from coursework.report import CheckStatus
 from graders.checks.ddp import Finding
 
 
+MAX_ROWS = 64  # the harness digests at most this many rows per optimizer step (distgrade_harness.fsdp.MAX_ROWS)
 SHARED_ROWS = 0.5  # of the rows two ranks fed the model in the same steps: beyond a sampler's padding and chance
 REPEATED_ROWS = 0.5  # of a rank's rows that repeat earlier ones: the same batch stepped on again and again
 IDLE_GRAD = 1e-3  # a rank whose backward sent less than this share of the busiest rank's gradient into the model
@@ -60,12 +61,42 @@ def same_inputs(run) -> dict | None:
     return None
 
 
-def repeated_inputs(run) -> dict | None:
-    """A rank whose rows come back step after step (one batch memorised): fewer than half of them distinct."""
+def unsplit_inputs(run, epoch_rows: int | None) -> dict | None:
+    """The pair of ranks that fed the trained module some of the same samples within the first epoch, in any steps.
+
+    The grader's data set holds ``epoch_rows`` samples per rank (one epoch of the graded run): a DistributedSampler
+    hands each sample to one rank only in an epoch (the set divides evenly: no padding repeats one), and the next
+    epoch reshuffles, so only each rank's first ``epoch_rows`` rows are compared. Ranks that each
+    shuffle the whole set (no sampler, or a sampler seeded by the rank) share about half of them. A step whose rows
+    the harness cut at ``MAX_ROWS`` ends the window (the rows after it may be the next epoch's)."""
+    if not epoch_rows:
+        return None
+    ranks = sorted(run.ranks)
+    window = {}
+    for r in ranks:
+        rows = []
+        for step in step_inputs(run, r) or []:
+            rows += step
+            if len(step) >= MAX_ROWS:
+                break
+        window[r] = rows[:epoch_rows]
+    for i, a in enumerate(ranks):
+        for b in ranks[i + 1:]:
+            shared = len(set(window[a]) & set(window[b]))
+            if shared:  # the set is nproc * epoch_rows samples of distinct content: no padding, no chance meeting
+                return {"a": a, "b": b, "shared": shared, "of": min(len(window[a]), len(window[b])),
+                        "epoch": epoch_rows}
+    return None
+
+
+def repeated_inputs(run, epoch_rows: int | None = None) -> dict | None:
+    """A rank whose rows come back step after step (one batch memorised): at most half of them distinct, or of an
+    epoch's worth of them where the run is longer than the grader's data set (a sampler's next epoch repeats)."""
     for r in sorted(run.ranks):
         steps = step_inputs(run, r)
         rows = [x for s in steps or [] for x in s]
-        if len(steps or []) >= 2 and len(rows) >= 4 and len(set(rows)) <= REPEATED_ROWS * len(rows):
+        seen = min(len(rows), epoch_rows) if epoch_rows else len(rows)
+        if len(steps or []) >= 2 and len(rows) >= 4 and len(set(rows)) <= REPEATED_ROWS * seen:
             return {"rank": r, "distinct": len(set(rows)), "rows": len(rows), "steps": len(steps)}
     return None
 
@@ -98,16 +129,17 @@ def grads_piled(run) -> dict | None:
     return None
 
 
-def training_logic(run, params: dict, ev: dict) -> Finding | None:
+def training_logic(run, params: dict, ev: dict, epoch_rows: int | None = None) -> Finding | None:
     """What the falling loss does not show: a rank that trained on nothing (its loss scaled by 0), one batch
-    stepped on again and again, every rank fed the same samples, gradients piled up over steps."""
+    stepped on again and again, every rank fed the same samples (in the same steps, or anywhere in the first epoch:
+    ``epoch_rows`` is the samples one rank takes in an epoch of the grader's data set), gradients piled up."""
     found = idle_rank(run)
     if found:
         return Finding(CheckStatus.FAIL, "idle_rank", {**params, **found}, {**ev, "idle_rank": found})
     found = idle_rank(run, SCALED_GRAD)
     if found:
         return Finding(CheckStatus.FAIL, "rank_scaled", {**params, **found}, {**ev, "rank_scaled": found})
-    found = repeated_inputs(run)
+    found = repeated_inputs(run, epoch_rows)
     if found:
         return Finding(CheckStatus.FAIL, "one_batch", {**params, **found}, {**ev, "repeated": found})
     if any(step_inputs(run, r) is None for r in run.ranks):
@@ -117,6 +149,10 @@ def training_logic(run, params: dict, ev: dict) -> Finding | None:
     found = same_inputs(run)
     if found:
         return Finding(CheckStatus.WARN, "same_inputs", {**params, **found}, {**ev, "same_inputs": found},
+                       fraction=SAME_DATA_FRACTION)
+    found = unsplit_inputs(run, epoch_rows)
+    if found:
+        return Finding(CheckStatus.WARN, "not_split", {**params, **found}, {**ev, "not_split": found},
                        fraction=SAME_DATA_FRACTION)
     found = grads_piled(run)
     if found:

@@ -129,6 +129,7 @@ LABELS: dict[str, tuple[str, str, str]] = {
     "repeated": ("每一步重复的输入行（同一批次）", "Input rows repeated every step (one batch)", "plain"),
     "inputs_unread": ("读不到模型输入的 rank", "Rank whose model inputs could not be read", "plain"),
     "same_inputs": ("两个 rank 在同一步喂给模型的相同输入", "Same inputs two ranks fed the model in the same steps", "plain"),
+    "not_split": ("两个 rank 在第一个 epoch 里喂给模型的相同样本", "Same samples two ranks fed the model within the first epoch", "plain"),
     "grads_piled": ("没有清零、逐步累加的梯度", "Gradients never zeroed, piling up over steps", "plain"),
     "weights": ("评分程序读出的检查点权重，与训练的模型对比", "Checkpoint weights read by the grader, against the model that trained", "plain"),
     "holds": ("是训练过的权重", "Holds the trained weights", "plain"),

@@ -87,7 +87,9 @@ def test_the_line_falls_between_no_sharding_and_full_shard():
         assert est[0]["total_bytes"] > cap > est[3]["total_bytes"] == 8 * params, size
 
 
-def test_size_params_match_the_starter():
+def test_size_params_match_the_starter(monkeypatch):
+    """Sizes and batches as the grader's config has them; under grading the data set is the one epoch the grader
+    asks for (its samples all distinct in content, so two ranks that share a row shared a sample)."""
     spec = importlib.util.spec_from_file_location("fsdp_starter", ROOT / "assignments/fsdp_fit/starter/model.py")
     model = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = model  # dataclasses look their module up while the class is built
@@ -98,6 +100,15 @@ def test_size_params_match_the_starter():
     assert all(isinstance(b, model.Block) for b in tiny.blocks)
     x, y = model.make_dataset("tiny")[3]
     assert x.dtype == y.dtype and x.shape == y.shape and (x[1:] == y[:-1]).all()
+    assert CFG["batch_size"] == {k: s.batch_size for k, s in model.SIZES.items()}
+    assert len(model.make_dataset("tiny")) == 4096
+    for size, steps in ((CFG["sizes"][m], CFG["steps"][m]) for m in ("fast", "cpu", "gpu")):
+        n = CFG["batch_size"][size] * steps * CFG["nproc"]
+        monkeypatch.setenv("DISTGRADE_DATA_LEN", str(n))
+        data = model.make_dataset(size)
+        assert len(data) == n and len({bytes(data[i][0].numpy()) for i in range(n)}) == n
+    monkeypatch.setenv("DISTGRADE_DATA_LEN", "1e9")
+    assert len(model.make_dataset("tiny")) == 4096
 
 
 # -- checks ----------------------------------------------------------------------
@@ -316,6 +327,43 @@ def test_inputs_or_gradients_the_harness_could_not_read_count_against_the_run():
     assert render("train.progress", f)["points"] == 3
     f = fsdp.check_progress(two_ranks(rank1={"out_grad": None}), 0.05)
     assert (f.status, f.key) == (CheckStatus.FAIL, "idle_rank")
+
+
+def test_ranks_that_each_walk_the_whole_data_set_are_caught_within_an_epoch_of_the_graders_data():
+    """The grader's data set is one epoch of the graded run (8 samples, 4 a rank): a DistributedSampler hands each
+    sample to one rank only, so any sample both ranks fed within their first 4 rows shows the data was not split
+    (no sampler and a shuffle seeded by the rank, or DistributedSampler(seed=rank): 12 of 15 points), in any steps.
+    A correct sampler's second epoch reshuffles (rank 0's epoch-2 rows meet rank 1's epoch-1 rows) and without
+    set_epoch repeats each rank's own rows: neither is a finding. Rows read in fast mode from the samples."""
+    sample = [f"{i:02x}5a5a5a5a5a" for i in range(8)]  # digests of the 8 samples' contents, all distinct
+    walk0 = [[sample[i]] for i in (5, 2, 7, 0)]  # seed 1000: rank 0's whole-set shuffle
+    walk1 = [[sample[i]] for i in (3, 6, 1, 2)]  # seed 1001: shares sample 2 with rank 0, two steps apart
+    f = fsdp.check_progress(two_ranks({"rows": walk0}, {"rows": walk1}), 0.05, epoch_rows=4)
+    assert (f.status, f.key, f.params["shared"], f.params["of"], f.params["epoch"]) == (
+        CheckStatus.WARN, "not_split", 1, 4, 4)
+    got = render("train.progress", f)
+    assert got["points"] == 3 and "not split" in got["message"]["en"] and "not split" in got["message"]["zh"]
+    assert "same seed on every rank" in got["hint"]["en"] and "DistributedSampler" in got["hint"]["zh"]
+    assert fsdp.check_progress(two_ranks({"rows": walk0}, {"rows": walk1}), 0.05).status == CheckStatus.PASS  # step by step
+    # a correct sampler, two micro-batches a step: epoch 1 in steps 1-2, epoch 2 (reshuffled) in steps 3-4
+    split0 = [[sample[5], sample[0]], [sample[3], sample[6]], [sample[1], sample[7]], [sample[0], sample[4]]]
+    split1 = [[sample[2], sample[1]], [sample[7], sample[4]], [sample[5], sample[6]], [sample[2], sample[3]]]
+    assert fsdp.check_progress(two_ranks({"rows": split0}, {"rows": split1}), 0.05, epoch_rows=4).status == CheckStatus.PASS
+    # no set_epoch: each rank's epoch 2 repeats its epoch 1, half of its rows distinct, and that is a whole epoch
+    again0, again1 = split0[:2] * 2, split1[:2] * 2
+    assert fsdp.check_progress(two_ranks({"rows": again0}, {"rows": again1}), 0.05, epoch_rows=4).status == CheckStatus.PASS
+    one = [[sample[0]]] * 4  # one batch memorised is still one
+    f = fsdp.check_progress(two_ranks({"rows": one}, {"rows": walk1}), 0.05, epoch_rows=4)
+    assert (f.status, f.key, f.params["distinct"]) == (CheckStatus.FAIL, "one_batch", 1)
+    # a step the harness cut at 64 rows ends the window: what follows may be the next epoch's
+    cut0 = [[f"{i:03x}0a0a0a0a0" for i in range(64)], [sample[0]], [sample[1]], [sample[2]]]
+    cut1 = [[f"{i:03x}1b1b1b1b1" for i in range(64)], [sample[0]], [sample[3]], [sample[4]]]
+    cut = fsdp.check_progress(two_ranks({"rows": cut0}, {"rows": cut1}), 0.05, epoch_rows=128)
+    assert cut.status == CheckStatus.PASS
+    whole = [cut0[0][:63], *cut0[1:]], [cut1[0][:63], *cut1[1:]]  # not cut: sample 0 is within the epoch
+    assert fsdp.check_progress(two_ranks({"rows": whole[0]}, {"rows": whole[1]}), 0.05, epoch_rows=128).key == "not_split"
+    f = fsdp.check_progress(two_ranks(rank1={"rows": [[]] * 4}), 0.05, epoch_rows=4)  # unread: against, as before
+    assert (f.status, f.key) == (CheckStatus.WARN, "inputs_unread")
 
 
 def test_progress_fails_when_part_of_the_model_never_trained():

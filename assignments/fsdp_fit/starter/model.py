@@ -10,6 +10,7 @@ arithmetic at CPU scale, ``tiny`` is for quick tests.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 
 import torch
@@ -124,5 +125,9 @@ class MotifData(Dataset):
 
 
 def make_dataset(size: str) -> MotifData:
-    """The synthetic training set for a named size: ``(input_ids, labels)`` LongTensors."""
-    return MotifData(SIZES[size])
+    """The synthetic training set for a named size: ``(input_ids, labels)`` LongTensors.
+
+    4096 samples; under grading exactly as many as the graded run takes (``DISTGRADE_DATA_LEN``), so that the run is
+    one epoch and the grader can tell data split between the ranks from ranks that each walk all of it."""
+    n = os.environ.get("DISTGRADE_DATA_LEN", "")
+    return MotifData(SIZES[size], int(n) if n.isdigit() and 0 < int(n) <= 4096 else 4096)

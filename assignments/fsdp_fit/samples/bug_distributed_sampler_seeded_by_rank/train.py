@@ -4,7 +4,7 @@ ITS slice of ITS permutation, so the ranks' slices overlap by about half and abo
 trained on in an epoch. The input-row digests are compared only step by step (same rows in the same step), which
 two independent permutations almost never give; nothing looks at the whole epoch.
 Fair teacher: the data split is broken (overlap and missing samples): at least the grader's own "same samples"
-rate, train.progress WARN at 0.2 of 15 (-12), or a sampler deduction. Expected grader: train.progress PASS (100).
+rate, train.progress WARN at 0.2 of 15 (-12), or a sampler deduction. Graded 100 in round 6; now WARN not_split (88).
 """
 
 import argparse

@@ -5,7 +5,8 @@ the data is not split, samples are trained on by both ranks in different steps. 
 input-row digests of the two ranks only step by step (same rows in the same step), which independent shuffles
 almost never produce; nothing looks at the whole run's overlap, nor at whether a DistributedSampler was used.
 Fair teacher: the README requires a DistributedSampler and the data is not split: at least what the grader gives
-for "every rank fed the same samples" (train.progress WARN at 0.2 of 15). Expected grader: train.progress PASS.
+for "every rank fed the same samples" (train.progress WARN at 0.2 of 15).
+Graded 100 in round 6; now train.progress WARN not_split (88).
 """
 
 import argparse
