@@ -342,7 +342,7 @@ def _model_disjoint(inputs) -> Finding:
     steps = min(len(s) for s in inputs.steps.values())
     if worst:
         return Finding(CheckStatus.FAIL, "overlap_at_model", worst, {**worst, "at_model": True}, fallback="overlap_no_sampler")
-    walked = model_inputs.epoch_overlap(inputs)
+    walked = model_inputs.epoch_overlap(inputs) or model_inputs.whole_walks(inputs)
     if walked:
         return Finding(CheckStatus.FAIL, "overlap_epoch_at_model", {**walked, "pass": walked["epoch"] + 1},
                        {**walked, "at_model": True}, fallback="overlap_at_model")

@@ -38,6 +38,7 @@ EPOCH_RUNS = 4  # a run of distinct samples this many times sqrt(N) long is a pa
 # whole data set share nearly all of it.
 EPOCH_DRIFT = 0.25
 MIN_SHARE = 0.75  # of the training files a run must feed the model (a validation split may hold back the rest)
+WHOLE_WALK = 0.9  # of the samples a run trained on, the share one rank's first that-many samples reach: the whole set
 
 
 @dataclass
@@ -170,6 +171,29 @@ def epoch_overlap(inputs: Inputs) -> dict | None:
                     worst = {"a": a, "b": b, "shared": shared, "of": min(len(sa), len(sb)), "epoch": k,
                              "allowed": allowed}
     return worst
+
+
+def whole_walks(inputs: Inputs) -> dict | None:
+    """Two ranks that each walked (nearly) the whole data set within their first n samples, n being every sample
+    the run trained on: ``WHOLE_WALK`` of them or more. Read whatever the passes say, so a repeat planted early
+    (the marks then read as random draws, whose passes are not compared) does not hide it. A rank that takes its
+    1/N of each epoch reaches far less in n samples (1 - (1 - 1/N)^N: 75% for 2 ranks over two reshuffled
+    epochs, less for more ranks), and so do uniform random draws (63%). Measured on 12 homework-1 samples with
+    unusual samplers (random draws from a rank's shard, a permutation strided by rank, no DataLoader, a held-back
+    validation share, no set_epoch): 0.47 to 0.75; the rotated whole set: 1.0."""
+    size = len(inputs.trained())
+    if size < 2 or len(inputs.steps) < 2:
+        return None
+    walked = {}
+    for r in sorted(inputs.steps):
+        first = set(inputs.sequence(r)[:size])
+        if len(first) >= WHOLE_WALK * size:
+            walked[r] = first
+    if len(walked) < 2:
+        return None
+    a, b = sorted(walked)[:2]
+    return {"a": a, "b": b, "shared": len(walked[a] & walked[b]), "of": min(len(walked[a]), len(walked[b])),
+            "epoch": 0, "allowed": 0}
 
 
 def passes(inputs: Inputs) -> dict[int, list[list[int]]] | None:

@@ -340,6 +340,24 @@ def test_batches_staggered_by_rank_walk_the_whole_set_every_epoch():
     assert f.params["of"] >= 384 and f.evidence["at_model"]
 
 
+@pytest.mark.parametrize("epochs", [1, 2])
+def test_every_rank_walking_the_whole_set_rotated_is_seen_though_a_repeat_hides_the_epochs(epochs):
+    """Every rank walks one shuffled order of the whole set from its own offset (rank * n / N), so no step shares a
+    sample, and repeats one sample early: the first run with no repeat is short, the marks read as random draws,
+    and the passes are never compared. Each rank's first n samples still hold nearly all n (random draws reach
+    63%, a DistributedSampler's halves over two epochs 75%)."""
+    seen = {r: [] for r in range(2)}
+    for e in range(epochs):
+        order = torch.randperm(400, generator=torch.Generator().manual_seed(e)).tolist()
+        for r in range(2):
+            mine = order[200 * r:] + order[:200 * r]
+            seen[r] += _batches(mine[:5] + mine[:1] + mine[5:])
+    run = _run(seen, 400)
+    assert inputs.passes(inputs.read(run)) is None  # read as random draws: the passes are not compared
+    f = ddp.check_disjoint(run)
+    assert (f.status, f.key) == (CheckStatus.FAIL, "overlap_epoch_at_model") and f.params["shared"] > 350, f
+
+
 def test_a_split_kept_in_the_first_epoch_and_dropped_later_is_seen_in_the_later_epoch():
     """Correct in epoch 0, then every rank walks the whole set with its batches offset by the epoch."""
     seen = {r: [] for r in range(2)}
