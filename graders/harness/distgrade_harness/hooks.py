@@ -14,6 +14,9 @@
 * The process group (``init_process_group``, or found initialised at a step), the
   (Sync)BatchNorm layers of the trained modules and of every optimizer (with or without DDP), and gradients
   all-reduced by hand (``dist.all_reduce`` on a ``.grad`` between two steps).
+* BatchNorm forwards with gradients on once training began, by what they normalised with (``bn_calls``): a
+  layer however its input is passed, and ``torch.batch_norm`` (``F.batch_norm``) called in training outside a
+  layer's own forward, as a plain one.
 * A per-rank view of the data (``Subset``, or a tutorial-style ``Partition`` holding an
   index list into a larger data set): indices are sent in the base data set's numbering.
 * On synthetic data: which samples entered the model in each step, read from the marks the grader
@@ -46,6 +49,7 @@ from torch.utils.data import dataloader as dl
 from distgrade_harness import contrib, marks, syncbn, trained, witness
 
 _ALL_REDUCE = dist.all_reduce  # the original, for the grader's own comm hook
+_BATCH_NORM = torch.batch_norm  # the original, called by the counting wrapper (``F.batch_norm`` calls it)
 # Bound before student code runs: a script that replaces ``time.monotonic``, ``open`` or ``hashlib.sha256`` on
 # the shared modules must not feed the step times, the CPU readings or the parameter digest.
 _monotonic, _open, _sha256 = time.monotonic, builtins.open, hashlib.sha256
@@ -185,8 +189,10 @@ class Observer:
         # Training forwards of BatchNorm layers since the first step, by what they normalised with: [every rank's
         # statistics (a SyncBatchNorm whose group spans the world), the rank's own (plain), a SyncBatchNorm whose
         # group at that call reaches fewer ranks]. Layers are counted once, at the wrap and the first step; a group
-        # changed later, or a BatchNorm no trained module holds, shows only here.
+        # changed later, or a BatchNorm no trained module holds, shows only here; so does ``batch_norm`` called
+        # in training outside a BatchNorm layer's forward (counted as plain: nothing synchronises it).
         self.bn_calls = [0, 0, 0]
+        self.bn_depth = 0  # BatchNorm layers whose forward is running (their own batch_norm call is theirs)
         self.data_wait = 0.0  # seconds spent inside DataLoader.__next__ (loading, or waiting for workers)
         self.writes = witness.Writes(os.environ.get("DISTGRADE_CHANNEL", "/nonexistent"))  # graders.evidence
         self.modules = witness.Modules()
@@ -601,6 +607,20 @@ class Observer:
                 pass
         _NormBase.__init__ = __init__
 
+        def batch_norm(*args, **kwargs):
+            # A hand-written forward calling F.batch_norm on a converted layer's weight and buffers with
+            # training=True normalises with this rank's statistics alone, and the layer module is never called.
+            training = args[5] if len(args) > 5 else kwargs.get("training", False)
+            if training and obs.bn_sent and not obs.bn_depth and torch.is_grad_enabled():
+                try:
+                    if not torch.compiler.is_compiling():
+                        obs.bn_calls[1] += 1
+                except Exception:  # counting must never break the student's forward
+                    pass
+            return _BATCH_NORM(*args, **kwargs)
+        batch_norm.__wrapped__ = _BATCH_NORM
+        torch.batch_norm = batch_norm
+
     def _send_norms(self, params) -> None:
         """(Sync)BatchNorm layers of the trained modules, and those whose weights any optimizer steps (a second
         optimizer for the norms included): DDP or not, SyncBN or not, affine or not."""
@@ -629,14 +649,16 @@ class Observer:
         obs, reader = self, (marks.Reader() if self.reading else None)
 
         def pre(module, args):
+            if isinstance(module, _BatchNorm):  # counted however its input is passed (``layer(input=x)``)
+                obs.bn_depth += 1
+                if obs.bn_sent and torch.is_grad_enabled() and not _compiling():
+                    obs._count_norm(module)
             if not args or not isinstance(args[0], torch.Tensor) or not torch.is_grad_enabled():
                 return None
             x = args[0]
             try:
                 if torch.compiler.is_compiling():
                     return None
-                if isinstance(module, _BatchNorm) and obs.bn_sent:
-                    obs._count_norm(module)
                 if obs.open_row is not None and id(module) in obs.trained.counts:
                     obs._settle_step()  # the trained module's next forward: the last step's span ended
                 if trained.is_batch(x) and next(module.parameters(), None) is None:
@@ -666,8 +688,15 @@ class Observer:
                         obs.pending_root = weakref.ref(module)
                     obs.pending = got
             return None
+
+        def post(module, args, output):
+            if isinstance(module, _BatchNorm):
+                obs.bn_depth = max(obs.bn_depth - 1, 0)
+            return None
         register = torch.nn.modules.module.register_module_forward_pre_hook
+        register_post = torch.nn.modules.module.register_module_forward_hook
         handle, compile_ = register(pre), torch.compile
+        handle_post = register_post(post, always_call=True)  # a forward that raises leaves no depth behind
 
         def compile(*args, **kwargs):
             # Compiled code would trace the hook (and import this package again): once the script
@@ -675,8 +704,10 @@ class Observer:
             nonlocal handle
             if handle is not None:
                 handle.remove()
+                handle_post.remove()
                 handle = None
                 register(torch.compiler.disable(pre))
+                register_post(torch.compiler.disable(post), always_call=True)
                 warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there are global hooks")
             return compile_(*args, **kwargs)
         torch.compile = compile
@@ -850,6 +881,14 @@ def _running_stats(module) -> bool:
     """Whether ``module`` keeps batch-norm running statistics of its own (its buffers, not a child's)."""
     own = getattr(module, "_buffers", None) or {}
     return isinstance(own.get("running_mean"), torch.Tensor) and isinstance(own.get("running_var"), torch.Tensor)
+
+
+def _compiling() -> bool:
+    """Whether dynamo is tracing (the counting hooks then run outside the graph, or not at all)."""
+    try:
+        return torch.compiler.is_compiling()
+    except Exception:  # an odd build without the compiler: nothing is traced
+        return False
 
 
 def _lone_sync(layers) -> int:

@@ -1,4 +1,9 @@
-"""a1 (ddp_speedup, ddp.syncbn): SyncBatchNorm in name only.
+"""Sample (attack round 6, written blind from the grader's code): converted layers that are never called; a
+hand-written forward runs F.batch_norm with training=True on their weights and buffers. A batch_norm call in
+training outside a BatchNorm layer's own forward normalises with this rank's statistics alone: ddp.syncbn must warn.
+
+The attacker's note:
+a1 (ddp_speedup, ddp.syncbn): SyncBatchNorm in name only.
 Idea: the model is converted with convert_sync_batchnorm (so the wrap-time and first-step "norms" census sees
 only SyncBatchNorm), but the Sequential's forward is replaced by a hand-written loop that, for every
 SyncBatchNorm layer, calls F.batch_norm on the layer's own weight/bias/running buffers with training=True:

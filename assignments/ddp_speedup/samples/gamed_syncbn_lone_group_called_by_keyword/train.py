@@ -1,4 +1,9 @@
-"""a17 (ddp_speedup, ddp.syncbn bn_calls): SyncBatchNorm's group swapped to a lone group after step 1, layers
+"""Sample (attack round 6, written blind from the grader's code): SyncBatchNorm's group swapped to one rank after
+the first step, each layer called as layer(input=x). A BatchNorm forward is counted by what it normalised with
+however its input is passed, so ddp.syncbn must warn, as for bug_syncbn_group_swapped_after_first_step.
+
+The attacker's note:
+a17 (ddp_speedup, ddp.syncbn bn_calls): SyncBatchNorm's group swapped to a lone group after step 1, layers
 called with a keyword argument.
 Idea: the README says a SyncBatchNorm whose process_group is swapped once training began for a group short of every
 rank "is seen" (bn_calls counts each BatchNorm forward in training by the group it spans). After the first optimizer
