@@ -1,5 +1,7 @@
 """What a distributed checkpoint (``torch.distributed.checkpoint``) left in the work folder holds, read by the
-grader from its ``.metadata`` file: every entry's key, and for a tensor its global shape.
+grader from its ``.metadata`` file: every entry's key, and for a tensor its global shape and how much of it the
+chunks the saving ranks wrote cover (``partial``: a dcp.save only rank 0 called lists every global shape, and
+only rank 0's shards).
 
 ``dcp.save`` writes ``.metadata`` as a pickle of ``Metadata`` (``state_dict_metadata``: key ->
 ``TensorStorageMetadata(properties, size, chunks)`` or ``BytesStorageMetadata``). The file is the student's: a
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import io
 import itertools
+import math
 import os
 import pickle
 import pickletools
@@ -24,6 +27,7 @@ from graders.evidence import SOURCE_OUTSIDE
 MAX_METADATA_BYTES = 8 * 1024 * 1024
 MAX_ENTRIES = 4096  # keys read per checkpoint (the 1b model with AdamW states has about 800)
 MAX_CHECKPOINTS = 8
+MAX_CHUNKS = 4096  # chunks read per tensor (one per rank that holds part of it)
 MAX_GLOBALS = 64  # distinct classes a .metadata may name (a real one names about 10)
 # Pickle opcodes read before anything is built. A real .metadata has about 0.47 per byte: 171,363 for a single
 # process's 1,600 keys (366 KB), about 150,000 for homework 3's 1b model with AdamW on 2 ranks. An 8 MiB file of
@@ -112,14 +116,30 @@ def read_metadata(path: Path) -> dict[str, Any]:
     if not isinstance(entries, dict):
         return {"error": "no state_dict_metadata"}
     tensors: dict[str, list[int]] = {}
+    partial: dict[str, list[int]] = {}
     other = 0
     for key, value in list(entries.items())[:MAX_ENTRIES]:
         shape = _shape(_field(value, "size")) if isinstance(value, _Stub) else None
         if isinstance(key, str) and shape is not None:
             tensors[key[:300]] = shape
+            covered, whole = _covered(_field(value, "chunks")), math.prod(shape)
+            if covered < whole:
+                partial[key[:300]] = [covered, whole]
         else:
             other += 1
-    return {"tensors": tensors, "other": other}
+    return {"tensors": tensors, "other": other, **({"partial": partial} if partial else {})}
+
+
+def _covered(chunks: Any) -> int:
+    """Elements the chunks a ``.metadata`` lists for one tensor hold (each chunk's sizes multiplied): what the
+    ranks that saved wrote of it. A chunk that cannot be read holds nothing; beyond ``MAX_CHUNKS`` none count."""
+    if not isinstance(chunks, list) or len(chunks) > MAX_CHUNKS:
+        return 0
+    total = 0
+    for chunk in chunks:
+        sizes = _shape(_field(chunk, "sizes")) if isinstance(chunk, _Stub) else None
+        total += math.prod(sizes) if sizes is not None else 0
+    return total
 
 
 def checkpoints(left: dict[str, int], work: Path) -> dict[str, Any]:
@@ -130,6 +150,26 @@ def checkpoints(left: dict[str, int], work: Path) -> dict[str, Any]:
             "what": text("分布式检查点 .metadata 中的键和张量形状（评分程序读取）",
                          "the keys and tensor shapes in each distributed checkpoint's .metadata, read by the grader"),
             "checkpoints": {os.path.relpath(p, work)[:200]: read_metadata(Path(p)) for p in found}}
+
+
+def partial(meta: dict[str, Any], shapes: list[list]) -> list[str]:
+    """Which of the model's parameters the checkpoint lists only in part: the chunks of every key that is the name
+    or ends with ``.name`` cover less than the tensor (only some ranks wrote their shards)."""
+    parts = meta.get("partial") if isinstance(meta, dict) else None
+    parts = parts if isinstance(parts, dict) else {}
+    tails: dict[str, bool] = {}
+    for key in parts:
+        pieces = str(key).split(".")
+        for i in range(len(pieces)):
+            tails[".".join(pieces[i:])] = True
+    tensors = meta.get("tensors") if isinstance(meta, dict) else None
+    tensors = tensors if isinstance(tensors, dict) else {}
+    whole = set()
+    for key in tensors:
+        if key not in parts:
+            pieces = str(key).split(".")
+            whole.update(".".join(pieces[i:]) for i in range(len(pieces)))
+    return [name for name, _ in shapes if tails.get(name) and name not in whole]
 
 
 def holds(meta: dict[str, Any], shapes: list[list]) -> tuple[list[str], int]:

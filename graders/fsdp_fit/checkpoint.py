@@ -84,7 +84,8 @@ def _whole(save: dict, elements: int, model_bytes: float) -> bool:
 
 def _check_dcp(run, model: dict | None, left: dict[int, list[str]]) -> Finding:
     """A distributed checkpoint passes when a ``.metadata`` it left (read by the grader) lists every parameter of
-    the model that trained, by name and global shape; a step counter or part of the model is no checkpoint."""
+    the model that trained, by name and global shape, and chunks that cover each; a step counter, part of the model
+    or part of each tensor (only rank 0 called ``dcp.save``) is no checkpoint."""
     read = ((getattr(run, "evidence", None) or {}).get("dcp") or {}).get("checkpoints") or {}
     ev: dict[str, Any] = {"left": left, "dcp": {k: {"tensors": len((v or {}).get("tensors") or {}),
                                                      "error": (v or {}).get("error")} for k, v in read.items()}}
@@ -96,6 +97,11 @@ def _check_dcp(run, model: dict | None, left: dict[int, list[str]]) -> Finding:
         return Finding(CheckStatus.FAIL, "dcp_unchecked", {}, ev)
     best = min(((path, *dcp.holds(meta, shapes)) for path, meta in read.items()), key=lambda t: len(t[1]))
     path, missing, wanted = best
+    torn = dcp.partial(read[path], shapes) if not missing else []
+    if torn:  # every global shape listed, but the chunks written cover part of it: only some ranks saved
+        ev.update(partial=torn[:20], checked=wanted, metadata=path)
+        return Finding(CheckStatus.FAIL, "dcp_partial", {"partial": len(torn), "total": wanted,
+                       "names": ", ".join(n[:60] for n in torn[:5]), "file": path[:120]}, ev)
     if not missing:
         return Finding(CheckStatus.PASS, "dcp", {}, {**ev, "checked": wanted, "metadata": path})
     errors = [v.get("error") for v in read.values() if isinstance(v, dict) and v.get("error")]

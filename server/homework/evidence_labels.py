@@ -59,6 +59,7 @@ LABELS: dict[str, tuple[str, str, str]] = {
     "sizes": ("这些检查点的字节数", "Bytes of those checkpoints", "plain"),
     "shared_paths": ("rank 0 和其他 rank 都写过的文件（同一路径）", "Files rank 0 and another rank both wrote (one path)", "plain"),
     "dcp": ("分布式检查点 .metadata 的读取结果", "What each distributed checkpoint's .metadata held", "plain"),
+    "partial": ("只写下了一部分分块的参数", "Parameters whose written chunks cover only part of them", "plain"),
     "tensors": ("张量（键和完整形状）", "Tensors (key and global shape)", "plain"),
     "other": ("不是张量的条目", "Entries that are no tensor", "plain"),
     "error": ("无法读取的原因", "Why it could not be read", "plain"),

@@ -229,6 +229,35 @@ def test_a_distributed_checkpoints_metadata_is_read_without_running_its_pickle(t
     assert "error" in dcp.read_metadata(tmp_path / "link")
 
 
+def test_a_metadata_whose_chunks_cover_part_of_a_tensor_lists_it_as_partial(tmp_path):
+    """``if rank == 0: dcp.save(..., no_dist=True)`` on a sharded model: .metadata gives every tensor its global
+    shape but lists only rank 0's chunks, half of each tensor; the other half was never written. A tensor whose
+    chunks cover it whole, in one chunk or in two ranks' halves, is not partial; nor is one with no chunk
+    readable at all counted as whole."""
+    import pickle
+    import torch
+    from torch.distributed.checkpoint.metadata import (ChunkStorageMetadata, Metadata, TensorProperties,
+                                                       TensorStorageMetadata)
+
+    def entry(shape, *chunks):
+        return TensorStorageMetadata(TensorProperties(dtype=torch.float32), torch.Size(shape),
+                                     [ChunkStorageMetadata(torch.Size(o), torch.Size(z)) for o, z in chunks])
+    meta = Metadata(state_dict_metadata={
+        "w": entry((8, 4), ((0, 0), (4, 4))),  # rank 0's half only
+        "v": entry((8, 4), ((0, 0), (4, 4)), ((4, 0), (4, 4))),  # both halves
+        "b": entry((4,), ((0,), (4,))),
+        "u": entry((6,)),  # no chunk at all
+    })
+    (tmp_path / ".metadata").write_bytes(pickle.dumps(meta))
+    read = dcp.read_metadata(tmp_path / ".metadata")
+    assert read["tensors"] == {"w": [8, 4], "v": [8, 4], "b": [4], "u": [6]}
+    assert read["partial"] == {"w": [16, 32], "u": [0, 6]}
+    shapes = [["w", [8, 4]], ["v", [8, 4]], ["b", [4]]]
+    assert dcp.holds(read, shapes) == ([], 3)
+    assert dcp.partial(read, shapes) == ["w"]
+    assert dcp.partial(read, [["v", [8, 4]], ["b", [4]]]) == []
+
+
 def test_a_metadata_of_millions_of_tiny_containers_is_refused_before_it_is_built(tmp_path, monkeypatch):
     """A file under the size bound made of one-byte ``EMPTY_LIST`` opcodes would build one object per byte in the
     grader; its opcodes are counted first and it is refused without unpickling it."""

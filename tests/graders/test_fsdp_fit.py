@@ -464,6 +464,22 @@ def test_a_distributed_checkpoint_is_judged_by_what_its_metadata_lists(tensors, 
         assert "missing" in msg["en"] and "of the 3 parameters" in msg["en"]
 
 
+def test_a_distributed_checkpoint_with_only_rank_0s_chunks_fails():
+    """Every parameter listed with its global shape, but the chunks written cover half of each (rank 0 called
+    dcp.save alone): it cannot be loaded."""
+    run = make_run({0: [*TRAINED, *DCP[0]], 1: []})
+    run.evidence.update(left({0: ["ckpt.dcp/.metadata", "ckpt.dcp/__0_0.distcp"]}))
+    got = dcp_read(NESTED)
+    got["dcp"]["checkpoints"]["ckpt.dcp/.metadata"]["partial"] = {
+        "model.tok.weight": [131072, 262144], "model.blocks.0.qkv.weight": [98304, 196608]}
+    run.evidence.update(got)
+    f = checkpoint.check_checkpoint(run, 48.9 * MB, "cpu")
+    assert (f.status, f.key, f.params["partial"], f.params["total"]) == (CheckStatus.FAIL, "dcp_partial", 2, 3)
+    msg = render("ckpt.save", f)
+    assert "tok.weight" in msg["message"]["en"] and "tok.weight" in msg["message"]["zh"]
+    assert "every rank" in msg["hint"]["en"]
+
+
 def test_a_distributed_checkpoint_of_an_unknown_model_or_without_metadata_fails():
     unknown = make_run({0: DCP[0], 1: DCP[1]})
     unknown.evidence.update(dcp_read(NESTED))
