@@ -315,3 +315,46 @@ def test_a_forward_that_never_returns_leaves_the_next_one_outermost(tmp_path: Pa
     # the same sample every step (the forward that raised was read at its start, before it)
     assert mems[0]["rows"] and all(m["rows"][-1] == mems[0]["rows"][0] for m in mems)
     assert [m["out_grad"] for m in mems] == [1.0, 1.0, 1.0]
+
+
+TAGGED = r"""
+import hashlib, json, os, sys
+sys.path.insert(0, os.environ["STARTER"])
+from distgrade_harness import fsdp
+import torch
+from torch.utils.data import DataLoader
+
+""" + OBSERVER + r"""import torch.distributed as dist
+import model as starter
+dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+torch.manual_seed(0)
+
+
+class Tagged(torch.nn.Module):  # forward(tag, input_ids, labels): the first tensor is a per-step tag
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, tag, input_ids, labels):
+        return self.inner(input_ids, labels)
+
+
+m = Tagged(starter.build_model("tiny"))
+opt = torch.optim.AdamW(m.parameters(), lr=3e-3)
+x, y = next(iter(DataLoader(starter.make_dataset("tiny"), batch_size=2)))
+for step in range(3):  # the same batch every step, behind a tag that differs every step
+    loss = m(torch.tensor([[step]]), x, y)
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+stream.send({"type": "batch_rows", "rows": [hashlib.blake2b(r.numpy().tobytes(), digest_size=6).hexdigest() for r in x]})
+print(json.dumps(stream.records))
+"""
+
+
+def test_the_rows_digested_are_the_dataloaders_batch_not_a_tag_before_it(tmp_path: Path) -> None:
+    """A wrapper whose first argument is a per-step (or per-rank) tag: the rows the harness compares are those of
+    the DataLoader's batch among the forward's tensors, so the same batch every step reads as the same rows."""
+    recs = _records_by_type(TAGGED, tmp_path)
+    want = recs["batch_rows"][0]["rows"]
+    assert [m["rows"] for m in recs["fsdp_mem"]] == [want] * 3

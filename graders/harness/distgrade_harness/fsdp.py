@@ -230,24 +230,28 @@ class FsdpObserver:
         dl._BaseDataLoaderIter.__next__ = __next__
 
     def _takes_batch(self, args) -> bool:
-        """Is a tensor of this forward the DataLoader's latest batch: the same tensor, a view of it, or
-        (moved to a card) equal to it? A slice taken after the move is not recognised: then no root
-        took the batch, and the backward decides alone."""
+        """Is a tensor of this forward the DataLoader's latest batch (``_batch_tensor``)?"""
+        return self._batch_tensor(args) is not None
+
+    def _batch_tensor(self, args) -> torch.Tensor | None:
+        """The first tensor of this forward that is the DataLoader's latest batch: the same tensor, a view of it,
+        or (moved to a card) equal to it; None where none is. A slice taken after the move is not recognised:
+        then no root took the batch, and the backward decides alone."""
         if not self.batch:
-            return False
+            return None
         try:
             given = [t for t in tree_leaves(args) if isinstance(t, torch.Tensor)][:8]
             for t in given:
                 for b in self.batch:
                     if t is b or (t.device == b.device and t.untyped_storage()._cdata == b.untyped_storage()._cdata):
-                        return True
+                        return t
                     if t.device != b.device and t.shape == b.shape and t.dtype == b.dtype:
                         with torch.no_grad():
                             if torch.equal(t.detach().to(b.device), b):
-                                return True
+                                return t
         except Exception:  # a tensor without storage (meta, a subclass): not the batch
-            return False
-        return False
+            return None
+        return None
 
     def _running(self) -> list[nn.Module]:
         """The modules whose forwards run in this thread, outermost first (parameterless ones at the top left
@@ -340,13 +344,17 @@ class FsdpObserver:
         return None
 
     def _digest_rows(self, index: int, args) -> None:
-        """A short digest of each row (sample) of the first tensor this root's forward took: what two ranks, or
-        two steps of one rank, fed the model is compared by content, whatever the DataLoader's indices said."""
+        """A short digest of each row (sample) of the DataLoader's batch among the tensors this root's forward took,
+        else of its first tensor (a script that indexes its data itself): what two ranks, or two steps of one rank,
+        fed the model is compared by content, whatever the DataLoader's indices said. Not simply the first tensor:
+        a wrapper's leading per-rank or per-step tag would be digested in the batch's place."""
         rows = self.rows.setdefault(index, [])
         if len(rows) >= MAX_ROWS:
             return
         try:
-            x = next((t for t in tree_leaves(args) if isinstance(t, torch.Tensor)), None)
+            x = self._batch_tensor(args)
+            if x is None:
+                x = next((t for t in tree_leaves(args) if isinstance(t, torch.Tensor)), None)
             if x is None or x.numel() == 0 or x.is_meta:
                 return
             with torch.no_grad():
