@@ -619,6 +619,11 @@ class Observer:
                     pass
             return _BATCH_NORM(*args, **kwargs)
         batch_norm.__wrapped__ = _BATCH_NORM
+        try:  # TorchScript resolves torch.batch_norm by name (a scripted BatchNorm layer): it must script as the op
+            from torch.jit import _builtins
+            _builtins._register_builtin(batch_norm, "aten::batch_norm")
+        except Exception:  # no such table in this torch: no wrapper, rather than a script that cannot be scripted
+            return
         torch.batch_norm = batch_norm
 
     def _send_norms(self, params) -> None:
