@@ -72,21 +72,52 @@ def unsplit_inputs(run, epoch_rows: int | None) -> dict | None:
     if not epoch_rows:
         return None
     ranks = sorted(run.ranks)
-    window = {}
+    window, padded = {}, False
     for r in ranks:
         rows = []
         for step in step_inputs(run, r) or []:
             rows += step
             if len(step) >= MAX_ROWS:
                 break
-        window[r] = rows[:epoch_rows]
+        handed, pads = first_epoch(run, r)
+        padded = padded or pads
+        window[r] = rows[:min(epoch_rows, handed) if handed else epoch_rows]
+    allowed = run.nproc - 1 if padded else 0  # a DistributedSampler pads a set N does not divide with N-1 repeats
     for i, a in enumerate(ranks):
         for b in ranks[i + 1:]:
             shared = len(set(window[a]) & set(window[b]))
-            if shared:  # the set is nproc * epoch_rows samples of distinct content: no padding, no chance meeting
+            if shared > allowed:  # the set is samples of distinct content: beyond padding, no chance meeting
                 return {"a": a, "b": b, "shared": shared, "of": min(len(window[a]), len(window[b])),
                         "epoch": epoch_rows}
     return None
+
+
+def first_epoch(run, rank: int) -> tuple[int | None, bool]:
+    """From the harness's records of the rank's DataLoader epochs (``distgrade_harness.hooks``): how many samples
+    its training loader (the one that handed out the most batches) gave in its first whole epoch, and whether the
+    data set that loader read is one the ranks do not divide (a validation share held back: a DistributedSampler
+    pads it). ``(None, False)`` without such a record. Used only to end the compared window where the rank's own
+    epoch ends (the next one reshuffles) and to allow the padding: a script that shortens its epochs trains on
+    less, which the other checks see."""
+    s = run.ranks.get(rank) if run else None
+    recs = [e for e in (s.of("epoch") if s else []) if isinstance(e, dict) and e.get("kind") == "map"]
+    totals: dict = {}
+    for e in recs:
+        n = e.get("batches")
+        totals[str(e.get("loader"))] = totals.get(str(e.get("loader")), 0) + (n if _whole(n) else 0)
+    if not totals:
+        return None, False
+    main = max(totals, key=totals.get)
+    mine = [e for e in recs if str(e.get("loader")) == main]
+    size = next((x for x in (mine[0].get("local_len"), mine[0].get("dataset_len")) if _whole(x)), None)
+    padded = bool(size) and size % max(run.nproc, 1) != 0
+    done = next((e for e in mine if e.get("complete") is True and isinstance(e.get("indices"), list)), None)
+    handed = len(done["indices"]) if done is not None and done["indices"] else None
+    return handed, padded
+
+
+def _whole(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x > 0
 
 
 def repeated_inputs(run, epoch_rows: int | None = None) -> dict | None:

@@ -366,6 +366,43 @@ def test_ranks_that_each_walk_the_whole_data_set_are_caught_within_an_epoch_of_t
     assert (f.status, f.key) == (CheckStatus.WARN, "inputs_unread")
 
 
+def _epoch(rank: int, indices: list[int], local_len: int, loader: int = 1, complete: bool = True) -> dict:
+    """The harness's DataLoader record of one epoch (``distgrade_harness.hooks``): the samples it handed out."""
+    return {"type": "epoch", "loader": loader, "epoch": 0, "kind": "map", "complete": complete,
+            "batches": len(indices), "batch_size": 1, "indices": indices, "sampler": "DistributedSampler",
+            "dataset_len": 8, "local_len": local_len}
+
+
+def test_a_validation_split_held_back_is_no_unsplit_data():
+    """A tenth held back with random_split: 7 of the 8 samples train, so the DistributedSampler pads with one repeated
+    sample (one row both ranks feed) and each rank's epoch is 4 rows; with 22 of 24 and drop_last, a rank's epoch
+    is 10 rows, and the eleventh and twelfth are the next epoch's, reshuffled. The window is the epoch the rank's
+    training loader handed out, and a padding row per rank pair is allowed where the split does not divide."""
+    sample = [f"{i:02x}5a5a5a5a5a" for i in range(24)]
+    padded0 = [[sample[i]] for i in (3, 5, 0, 6)]
+    padded1 = [[sample[i]] for i in (1, 4, 2, 3)]  # sample 3 is the sampler's padding: on both ranks
+    run = two_ranks({"rows": padded0}, {"rows": padded1})
+    run.ranks[0].records.append(_epoch(0, [3, 5, 0, 6], 7))
+    run.ranks[1].records.append(_epoch(1, [1, 4, 2, 3], 7))
+    assert fsdp.check_progress(run, 0.05, epoch_rows=4).status == CheckStatus.PASS
+    bare = two_ranks({"rows": padded0}, {"rows": padded1})  # no DataLoader record: the grader's epoch, no padding
+    assert fsdp.check_progress(bare, 0.05, epoch_rows=4).key == "not_split"
+    # CPU mode: 12 rows a rank, the training part 22 of 24, batches of 2 with drop_last: 10 rows an epoch
+    first0, first1 = list(range(0, 20, 2)), list(range(1, 20, 2))
+    rows0 = [[sample[a], sample[b]] for a, b in zip(first0[::2], first0[1::2])] + [[sample[1], sample[20]]]
+    rows1 = [[sample[a], sample[b]] for a, b in zip(first1[::2], first1[1::2])] + [[sample[0], sample[21]]]
+    cpu = two_ranks({"rows": rows0}, {"rows": rows1}, losses=(7, 6.5, 6, 5, 4.5, 3))
+    cpu.ranks[0].records.append(_epoch(0, first0, 22))
+    cpu.ranks[1].records.append(_epoch(1, first1, 22))
+    assert fsdp.check_progress(cpu, 0.05, epoch_rows=12).status == CheckStatus.PASS
+    # the whole set walked by every rank is still caught with its loader's record: 8 samples, no padding
+    walk0, walk1 = [[sample[i]] for i in (5, 2, 7, 0)], [[sample[i]] for i in (3, 6, 1, 2)]
+    walked = two_ranks({"rows": walk0}, {"rows": walk1})
+    walked.ranks[0].records.append({**_epoch(0, [5, 2, 7, 0, 1, 3, 4, 6], 8), "sampler": "RandomSampler"})
+    walked.ranks[1].records.append({**_epoch(1, [3, 6, 1, 2, 0, 4, 5, 7], 8), "sampler": "RandomSampler"})
+    assert fsdp.check_progress(walked, 0.05, epoch_rows=4).key == "not_split"
+
+
 def test_progress_fails_when_part_of_the_model_never_trained():
     """An optimizer built before fully_shard(model): 96 of 100 tensors are the model's, the other 4 never change."""
     opt = {"type": "fsdp_optimizer", "params": 100, "in_model": 96, "with_grad": 96, "model_params": 100}
