@@ -183,8 +183,8 @@ def checkpoint_bytes(run) -> int | None:
 def _loose(run) -> list[tuple[str, int | None, int | None]]:
     """``(path, rank that wrote it, rank its name gives)`` of the files rank 0 did not write (or wrote, as another
     rank did) that count as saved weights although they start like no checkpoint: a non-zero rank in the name, or
-    model-sized (at 4 bits a parameter or more; at most 8 where rank 0 wrote the path too). A file that reads as text is a log or metrics file, not weights, whatever its name or
-    size, and so is a TensorBoard event file."""
+    model-sized (at 4 bits a parameter or more; at most 8 bytes where rank 0 wrote the path too). A file that reads
+    as text is a log or metrics file, not weights, whatever its name or size, and so is a TensorBoard event file."""
     files = (getattr(run, "evidence", None) or {}).get("files") or {}
     least, out = checkpoint_bytes(run), []
     shared = {f for f in (files.get("shared_paths") or [])[:MAX_SHARED] if isinstance(f, str)}  # rank 0 wrote it too

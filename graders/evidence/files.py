@@ -235,9 +235,10 @@ def created_files(run, work: Path) -> dict:
     "elsewhere": {rank: [files that rank wrote outside the work folder, taken for checkpoints: ``_unread_kind``]},
     "elsewhere_logs": {rank: [logs by name that rank wrote outside the work folder]}}``: the sandbox's /tmp and
     /dev/shm end with the run, so the grader cannot read them; the rank's word that it wrote one counts against it
-    (a file the script removed from the work folder is a temporary one and counts for nothing). ``loose`` are the other files rank 0 did not
-    write (or wrote, as another rank did: ``shared_paths``), which the check judges by size against the evaluated model (a writer in C leaves weights that start
-    like nothing in particular: raw floats, a database), unless they are text."""
+    (a file the script removed from the work folder is a temporary one and counts for nothing). ``loose`` are the
+    other files rank 0 did not write (or wrote, as another rank did: ``shared_paths``), which the check judges by
+    size against the evaluated model (a writer in C leaves weights that start like nothing in particular: raw
+    floats, a database), unless they are text."""
     left, cached, unlisted = walk(work)
     left.update((p, n) for p, n in cached.items() if cached_output(p))  # heads of 16 bytes, a pickle's first MiB
     ranks, claimed, saved, writer, ranks_found = {}, set(), {}, {}, {}
