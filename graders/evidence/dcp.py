@@ -157,19 +157,17 @@ def partial(meta: dict[str, Any], shapes: list[list]) -> list[str]:
     or ends with ``.name`` cover less than the tensor (only some ranks wrote their shards)."""
     parts = meta.get("partial") if isinstance(meta, dict) else None
     parts = parts if isinstance(parts, dict) else {}
-    tails: dict[str, bool] = {}
-    for key in parts:
-        pieces = str(key).split(".")
-        for i in range(len(pieces)):
-            tails[".".join(pieces[i:])] = True
     tensors = meta.get("tensors") if isinstance(meta, dict) else None
     tensors = tensors if isinstance(tensors, dict) else {}
-    whole = set()
-    for key in tensors:
-        if key not in parts:
-            pieces = str(key).split(".")
-            whole.update(".".join(pieces[i:]) for i in range(len(pieces)))
-    return [name for name, _ in shapes if tails.get(name) and name not in whole]
+    torn = {tail for key in parts for tail in _tails(key)}
+    whole = {tail for key in tensors if key not in parts for tail in _tails(key)}
+    return [name for name, _ in shapes if name in torn and name not in whole]
+
+
+def _tails(key: Any) -> list[str]:
+    """A dotted key and every ending of it: ``model.tok.weight``, ``tok.weight``, ``weight``."""
+    pieces = str(key).split(".")
+    return [".".join(pieces[i:]) for i in range(len(pieces))]
 
 
 def holds(meta: dict[str, Any], shapes: list[list]) -> tuple[list[str], int]:
@@ -180,8 +178,7 @@ def holds(meta: dict[str, Any], shapes: list[list]) -> tuple[list[str], int]:
     tensors = tensors if isinstance(tensors, dict) else {}
     by_tail: dict[str, list[list[int]]] = {}
     for key, dims in tensors.items():
-        parts = key.split(".")
-        for i in range(len(parts)):
-            by_tail.setdefault(".".join(parts[i:]), []).append(dims)
+        for tail in _tails(key):
+            by_tail.setdefault(tail, []).append(dims)
     missing = [name for name, dims in shapes if list(dims) not in by_tail.get(name, [])]
     return missing, len(shapes)

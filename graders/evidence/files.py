@@ -257,7 +257,7 @@ def created_files(run, work: Path) -> dict:
         kinds = [(p, _unread_kind(p)) for p in outside]
         elsewhere[r] = [p for p, kind in kinds if kind == "saved"][:20]
         elsewhere_logs[r] = [p for p, kind in kinds if kind == "log"][:20]
-    rank0 = _found(rank_writes(run.ranks.get(0)), left)
+    rank0 = ranks_found.get(0, set())  # found once, above
     # A file rank 0 wrote and another rank wrote too (every rank writing one path): judged as that rank's, by size
     # like the others, unless it reads as text (N ranks appending to one log is output, judged as such).
     shared = {p: next(r for r in range(1, run.nproc) if p in ranks_found[r])

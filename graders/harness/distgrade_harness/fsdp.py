@@ -134,6 +134,11 @@ def describe(root: nn.Module) -> dict:
             "local_param_bytes": _unique_bytes(params, set()), "param_shapes": param_shapes(root)}
 
 
+def _summary() -> dict:
+    """What ``_summarise`` adds up, from nothing."""
+    return {"tensors": 0, "bytes": 0, "elements": 0, "sharded": 0, "devices": set()}
+
+
 def _summarise(obj, out: dict, depth: int = 0) -> None:
     if depth > 6:
         return
@@ -141,7 +146,7 @@ def _summarise(obj, out: dict, depth: int = 0) -> None:
         local = obj.to_local() if hasattr(obj, "to_local") else obj
         out["tensors"] += 1
         out["bytes"] += local.numel() * local.element_size()
-        out["elements"] = out.get("elements", 0) + local.numel()
+        out["elements"] += local.numel()
         out["sharded"] += int(local is not obj or type(obj).__name__ == "ShardedTensor")
         out["devices"].add(local.device.type)
     elif isinstance(obj, dict):
@@ -521,7 +526,7 @@ class FsdpObserver:
         def hooked(module, *args, **kwargs):
             out = state_dict(module, *args, **kwargs)
             if not args and not kwargs.get("prefix") and kwargs.get("destination") is None:  # the outermost call
-                summary = {"tensors": 0, "bytes": 0, "sharded": 0, "devices": set()}
+                summary = _summary()
                 try:
                     _summarise(out, summary)
                 except Exception:  # an odd state dict: nothing to report
@@ -535,7 +540,7 @@ class FsdpObserver:
         obs, save = self, torch.save
 
         def hooked_save(obj, f, *args, **kwargs):
-            out = {"tensors": 0, "bytes": 0, "elements": 0, "sharded": 0, "devices": set()}
+            out = _summary()
             _summarise(obj, out)
             try:  # where it went: the grader matches a rank's sharded save to the file it left
                 named = os.fspath(f) if isinstance(f, (str, os.PathLike)) else None

@@ -611,12 +611,8 @@ class Observer:
             # A hand-written forward calling F.batch_norm on a converted layer's weight and buffers with
             # training=True normalises with this rank's statistics alone, and the layer module is never called.
             training = args[5] if len(args) > 5 else kwargs.get("training", False)
-            if training and obs.bn_sent and not obs.bn_depth and torch.is_grad_enabled():
-                try:
-                    if not torch.compiler.is_compiling():
-                        obs.bn_calls[1] += 1
-                except Exception:  # counting must never break the student's forward
-                    pass
+            if training and obs.bn_sent and not obs.bn_depth and torch.is_grad_enabled() and not _compiling():
+                obs.bn_calls[1] += 1
             return _BATCH_NORM(*args, **kwargs)
         batch_norm.__wrapped__ = _BATCH_NORM
         try:  # TorchScript resolves torch.batch_norm by name (a scripted BatchNorm layer): it must script as the op
